@@ -1,0 +1,34 @@
+// rnnjit: the argument structs of the gate kernels. One struct per pass, passed as a single
+// pointer; generated code loads the fields by offsetof. Row strides follow from the KernelDesc:
+//   gx, gh: G*H      h_prev, h_out, h, dy: ld_h      c_*: H      gates: reserve_gates*H
+//   dh_carry, dc_carry: H
+#pragma once
+
+namespace rnnjit {
+
+struct GateForwardArgs {
+  const float* gx;       // [N, G*H] input projection of this step (W_ih x_t), no bias
+  const float* gh;       // [N, G*H] recurrent projection (W_hh h_{t-1}), no bias
+  const float* bias_ih;  // [G*H]
+  const float* bias_hh;  // [G*H]
+  const float* h_prev;   // [N, ld_h]
+  const float* c_prev;   // [N, H] LSTM only
+  float* h_out;          // [N, ld_h]
+  float* c_out;          // [N, H] LSTM only; may equal c_prev (in-place update)
+  float* gates;          // [N, reserve_gates*H] training only: LSTM i,f,g,o; GRU r,z,hn,n
+};
+
+struct GateBackwardArgs {
+  const float* dy;        // [N, ld_h] gradient arriving at h_t from the layer above (or the loss)
+  const float* h;         // [N, ld_h] h_t (vanilla RNN)
+  const float* h_prev;    // [N, ld_h] h_{t-1} (GRU)
+  const float* c;         // [N, H] c_t (LSTM)
+  const float* c_prev;    // [N, H] c_{t-1} (LSTM)
+  float* gates;           // in: the forward's gates; out (in place): pre-activation gradients.
+                          //   LSTM di,df,dg,do; GRU dr,dz,dn*r (recurrent side),dn (input side); RNN da
+  float* dh_carry;        // in: dL/dh_t through the recurrence; out: GRU's direct dh_{t-1} = dh*z
+                          //   (the executor's GEMM then adds dgates x W_hh)
+  float* dc_carry;        // in: dL/dc_t; out: dL/dc_{t-1} (LSTM)
+};
+
+}  // namespace rnnjit

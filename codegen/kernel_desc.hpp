@@ -1,0 +1,57 @@
+// rnnjit: KernelDesc, the complete description of one generated gate kernel.
+//
+// Plain fixed-width fields, zero-initialised, no padding: it is compared and hashed as a whole
+// (its bytes are the cache key) and it names the ISA and the generator version, so a change to
+// an emitter can never reuse a stale kernel. Emitters follow it; they decide nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "rnnjit/config.hpp"
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit {
+
+// Bumped whenever any emitter's output changes for an unchanged descriptor.
+inline constexpr std::uint32_t kGeneratorVersion = 1;
+
+enum class Pass : std::uint8_t { forward = 0, backward = 1 };
+
+struct KernelDesc {
+  std::uint32_t generator_version = kGeneratorVersion;
+  std::uint8_t isa = 0;       // Isa: the code the kernel is made of (reference = scalar C++)
+  std::uint8_t cell = 0;      // CellKind
+  std::uint8_t pass = 0;      // Pass
+  std::uint8_t training = 0;  // forward: also store what backward needs into the reserve
+  std::uint32_t hidden = 0;   // H: columns per row and per gate
+  std::uint32_t rows = 0;     // N: batch rows per launch
+  std::uint32_t ld_h = 0;     // row stride (elements) of h_prev, h_out, h and dy: D*H
+  std::uint32_t unroll = 0;   // vectors per gate per inner-loop iteration
+
+  Isa isa_kind() const { return static_cast<Isa>(isa); }
+  CellKind cell_kind() const { return static_cast<CellKind>(cell); }
+  Pass pass_kind() const { return static_cast<Pass>(pass); }
+  int gates() const { return gate_count(cell_kind()); }
+  // Width (in units of H) of a row of the reserve's gate region: LSTM i,f,g,o; GRU r,z,hn,n;
+  // RNN a single slot that only backward writes (the gate gradient).
+  int reserve_gates() const { return cell_kind() == CellKind::gru ? 4 : gates(); }
+
+  bool operator==(const KernelDesc& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
+};
+static_assert(std::has_unique_object_representations_v<KernelDesc>, "KernelDesc must have no padding");
+
+struct KernelDescHash {
+  std::size_t operator()(const KernelDesc& d) const;  // FNV-1a over the bytes
+};
+
+// Derived from the descriptor and used everywhere: dumps, logs, test names, symbols.
+// e.g. "lstm_fwd_train_avx512_h800_n20_ld800_u4".
+std::string kernel_name(const KernelDesc& d);
+// "cell=lstm pass=fwd training=1 isa=avx512 H=800 N=20 ld_h=800 unroll=4 gen=1"
+std::string describe(const KernelDesc& d);
+
+}  // namespace rnnjit

@@ -1,0 +1,123 @@
+// rnnjit: the Plan, plain data that fully describes a prepared RNN call: every GEMM with its
+// sizes, leading dimensions and operands, every recurrence (time loop) with its gate kernel's
+// descriptor, and the WorkspacePlan of named regions. The planner (codegen/planner.hpp) makes
+// it without emitting any code; the executor (runtime/) only walks it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "codegen/kernel_desc.hpp"
+#include "rnnjit/config.hpp"
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit {
+
+// Where an operand lives: a caller's tensor, the weights, or a region of workspace/reserve.
+enum class Buffer : std::uint8_t {
+  none, x, y, hx, cx, hy, cy, dy, dhy, dcy, dx, dhx, dcx, weights, dweights, workspace, reserve
+};
+std::string_view to_string(Buffer b);
+
+inline constexpr std::size_t kRegionAlignment = 64;
+
+struct Region {
+  std::string name;     // e.g. "gates.l0.d1"
+  bool reserve;         // kept from forward training to backward, else scratch workspace
+  std::size_t offset;   // bytes from the start of its buffer, kRegionAlignment-aligned
+  std::size_t size;     // bytes
+};
+
+struct WorkspacePlan {
+  std::vector<Region> regions;
+  std::size_t workspace_bytes = 0;
+  std::size_t reserve_bytes = 0;
+
+  int add(std::string name, bool reserve, std::size_t bytes);  // returns the region's index
+};
+
+// A float operand: `offset` elements past the start of its region (workspace/reserve) or of
+// the caller's buffer.
+struct Operand {
+  Buffer buffer = Buffer::none;
+  int region = -1;
+  std::int64_t offset = 0;
+};
+
+// An operand that moves with the time step t (sequence order): base + t * t_stride elements.
+struct Timed {
+  Operand base;
+  std::int64_t t_stride = 0;
+};
+
+// Row-major C = op(A) op(B) + beta C with op(X) = X or X^T; alpha is always 1.
+struct GemmStep {
+  std::string what;  // e.g. "input projection l0 d0"
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  Operand a, b, c;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+  float beta = 0.0f;
+};
+
+// dst[r, 0:cols] = src[r, 0:cols] for r < rows; a `none` source writes zeros.
+struct CopyStep {
+  std::string what;
+  Operand src, dst;
+  std::int64_t rows = 0, cols = 0, ld_src = 0, ld_dst = 0;
+  bool optional_src = false;  // the caller may omit src (then zeros); e.g. hx
+  bool optional_dst = false;  // the caller may omit dst (then skipped); e.g. hy
+};
+
+// dst[j] (+)= sum over r < rows of src[r, j], j < cols (bias gradients).
+struct ColumnSumStep {
+  std::string what;
+  Operand src, dst;
+  std::int64_t rows = 0, cols = 0, ld_src = 0;
+  float beta = 0.0f;
+};
+
+// The time loop of one layer and direction. Forward, at processing step s (t = s, or T-1-s
+// when reverse): gh = h_prev W_hh^T (gemm, a = h_prev), then the gate kernel with
+// h_prev/c_prev = h/c at the previous time (h_init/c_init at the first step).
+// Backward walks the steps the other way: the gate kernel, then dh_carry (+)= dgates W_hh.
+struct RecurrenceStep {
+  std::string what;
+  Pass pass = Pass::forward;
+  std::int64_t layer = 0;
+  int direction = 0;
+  bool reverse = false;
+  std::int64_t steps = 0;  // T
+  std::int64_t batch = 0;  // N
+  int kernel = -1;         // index into Plan::kernels
+  GemmStep gemm;           // per step; its a (fwd: h_prev, bwd: gates at t) is filled per step
+  Timed gx, h, c, gates, dy;
+  Operand gh, bias_ih, bias_hh, h_init, c_init, dh_carry, dc_carry;
+};
+
+using Step = std::variant<GemmStep, CopyStep, ColumnSumStep, RecurrenceStep>;
+
+// Steps of one lane run in order; the lanes of a stage run concurrently (the two directions
+// of a bidirectional layer); stages run one after the other.
+struct Stage {
+  std::vector<std::vector<Step>> lanes;
+};
+
+struct Plan {
+  RnnConfig config;
+  Shape shape;
+  Mode mode = Mode::inference;
+  Isa isa = Isa::reference;
+  std::vector<std::string> notes;  // decisions worth telling the user (e.g. fallbacks)
+  std::vector<KernelDesc> kernels;
+  WorkspacePlan workspace;
+  std::vector<Stage> forward, backward_data, backward_weights;
+};
+
+std::string to_text(const Plan& plan);
+std::string to_json(const Plan& plan);
+
+}  // namespace rnnjit

@@ -1,0 +1,102 @@
+#include "codegen/plan_extents.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "rnnjit/weights.hpp"
+
+namespace rnnjit {
+namespace {
+
+void matrix(const std::function<void(const Extent&)>& fn, const Operand& o, std::int64_t rows, std::int64_t cols,
+            std::int64_t ld, std::int64_t t_stride = 0, std::int64_t steps = 1) {
+  if (o.buffer == Buffer::none || rows == 0 || cols == 0) return;
+  const std::int64_t span = (steps - 1) * t_stride;
+  fn({o, o.offset + std::min<std::int64_t>(0, span), o.offset + std::max<std::int64_t>(0, span) + (rows - 1) * ld + cols});
+}
+
+void gemm(const std::function<void(const Extent&)>& fn, const GemmStep& g) {
+  matrix(fn, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
+  matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
+  matrix(fn, g.c, g.m, g.n, g.ldc);
+}
+
+void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, const RecurrenceStep& r) {
+  const KernelDesc& k = p.kernels[static_cast<std::size_t>(r.kernel)];
+  const std::int64_t H = k.hidden, GH = k.gates() * H, R = k.reserve_gates() * H, N = r.batch, T = r.steps;
+  const bool lstm = k.cell_kind() == CellKind::lstm;
+  GemmStep g = r.gemm;
+  g.a = {};  // the per-step operand is covered by h / gates below
+  gemm(fn, g);
+  matrix(fn, r.h.base, N, H, k.ld_h, r.h.t_stride, T);
+  matrix(fn, r.h_init, N, H, k.ld_h);
+  if (lstm) {
+    matrix(fn, r.c.base, N, H, H, r.c.t_stride, T);
+    matrix(fn, r.c_init, N, H, H);
+  }
+  if (r.pass == Pass::forward) {
+    matrix(fn, r.gx.base, N, GH, GH, r.gx.t_stride, T);
+    matrix(fn, r.bias_ih, 1, GH, GH);
+    matrix(fn, r.bias_hh, 1, GH, GH);
+    if (k.training) matrix(fn, r.gates.base, N, R, R, r.gates.t_stride, T);
+  } else {
+    matrix(fn, r.gates.base, N, R, R, r.gates.t_stride, T);
+    matrix(fn, r.dy.base, N, H, k.ld_h, r.dy.t_stride, T);
+    matrix(fn, r.dh_carry, N, H, H);
+    if (lstm) matrix(fn, r.dc_carry, N, H, H);
+  }
+}
+
+}  // namespace
+
+void for_each_extent(const Plan& p, const std::vector<Stage>& stages, const std::function<void(const Extent&)>& fn) {
+  for (const Stage& stage : stages)
+    for (const auto& lane : stage.lanes)
+      for (const Step& step : lane) {
+        if (const auto* g = std::get_if<GemmStep>(&step)) gemm(fn, *g);
+        if (const auto* c = std::get_if<CopyStep>(&step)) {
+          matrix(fn, c->src, c->rows, c->cols, c->ld_src);
+          matrix(fn, c->dst, c->rows, c->cols, c->ld_dst);
+        }
+        if (const auto* c = std::get_if<ColumnSumStep>(&step)) {
+          matrix(fn, c->src, c->rows, c->cols, c->ld_src);
+          matrix(fn, c->dst, 1, c->cols, c->cols);
+        }
+        if (const auto* r = std::get_if<RecurrenceStep>(&step)) recurrence(p, fn, *r);
+      }
+}
+
+std::int64_t buffer_elements(const Plan& p, Buffer b) {
+  switch (b) {
+    case Buffer::x:
+    case Buffer::dx: return x_elements(p.config, p.shape);
+    case Buffer::y:
+    case Buffer::dy: return y_elements(p.config, p.shape);
+    case Buffer::hx: case Buffer::cx: case Buffer::hy: case Buffer::cy:
+    case Buffer::dhy: case Buffer::dcy: case Buffer::dhx: case Buffer::dcx: return state_elements(p.config, p.shape);
+    case Buffer::weights:
+    case Buffer::dweights: return WeightLayout(p.config).total_elements();
+    case Buffer::workspace: return static_cast<std::int64_t>(p.workspace.workspace_bytes / sizeof(float));
+    case Buffer::reserve: return static_cast<std::int64_t>(p.workspace.reserve_bytes / sizeof(float));
+    case Buffer::none: return 0;
+  }
+  return 0;
+}
+
+void check_extents(const Plan& p) {
+  for (const auto* stages : {&p.forward, &p.backward_data, &p.backward_weights})
+    for_each_extent(p, *stages, [&](const Extent& e) {
+      const std::int64_t limit =
+          e.operand.region >= 0
+              ? static_cast<std::int64_t>(p.workspace.regions[static_cast<std::size_t>(e.operand.region)].size / sizeof(float))
+              : buffer_elements(p, e.operand.buffer);
+      if (e.begin < 0 || e.end > limit)
+        throw Error(fmt::format("plan error: an operand in {} reaches [{}, {}) outside its {} elements",
+                                e.operand.region >= 0 ? p.workspace.regions[static_cast<std::size_t>(e.operand.region)].name
+                                                      : std::string(to_string(e.operand.buffer)),
+                                e.begin, e.end, limit));
+    });
+}
+
+}  // namespace rnnjit

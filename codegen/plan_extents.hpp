@@ -1,0 +1,28 @@
+// rnnjit: what each step of a plan touches. For every operand of every step, the element
+// range [begin, end) it reads or writes in its buffer or region, over all time steps. Used to
+// check a plan against its buffers before anything runs, and by the tests to prove that
+// regions are exactly as large as what the executor touches.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "codegen/plan.hpp"
+
+namespace rnnjit {
+
+struct Extent {
+  Operand operand;
+  std::int64_t begin = 0, end = 0;  // elements, relative to the buffer or region start
+};
+
+void for_each_extent(const Plan& plan, const std::vector<Stage>& stages, const std::function<void(const Extent&)>& fn);
+
+// Elements each caller-visible buffer must hold for this plan's config and shape.
+std::int64_t buffer_elements(const Plan& plan, Buffer buffer);
+
+// Throws Error naming the step and operand if any operand reaches outside its buffer/region.
+void check_extents(const Plan& plan);
+
+}  // namespace rnnjit

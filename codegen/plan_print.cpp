@@ -1,0 +1,165 @@
+// rnnjit: the Plan as human text and as JSON (one document).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/plan.hpp"
+
+namespace rnnjit {
+namespace {
+
+template <class... F> struct Overloaded : F... { using F::operator()...; };
+template <class... F> Overloaded(F...) -> Overloaded<F...>;
+
+std::string operand_text(const Plan& p, const Operand& o) {
+  if (o.buffer == Buffer::none) return "zeros";
+  if (o.region >= 0) return fmt::format("{}+{}", p.workspace.regions[static_cast<std::size_t>(o.region)].name, o.offset);
+  return fmt::format("{}+{}", to_string(o.buffer), o.offset);
+}
+
+nlohmann::json operand_json(const Plan& p, const Operand& o) {
+  nlohmann::json j{{"buffer", std::string(to_string(o.buffer))}, {"offset", o.offset}};
+  if (o.region >= 0) j["region"] = p.workspace.regions[static_cast<std::size_t>(o.region)].name;
+  return j;
+}
+
+std::string gemm_text(const Plan& p, const GemmStep& g) {
+  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}, A={} B={} C={} ldc={}", g.what, g.m, g.n,
+                     g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb, g.k,
+                     g.a.buffer == Buffer::none ? "h_prev(t)" : operand_text(p, g.a), operand_text(p, g.b),
+                     operand_text(p, g.c), g.ldc);
+}
+
+nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
+  return {{"kind", "gemm"}, {"what", g.what}, {"trans_a", g.trans_a}, {"trans_b", g.trans_b}, {"m", g.m}, {"n", g.n},
+          {"k", g.k}, {"a", operand_json(p, g.a)}, {"b", operand_json(p, g.b)}, {"c", operand_json(p, g.c)},
+          {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}};
+}
+
+std::string step_text(const Plan& p, const Step& step) {
+  return std::visit(
+      Overloaded{
+          [&](const GemmStep& g) { return gemm_text(p, g); },
+          [&](const CopyStep& c) {
+            return fmt::format("copy {}: [{}x{}] {} (ld {}) -> {} (ld {})", c.what, c.rows, c.cols,
+                               operand_text(p, c.src), c.ld_src, operand_text(p, c.dst), c.ld_dst);
+          },
+          [&](const ColumnSumStep& c) {
+            return fmt::format("colsum {}: [{}x{}] {} (ld {}) -> {}", c.what, c.rows, c.cols, operand_text(p, c.src),
+                               c.ld_src, operand_text(p, c.dst));
+          },
+          [&](const RecurrenceStep& r) {
+            return fmt::format("loop {}: {} steps{}, per step: {} ; kernel {}", r.what, r.steps,
+                               r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm),
+                               kernel_name(p.kernels[static_cast<std::size_t>(r.kernel)]));
+          }},
+      step);
+}
+
+nlohmann::json step_json(const Plan& p, const Step& step) {
+  return std::visit(
+      Overloaded{
+          [&](const GemmStep& g) { return gemm_json(p, g); },
+          [&](const CopyStep& c) {
+            return nlohmann::json{{"kind", "copy"}, {"what", c.what}, {"src", operand_json(p, c.src)},
+                                  {"dst", operand_json(p, c.dst)}, {"rows", c.rows}, {"cols", c.cols},
+                                  {"ld_src", c.ld_src}, {"ld_dst", c.ld_dst}};
+          },
+          [&](const ColumnSumStep& c) {
+            return nlohmann::json{{"kind", "column_sum"}, {"what", c.what}, {"src", operand_json(p, c.src)},
+                                  {"dst", operand_json(p, c.dst)}, {"rows", c.rows}, {"cols", c.cols},
+                                  {"ld_src", c.ld_src}};
+          },
+          [&](const RecurrenceStep& r) {
+            auto timed = [&](const Timed& t) {
+              nlohmann::json j = operand_json(p, t.base);
+              j["t_stride"] = t.t_stride;
+              return j;
+            };
+            return nlohmann::json{{"kind", "recurrence"}, {"what", r.what},
+                                  {"pass", r.pass == Pass::forward ? "forward" : "backward"}, {"layer", r.layer},
+                                  {"direction", r.direction}, {"reverse", r.reverse}, {"steps", r.steps},
+                                  {"kernel", kernel_name(p.kernels[static_cast<std::size_t>(r.kernel)])},
+                                  {"gemm", gemm_json(p, r.gemm)}, {"gx", timed(r.gx)}, {"h", timed(r.h)},
+                                  {"c", timed(r.c)}, {"gates", timed(r.gates)}, {"dy", timed(r.dy)}};
+          }},
+      step);
+}
+
+void stages_text(const Plan& p, const char* title, const std::vector<Stage>& stages, std::string& out) {
+  if (stages.empty()) return;
+  out += fmt::format("{}:\n", title);
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    for (std::size_t l = 0; l < stages[s].lanes.size(); ++l)
+      for (const Step& step : stages[s].lanes[l])
+        out += fmt::format("  [stage {} lane {}] {}\n", s, l, step_text(p, step));
+}
+
+nlohmann::json stages_json(const Plan& p, const std::vector<Stage>& stages) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    for (std::size_t l = 0; l < stages[s].lanes.size(); ++l)
+      for (const Step& step : stages[s].lanes[l]) {
+        nlohmann::json j = step_json(p, step);
+        j["stage"] = s;
+        j["lane"] = l;
+        arr.push_back(std::move(j));
+      }
+  return arr;
+}
+
+}  // namespace
+
+std::string_view to_string(Buffer b) {
+  static constexpr const char* kNames[] = {"none", "x",  "y",   "hx",  "cx",  "hy",      "cy",       "dy",       "dhy",
+                                           "dcy",  "dx", "dhx", "dcx", "weights", "dweights", "workspace", "reserve"};
+  return kNames[static_cast<int>(b)];
+}
+
+std::string to_text(const Plan& p) {
+  std::string out = fmt::format("plan: {} T={} N={} mode={} isa={}\n", describe(p.config), p.shape.seq_len,
+                                p.shape.batch, to_string(p.mode), to_string(p.isa));
+  for (const std::string& n : p.notes) out += fmt::format("note: {}\n", n);
+  out += "kernels:\n";
+  for (const KernelDesc& k : p.kernels) out += fmt::format("  {}  ({})\n", kernel_name(k), describe(k));
+  out += fmt::format("workspace: {} bytes, reserve: {} bytes\n", p.workspace.workspace_bytes, p.workspace.reserve_bytes);
+  for (const Region& r : p.workspace.regions)
+    out += fmt::format("  {:<8} {:<20} offset {:>12} size {:>12}\n", r.reserve ? "reserve" : "scratch", r.name,
+                       r.offset, r.size);
+  stages_text(p, "forward", p.forward, out);
+  stages_text(p, "backward data", p.backward_data, out);
+  stages_text(p, "backward weights", p.backward_weights, out);
+  return out;
+}
+
+std::string to_json(const Plan& p) {
+  nlohmann::json j;
+  j["config"] = {{"cell", std::string(to_string(p.config.cell))}, {"input_size", p.config.input_size},
+                 {"hidden_size", p.config.hidden_size}, {"num_layers", p.config.num_layers},
+                 {"bidirectional", p.config.bidirectional}};
+  j["shape"] = {{"seq_len", p.shape.seq_len}, {"batch", p.shape.batch}};
+  j["mode"] = std::string(to_string(p.mode));
+  j["isa"] = std::string(to_string(p.isa));
+  j["notes"] = p.notes;
+  j["kernels"] = nlohmann::json::array();
+  for (const KernelDesc& k : p.kernels)
+    j["kernels"].push_back({{"name", kernel_name(k)},
+                            {"descriptor",
+                             {{"generator_version", k.generator_version}, {"isa", std::string(to_string(k.isa_kind()))},
+                              {"cell", std::string(to_string(k.cell_kind()))},
+                              {"pass", k.pass_kind() == Pass::forward ? "forward" : "backward"},
+                              {"training", static_cast<bool>(k.training)}, {"hidden", k.hidden}, {"rows", k.rows},
+                              {"ld_h", k.ld_h}, {"unroll", k.unroll}}}});
+  j["workspace_bytes"] = p.workspace.workspace_bytes;
+  j["reserve_bytes"] = p.workspace.reserve_bytes;
+  j["regions"] = nlohmann::json::array();
+  for (const Region& r : p.workspace.regions)
+    j["regions"].push_back({{"name", r.name}, {"space", r.reserve ? "reserve" : "workspace"}, {"offset", r.offset},
+                            {"size", r.size}});
+  j["steps"] = {{"forward", stages_json(p, p.forward)},
+                {"backward_data", stages_json(p, p.backward_data)},
+                {"backward_weights", stages_json(p, p.backward_weights)}};
+  return j.dump();
+}
+
+}  // namespace rnnjit

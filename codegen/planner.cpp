@@ -1,0 +1,346 @@
+#include "codegen/planner.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "codegen/x64/gate_emitter.hpp"
+#include "rnnjit/weights.hpp"
+
+namespace rnnjit {
+namespace {
+
+std::size_t round_up(std::size_t v) { return (v + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
+
+Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset = 0) {
+  return {ws.regions[static_cast<std::size_t>(region)].reserve ? Buffer::reserve : Buffer::workspace, region, offset};
+}
+
+Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offset}; }
+
+// Everything the planner needs about one call, with the sizes named once.
+struct Sizes {
+  std::int64_t T, N, H, G, GH, D, L, R;  // R: reserve gate columns (reserve_gates * H)
+  bool lstm, gru;
+};
+
+class Planner {
+ public:
+  Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa)
+      : config_(config), layout_(config), plan_{config, shape, mode, isa, {}, {}, {}, {}, {}, {}} {
+    const std::int64_t H = config.hidden_size;
+    const int G = config.gates();
+    s_ = {shape.seq_len, shape.batch, H, G, G * H, config.directions(), config.num_layers,
+          (config.cell == CellKind::gru ? 4 : G) * H, config.cell == CellKind::lstm, config.cell == CellKind::gru};
+  }
+
+  Plan build() {
+    const Mode mode = plan_.mode;
+    if (plan_.isa == Isa::avx2)
+      plan_.notes.push_back("isa avx2 has no gate-kernel emitter: the plan uses the reference gate kernels");
+    if (plan_.isa == Isa::reference) plan_.notes.push_back("isa reference: scalar gate kernels");
+    forward_kernel_ = add_kernel(Pass::forward);
+    allocate_forward();
+    plan_forward();
+    if (mode == Mode::training) {
+      backward_kernel_ = add_kernel(Pass::backward);
+      allocate_backward();
+      plan_backward_data();
+      plan_backward_weights();
+    }
+    return std::move(plan_);
+  }
+
+ private:
+  int add_kernel(Pass pass) {
+    plan_.kernels.push_back(gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass));
+    return static_cast<int>(plan_.kernels.size()) - 1;
+  }
+
+  int region(const std::string& name, bool reserve, std::int64_t elements) {
+    return plan_.workspace.add(name, reserve, static_cast<std::size_t>(elements) * sizeof(float));
+  }
+
+  bool training() const { return plan_.mode == Mode::training; }
+  Operand weight(std::int64_t l, int d, ParamKind k) const {
+    return buffer_operand(Buffer::weights, layout_.block(l, d, k).offset);
+  }
+  Operand dweight(std::int64_t l, int d, ParamKind k, std::int64_t row = 0, std::int64_t ld = 0) const {
+    return buffer_operand(Buffer::dweights, layout_.block(l, d, k).offset + row * ld);
+  }
+
+  // --- regions -------------------------------------------------------------------------------
+  void allocate_forward() {
+    const auto& s = s_;
+    const bool train = training();
+    for (int d = 0; d < s.D; ++d) {
+      gx_[d] = region(fmt::format("gx.d{}", d), false, s.T * s.N * s.GH);
+      gh_[d] = region(fmt::format("gh.d{}", d), false, s.N * s.GH);
+    }
+    if (train) {
+      for (std::int64_t l = 0; l < s.L; ++l) {
+        out_.push_back(region(fmt::format("out.l{}", l), true, s.T * s.N * s.D * s.H));
+        h_init_.push_back(region(fmt::format("h_init.l{}", l), true, s.N * s.D * s.H));
+        for (int d = 0; d < s.D; ++d) {
+          gates_.push_back(region(fmt::format("gates.l{}.d{}", l, d), true, s.T * s.N * s.R));
+          if (s.lstm) {
+            c_.push_back(region(fmt::format("c.l{}.d{}", l, d), true, s.T * s.N * s.H));
+            c_init_.push_back(region(fmt::format("c_init.l{}.d{}", l, d), true, s.N * s.H));
+          }
+        }
+      }
+    } else {
+      // Inference: layers below the top alternate between two output buffers; the top layer
+      // writes y. The LSTM cell state is updated in place in one [N, H] buffer per direction.
+      if (s.L > 1)
+        for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
+          pingpong_[i] = region(fmt::format("layer_out.{}", i), false, s.T * s.N * s.D * s.H);
+      const int h_init = region("h_init", false, s.N * s.D * s.H);
+      h_init_.assign(static_cast<std::size_t>(s.L), h_init);
+      if (s.lstm)
+        for (int d = 0; d < s.D; ++d) cstate_[d] = region(fmt::format("c_state.d{}", d), false, s.N * s.H);
+    }
+  }
+
+  void allocate_backward() {
+    const auto& s = s_;
+    for (int d = 0; d < s.D; ++d) {
+      dh_[d] = region(fmt::format("dh_carry.d{}", d), false, s.N * s.H);
+      if (s.lstm) dc_[d] = region(fmt::format("dc_carry.d{}", d), false, s.N * s.H);
+    }
+    if (s.L > 1)
+      for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
+        dlayer_[i] = region(fmt::format("dlayer.{}", i), false, s.T * s.N * s.D * s.H);
+  }
+
+  // Output [T, N, D*H] of layer l (where forward writes it and backward reads it).
+  Operand layer_output(std::int64_t l) const {
+    if (training()) return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)]);
+    if (l == s_.L - 1) return buffer_operand(Buffer::y);
+    return region_operand(plan_.workspace, pingpong_[l % 2]);
+  }
+  Operand layer_input(std::int64_t l) const { return l == 0 ? buffer_operand(Buffer::x) : layer_output(l - 1); }
+  int ld_input(std::int64_t l) const { return static_cast<int>(config_.layer_input_size(l)); }
+  std::size_t ld_index(std::int64_t l, int d) const { return static_cast<std::size_t>(l * s_.D + d); }
+  static Operand shifted(Operand o, std::int64_t by) { o.offset += by; return o; }
+
+  // --- forward -------------------------------------------------------------------------------
+  void plan_forward() {
+    const auto& s = s_;
+    const std::int64_t ldh = s.D * s.H;
+    for (std::int64_t l = 0; l < s.L; ++l) {
+      Stage stage;
+      for (int d = 0; d < s.D; ++d) {
+        std::vector<Step> lane;
+        const std::size_t ld = ld_index(l, d);
+        const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.H);
+        lane.push_back(CopyStep{fmt::format("h_init l{} d{} <- hx", l, d), buffer_operand(Buffer::hx, ld * s.N * s.H),
+                                h_init, s.N, s.H, s.H, ldh, true, false});
+        Operand c_init;
+        if (s.lstm) {
+          c_init = region_operand(plan_.workspace, training() ? c_init_[ld] : cstate_[d]);
+          lane.push_back(CopyStep{fmt::format("c_init l{} d{} <- cx", l, d), buffer_operand(Buffer::cx, ld * s.N * s.H),
+                                  c_init, s.N, s.H, s.H, s.H, true, false});
+        }
+        const Operand gx = region_operand(plan_.workspace, gx_[d]);
+        lane.push_back(GemmStep{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
+                                config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
+                                ld_input(l), ld_input(l), s.GH, 0.0f});
+        RecurrenceStep r;
+        r.what = fmt::format("forward recurrence l{} d{}", l, d);
+        r.pass = Pass::forward;
+        r.layer = l;
+        r.direction = d;
+        r.reverse = d == 1;
+        r.steps = s.T;
+        r.batch = s.N;
+        r.kernel = forward_kernel_;
+        r.gh = region_operand(plan_.workspace, gh_[d]);
+        r.gemm = GemmStep{"recurrent projection", false, true, s.N, s.GH, s.H, {}, weight(l, d, ParamKind::weight_hh),
+                          r.gh, ldh, s.H, s.GH, 0.0f};
+        r.gx = {gx, s.N * s.GH};
+        r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
+        r.bias_ih = weight(l, d, ParamKind::bias_ih);
+        r.bias_hh = weight(l, d, ParamKind::bias_hh);
+        r.h_init = h_init;
+        if (s.lstm) {
+          r.c_init = c_init;
+          r.c = training() ? Timed{region_operand(plan_.workspace, c_[ld]), s.N * s.H} : Timed{c_init, 0};
+        }
+        if (training()) r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
+        const std::int64_t last = r.reverse ? 0 : s.T - 1;
+        lane.push_back(r);
+        lane.push_back(CopyStep{fmt::format("hy l{} d{}", l, d), shifted(r.h.base, last * r.h.t_stride),
+                                buffer_operand(Buffer::hy, ld * s.N * s.H), s.N, s.H, ldh, s.H, false, true});
+        if (s.lstm)
+          lane.push_back(CopyStep{fmt::format("cy l{} d{}", l, d), shifted(r.c.base, last * r.c.t_stride),
+                                  buffer_operand(Buffer::cy, ld * s.N * s.H), s.N, s.H, s.H, s.H, false, true});
+        stage.lanes.push_back(std::move(lane));
+      }
+      plan_.forward.push_back(std::move(stage));
+    }
+    if (training())
+      plan_.forward.push_back(Stage{{{CopyStep{"y <- out of the top layer", layer_output(s.L - 1),
+                                               buffer_operand(Buffer::y), s.T * s.N, ldh, ldh, ldh, false, false}}}});
+  }
+
+  // --- backward data -------------------------------------------------------------------------
+  // The input-side gate gradients as (first gate column, gate count, first W_ih row) pieces:
+  // contiguous for LSTM and RNN; for GRU r,z at columns [0, 2H) and n at [3H, 4H).
+  struct InputSide { std::int64_t col, width, row; };
+  std::vector<InputSide> input_side() const {
+    if (s_.gru) return {{0, 2 * s_.H, 0}, {3 * s_.H, s_.H, 2 * s_.H}};
+    return {{0, s_.GH, 0}};
+  }
+
+  Operand dy_of_layer(std::int64_t l) const {
+    return l == s_.L - 1 ? buffer_operand(Buffer::dy) : region_operand(plan_.workspace, dlayer_[l % 2]);
+  }
+  Operand dx_of_layer(std::int64_t l) const {
+    return l == 0 ? buffer_operand(Buffer::dx) : region_operand(plan_.workspace, dlayer_[(l - 1) % 2]);
+  }
+
+  void plan_backward_data() {
+    const auto& s = s_;
+    const std::int64_t ldh = s.D * s.H;
+    for (std::int64_t l = s.L - 1; l >= 0; --l) {
+      Stage stage;
+      for (int d = 0; d < s.D; ++d) {
+        std::vector<Step> lane;
+        const std::size_t ld = ld_index(l, d);
+        const Operand dh = region_operand(plan_.workspace, dh_[d]);
+        lane.push_back(CopyStep{fmt::format("dh_carry d{} <- dhy l{}", d, l), buffer_operand(Buffer::dhy, ld * s.N * s.H),
+                                dh, s.N, s.H, s.H, s.H, true, false});
+        Operand dc;
+        if (s.lstm) {
+          dc = region_operand(plan_.workspace, dc_[d]);
+          lane.push_back(CopyStep{fmt::format("dc_carry d{} <- dcy l{}", d, l),
+                                  buffer_operand(Buffer::dcy, ld * s.N * s.H), dc, s.N, s.H, s.H, s.H, true, false});
+        }
+        RecurrenceStep r;
+        r.what = fmt::format("backward recurrence l{} d{}", l, d);
+        r.pass = Pass::backward;
+        r.layer = l;
+        r.direction = d;
+        r.reverse = d == 1;
+        r.steps = s.T;
+        r.batch = s.N;
+        r.kernel = backward_kernel_;
+        r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
+        r.gemm = GemmStep{"recurrent gradient", false, false, s.N, s.H, s.GH, {}, weight(l, d, ParamKind::weight_hh),
+                          dh, s.R, s.H, s.H, s.gru ? 1.0f : 0.0f};
+        r.dy = {shifted(dy_of_layer(l), d * s.H), s.N * ldh};
+        r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
+        r.h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.H);
+        r.dh_carry = dh;
+        if (s.lstm) {
+          r.c = {region_operand(plan_.workspace, c_[ld]), s.N * s.H};
+          r.c_init = region_operand(plan_.workspace, c_init_[ld]);
+          r.dc_carry = dc;
+        }
+        lane.push_back(r);
+        lane.push_back(CopyStep{fmt::format("dhx l{} d{}", l, d), dh, buffer_operand(Buffer::dhx, ld * s.N * s.H), s.N,
+                                s.H, s.H, s.H, false, true});
+        if (s.lstm)
+          lane.push_back(CopyStep{fmt::format("dcx l{} d{}", l, d), dc, buffer_operand(Buffer::dcx, ld * s.N * s.H),
+                                  s.N, s.H, s.H, s.H, false, true});
+        stage.lanes.push_back(std::move(lane));
+      }
+      plan_.backward_data.push_back(std::move(stage));
+      // dx of this layer (dy of the one below) sums both directions: dgx_d W_ih_d.
+      std::vector<Step> lane;
+      const std::int64_t in = config_.layer_input_size(l);
+      bool first = true;
+      for (int d = 0; d < s.D; ++d)
+        for (const InputSide& piece : input_side()) {
+          lane.push_back(GemmStep{fmt::format("input gradient l{} d{}", l, d), false, false, s.T * s.N, in, piece.width,
+                                  region_operand(plan_.workspace, gates_[ld_index(l, d)], piece.col),
+                                  shifted(weight(l, d, ParamKind::weight_ih), piece.row * in), dx_of_layer(l), s.R, in,
+                                  in, first ? 0.0f : 1.0f});
+          first = false;
+        }
+      plan_.backward_data.push_back(Stage{{std::move(lane)}});
+    }
+  }
+
+  // --- backward weights (beta 0 here; the executor turns it into 1 to accumulate) ------------
+  void plan_backward_weights() {
+    const auto& s = s_;
+    const std::int64_t ldh = s.D * s.H;
+    for (std::int64_t l = 0; l < s.L; ++l) {
+      Stage stage;
+      for (int d = 0; d < s.D; ++d) {
+        std::vector<Step> lane;
+        const Operand gates = region_operand(plan_.workspace, gates_[ld_index(l, d)]);
+        const std::int64_t in = config_.layer_input_size(l);
+        for (const InputSide& piece : input_side()) {
+          lane.push_back(GemmStep{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
+                                  shifted(gates, piece.col), layer_input(l),
+                                  dweight(l, d, ParamKind::weight_ih, piece.row, in), s.R, ld_input(l), in, 0.0f});
+          lane.push_back(ColumnSumStep{fmt::format("db_ih l{} d{}", l, d), shifted(gates, piece.col),
+                                       dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N, piece.width, s.R,
+                                       0.0f});
+        }
+        // dW_hh pairs the gradient at time t with h at the previous time of this direction;
+        // the first step of the direction pairs with h_init.
+        const Operand out = shifted(layer_output(l), d * s.H);
+        const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.H);
+        const bool reverse = d == 1;
+        const std::int64_t first_t = reverse ? s.T - 1 : 0;
+        lane.push_back(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, s.GH, s.H, s.N,
+                                shifted(gates, first_t * s.N * s.R), h_init, dweight(l, d, ParamKind::weight_hh), s.R,
+                                ldh, s.H, 0.0f});
+        if (s.T > 1)
+          lane.push_back(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.H, (s.T - 1) * s.N,
+                                  shifted(gates, reverse ? 0 : s.N * s.R), shifted(out, reverse ? s.N * ldh : 0),
+                                  dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.H, 1.0f});
+        lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
+                                     s.T * s.N, s.GH, s.R, 0.0f});
+        stage.lanes.push_back(std::move(lane));
+      }
+      plan_.backward_weights.push_back(std::move(stage));
+    }
+  }
+
+  RnnConfig config_;
+  WeightLayout layout_;
+  Plan plan_;
+  Sizes s_{};
+  int forward_kernel_ = -1, backward_kernel_ = -1;
+  int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
+  int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1};
+  std::vector<int> out_, h_init_, gates_, c_, c_init_;
+};
+
+}  // namespace
+
+int WorkspacePlan::add(std::string name, bool reserve, std::size_t bytes) {
+  std::size_t& end = reserve ? reserve_bytes : workspace_bytes;
+  regions.push_back({std::move(name), reserve, end, bytes});
+  end = round_up(end + bytes);
+  return static_cast<int>(regions.size()) - 1;
+}
+
+KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass) {
+  KernelDesc d;
+  d.isa = static_cast<std::uint8_t>(isa == Isa::avx512 ? Isa::avx512 : Isa::reference);
+  d.cell = static_cast<std::uint8_t>(config.cell);
+  d.pass = static_cast<std::uint8_t>(pass);
+  d.training = pass == Pass::forward && mode == Mode::training;
+  d.hidden = static_cast<std::uint32_t>(config.hidden_size);
+  d.rows = static_cast<std::uint32_t>(shape.batch);
+  d.ld_h = static_cast<std::uint32_t>(config.directions() * config.hidden_size);
+  const std::int64_t vectors = (config.hidden_size + 15) / 16;
+  d.unroll = d.isa_kind() == Isa::avx512
+                 ? static_cast<std::uint32_t>(std::min<std::int64_t>(x64::max_gate_unroll(config.cell, pass), vectors))
+                 : 1;
+  return d;
+}
+
+Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa) {
+  validate(config, shape);
+  if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
+  return Planner(config, shape, mode, isa).build();
+}
+
+}  // namespace rnnjit

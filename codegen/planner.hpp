@@ -1,0 +1,21 @@
+// rnnjit: the planner, a pure function from (config, shape, mode, ISA) to a Plan. It owns every
+// decision: the schedule, the GEMMs and their operands, kernel descriptors (unroll, tails),
+// and the workspace/reserve regions. It emits no code.
+//
+// Schedule, per layer and direction (MXNet's CPU design): one GEMM projects the inputs of all
+// T steps at once; then each step runs the recurrent GEMM and one fused gate kernel. The two
+// directions of a bidirectional layer are concurrent lanes. Backward data walks the layers
+// top-down with the same structure; backward weights is a few large GEMMs per layer.
+#pragma once
+
+#include "codegen/plan.hpp"
+
+namespace rnnjit {
+
+// Throws Error for invalid input. `isa` must not be Isa::detect.
+Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa);
+
+// The descriptor of the gate kernel for one recurrence (exposed for tests and the CLI).
+KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass);
+
+}  // namespace rnnjit

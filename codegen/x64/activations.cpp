@@ -1,0 +1,141 @@
+#include "codegen/x64/activations.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
+
+namespace rnnjit::x64 {
+namespace {
+
+using Xbyak::Zmm;
+
+constexpr std::array<float, static_cast<int>(Constant::count)> kTable = [] {
+  std::array<float, static_cast<int>(Constant::count)> t{};
+  auto set = [&](Constant c, float v) { t[static_cast<int>(c)] = v; };
+  set(Constant::one, 1.0f);
+  set(Constant::two, 2.0f);
+  set(Constant::zero, 0.0f);
+  set(Constant::sign_mask, std::bit_cast<float>(0x80000000u));
+  set(Constant::abs_mask, std::bit_cast<float>(0x7fffffffu));
+  // exp(-104) underflows to 0 and exp(89) overflows to inf through vscalefps; clamping keeps
+  // n * ln2 finite so that +-inf inputs give 0 and inf rather than NaN.
+  set(Constant::exp_lo, -104.0f);
+  set(Constant::exp_hi, 89.0f);
+  set(Constant::log2e, 1.44269504088896341f);
+  set(Constant::ln2_hi, 0.693359375f);  // 9 significant bits: n * ln2_hi is exact for |n| < 2^15
+  set(Constant::ln2_lo, -2.12194440e-4f);
+  set(Constant::exp_c2, 1.0f / 2);
+  set(Constant::exp_c3, 1.0f / 6);
+  set(Constant::exp_c4, 1.0f / 24);
+  set(Constant::exp_c5, 1.0f / 120);
+  set(Constant::exp_c6, 1.0f / 720);
+  set(Constant::exp_c7, 1.0f / 5040);
+  set(Constant::tanh_clamp, 9.0f);     // tanh(9) rounds to 1 in float
+  set(Constant::tanh_small, 0.55f);    // below: polynomial (no cancellation); above: exp form
+  set(Constant::tanh_c1, -1.0 / 3);
+  set(Constant::tanh_c2, 2.0 / 15);
+  set(Constant::tanh_c3, -17.0 / 315);
+  set(Constant::tanh_c4, 62.0 / 2835);
+  set(Constant::tanh_c5, -1382.0 / 155925);
+  set(Constant::tanh_c6, 21844.0 / 6081075);
+  set(Constant::tanh_c7, -929569.0 / 638512875);
+  set(Constant::tanh_c8, 6404582.0 / 10854718875.0);
+  return t;
+}();
+
+constexpr std::uint8_t kCopySign = 0xD8;  // vpternlogd: dst = C ? B : A with A=dst, B=src, C=mask
+
+}  // namespace
+
+const float* activation_constants() { return kTable.data(); }
+
+Activations::Activations(Xbyak::CodeGenerator& gen, ActivationRegisters regs) : g_(gen), regs_(std::move(regs)) {}
+
+Xbyak::Address Activations::constant(Constant c) const {
+  return g_.ptr_b[g_.rip + table_ + 4 * static_cast<int>(c)];
+}
+Xbyak::Address Activations::scalar(Constant c) const { return g_.ptr[g_.rip + table_ + 4 * static_cast<int>(c)]; }
+
+void Activations::load_constants() {
+  g_.vbroadcastss(regs_.one, scalar(Constant::one));
+  g_.vbroadcastss(regs_.two, scalar(Constant::two));
+  g_.vbroadcastss(regs_.exp_lo, scalar(Constant::exp_lo));
+  g_.vbroadcastss(regs_.exp_hi, scalar(Constant::exp_hi));
+  g_.vbroadcastss(regs_.tanh_clamp, scalar(Constant::tanh_clamp));
+}
+
+void Activations::emit_constant_table() {
+  g_.align(64);
+  g_.L(table_);
+  for (float f : kTable) g_.dd(std::bit_cast<std::uint32_t>(f));
+}
+
+void Activations::exp(std::span<const Zmm> v, std::span<const Zmm> n, std::span<const Zmm> p, bool clamp) {
+  const std::size_t k = v.size();
+  if (clamp)
+    for (std::size_t i = 0; i < k; ++i) {
+      g_.vmaxps(v[i], regs_.exp_lo, v[i]);
+      g_.vminps(v[i], regs_.exp_hi, v[i]);
+    }
+  for (std::size_t i = 0; i < k; ++i) g_.vmulps(n[i], v[i], constant(Constant::log2e));
+  for (std::size_t i = 0; i < k; ++i) g_.vrndscaleps(n[i], n[i], 0);  // round to nearest even
+  for (std::size_t i = 0; i < k; ++i) g_.vfnmadd231ps(v[i], n[i], constant(Constant::ln2_hi));
+  for (std::size_t i = 0; i < k; ++i) g_.vfnmadd231ps(v[i], n[i], constant(Constant::ln2_lo));
+  for (std::size_t i = 0; i < k; ++i) g_.vbroadcastss(p[i], scalar(Constant::exp_c7));
+  for (Constant c : {Constant::exp_c6, Constant::exp_c5, Constant::exp_c4, Constant::exp_c3, Constant::exp_c2})
+    for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(p[i], v[i], constant(c));
+  for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(p[i], v[i], regs_.one);
+  for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(p[i], v[i], regs_.one);
+  for (std::size_t i = 0; i < k; ++i) g_.vscalefps(v[i], p[i], n[i]);
+}
+
+void Activations::sigmoid(std::span<const Zmm> regs) {
+  const std::size_t group = regs_.scratch.size() / 2;
+  for (std::size_t at = 0; at < regs.size(); at += group) {
+    const auto v = regs.subspan(at, std::min(group, regs.size() - at));
+    const auto n = std::span<const Zmm>(regs_.scratch).subspan(0, v.size());
+    const auto p = std::span<const Zmm>(regs_.scratch).subspan(group, v.size());
+    for (const Zmm& r : v) g_.vxorps(r, r, constant(Constant::sign_mask));
+    exp(v, n, p, true);
+    for (const Zmm& r : v) g_.vaddps(r, r, regs_.one);
+    for (const Zmm& r : v) g_.vdivps(r, regs_.one, r);
+  }
+}
+
+void Activations::tanh(std::span<const Zmm> regs) {
+  const std::size_t group = std::min(regs_.scratch.size() / 3, regs_.masks.size());
+  for (std::size_t at = 0; at < regs.size(); at += group) {
+    const auto v = regs.subspan(at, std::min(group, regs.size() - at));
+    const std::size_t k = v.size();
+    const auto a = std::span<const Zmm>(regs_.scratch).subspan(0, k);
+    const auto b = std::span<const Zmm>(regs_.scratch).subspan(group, k);
+    const auto c = std::span<const Zmm>(regs_.scratch).subspan(2 * group, k);
+    for (std::size_t i = 0; i < k; ++i) g_.vandps(a[i], v[i], constant(Constant::abs_mask));
+    for (std::size_t i = 0; i < k; ++i) g_.vcmpps(regs_.masks[i], a[i], constant(Constant::tanh_small), 0x11 /*LT_OQ*/);
+    for (std::size_t i = 0; i < k; ++i) g_.vminps(b[i], regs_.tanh_clamp, a[i]);
+    for (std::size_t i = 0; i < k; ++i) g_.vaddps(b[i], b[i], b[i]);
+    exp(b, a, c, false);  // 2|x| is in [0, 18] or NaN: no clamp needed
+    for (std::size_t i = 0; i < k; ++i) g_.vaddps(b[i], b[i], regs_.one);
+    for (std::size_t i = 0; i < k; ++i) g_.vdivps(b[i], regs_.two, b[i]);
+    for (std::size_t i = 0; i < k; ++i) g_.vsubps(b[i], regs_.one, b[i]);
+    for (std::size_t i = 0; i < k; ++i) g_.vpternlogd(b[i], v[i], constant(Constant::sign_mask), kCopySign);
+    // Small |x|: x + x^3 P(x^2).
+    for (std::size_t i = 0; i < k; ++i) g_.vmulps(a[i], v[i], v[i]);
+    for (std::size_t i = 0; i < k; ++i) g_.vbroadcastss(c[i], scalar(Constant::tanh_c8));
+    for (Constant cc : {Constant::tanh_c7, Constant::tanh_c6, Constant::tanh_c5, Constant::tanh_c4, Constant::tanh_c3,
+                        Constant::tanh_c2, Constant::tanh_c1})
+      for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(c[i], a[i], constant(cc));
+    for (std::size_t i = 0; i < k; ++i) g_.vmulps(c[i], c[i], a[i]);
+    for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(c[i], v[i], v[i]);
+    for (std::size_t i = 0; i < k; ++i) g_.vblendmps(v[i] | regs_.masks[i], b[i], c[i]);
+  }
+}
+
+void Activations::relu(std::span<const Zmm> regs) {
+  const Zmm& zero = regs_.scratch.front();
+  g_.vxorps(zero, zero, zero);
+  for (const Zmm& r : regs) g_.vmaxps(r, zero, r);
+}
+
+}  // namespace rnnjit::x64

@@ -1,0 +1,72 @@
+// rnnjit: one AVX-512 emitter class per cell family and pass. Each follows its KernelDesc and
+// the argument struct of its pass (codegen/kernel_args.hpp); the skeleton is GateEmitter's.
+#pragma once
+
+#include "codegen/x64/gate_emitter.hpp"
+
+namespace rnnjit::x64 {
+
+class LstmForward final : public GateEmitter {
+ public:
+  explicit LstmForward(const KernelDesc& desc);
+ private:
+  void load_pointers() override;
+  void body(int count, bool masked) override;
+  void advance_rows() override;
+  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, c_prev_ = r12, h_out_ = r13,
+                     c_out_ = r14, gates_ = r15;
+};
+
+class LstmBackward final : public GateEmitter {
+ public:
+  explicit LstmBackward(const KernelDesc& desc);
+ private:
+  void load_pointers() override;
+  void body(int count, bool masked) override;
+  void advance_rows() override;
+  const Xbyak::Reg64 dy_ = r8, c_ = r9, c_prev_ = r10, gates_ = r11, dh_carry_ = r12, dc_carry_ = r13;
+};
+
+class GruForward final : public GateEmitter {
+ public:
+  explicit GruForward(const KernelDesc& desc);
+ private:
+  void load_pointers() override;
+  void body(int count, bool masked) override;
+  void advance_rows() override;
+  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, h_out_ = r13,
+                     gates_ = r14;
+};
+
+class GruBackward final : public GateEmitter {
+ public:
+  explicit GruBackward(const KernelDesc& desc);
+ private:
+  void load_pointers() override;
+  void body(int count, bool masked) override;
+  void advance_rows() override;
+  const Xbyak::Reg64 dy_ = r8, h_prev_ = r9, gates_ = r10, dh_carry_ = r11;
+};
+
+// Vanilla RNN, tanh or relu as the descriptor's cell says.
+class RnnForward final : public GateEmitter {
+ public:
+  explicit RnnForward(const KernelDesc& desc);
+ private:
+  void load_pointers() override;
+  void body(int count, bool masked) override;
+  void advance_rows() override;
+  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_out_ = r12;
+};
+
+class RnnBackward final : public GateEmitter {
+ public:
+  explicit RnnBackward(const KernelDesc& desc);
+ private:
+  void load_pointers() override;
+  void body(int count, bool masked) override;
+  void advance_rows() override;
+  const Xbyak::Reg64 dy_ = r8, h_ = r9, gates_ = r10, dh_carry_ = r11;
+};
+
+}  // namespace rnnjit::x64

@@ -1,0 +1,125 @@
+#include "codegen/x64/gate_emitter.hpp"
+
+#include <fmt/format.h>
+
+#include "rnnjit/error.hpp"
+
+namespace rnnjit::x64 {
+namespace {
+
+ActivationRegisters activation_registers() {
+  using Xbyak::Zmm;
+  ActivationRegisters r{Zmm(27), Zmm(28), Zmm(29), Zmm(30), Zmm(31), {}, {Xbyak::Opmask(2), Xbyak::Opmask(3), Xbyak::Opmask(4)}};
+  for (int i = 16; i <= 26; ++i) r.scratch.emplace_back(i);
+  return r;
+}
+
+}  // namespace
+
+GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
+    : JitGenerator(), desc_(desc), regs_per_slot_(regs_per_slot), act_(*this, activation_registers()) {
+  if (desc.isa_kind() != Isa::avx512)
+    throw Error(fmt::format("{}: the AVX-512 emitter cannot emit isa {}", kernel_name(desc), to_string(desc.isa_kind())));
+  if (desc.unroll < 1 || static_cast<int>(desc.unroll) * regs_per_slot > kSlotRegisters)
+    throw Error(fmt::format("{}: unroll {} needs {} slot registers, only {} exist", kernel_name(desc), desc.unroll,
+                            static_cast<int>(desc.unroll) * regs_per_slot, kSlotRegisters));
+  if (desc.hidden < 1 || desc.rows < 1 || desc.ld_h < desc.hidden)
+    throw Error(fmt::format("{}: invalid sizes", kernel_name(desc)));
+}
+
+Xbyak::Zmm GateEmitter::slot(int u, int i) const { return Xbyak::Zmm(u * regs_per_slot_ + i); }
+
+std::vector<Xbyak::Zmm> GateEmitter::slots(int count, int i) const {
+  std::vector<Xbyak::Zmm> r;
+  for (int u = 0; u < count; ++u) r.push_back(slot(u, i));
+  return r;
+}
+
+Xbyak::Address GateEmitter::at(const Xbyak::Reg64& base, int gate, int u) const {
+  return ptr[base + col_ + static_cast<int>(gate * hidden_bytes() + u * kVector * 4)];
+}
+
+void GateEmitter::load(const Xbyak::Zmm& dst, const Xbyak::Address& src, bool masked) {
+  if (masked) vmovups(dst | tail_mask_ | T_z, src);
+  else vmovups(dst, src);
+}
+
+void GateEmitter::accumulate(const Xbyak::Zmm& dst, const Xbyak::Address& src, bool masked) {
+  if (masked) vaddps(dst | tail_mask_ | T_z, dst, src);
+  else vaddps(dst, dst, src);
+}
+
+void GateEmitter::store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool masked) {
+  if (masked) vmovups(dst | tail_mask_, src);
+  else vmovups(dst, src);
+}
+
+void GateEmitter::generate() {
+  const int unroll = static_cast<int>(desc_.unroll);
+  const int full_vectors = static_cast<int>(desc_.hidden / kVector);
+  const int tail = static_cast<int>(desc_.hidden % kVector);
+  const int blocks = full_vectors / unroll, remainder = full_vectors % unroll;
+
+  preamble();
+  load_pointers();
+  act_.load_constants();
+  if (tail) {
+    mov(eax, (1u << tail) - 1);
+    kmovw(tail_mask_, eax);
+  }
+  mov(row_counter_, desc_.rows);
+  Xbyak::Label row_loop;
+  L(row_loop);
+  xor_(col_, col_);
+  if (blocks > 0) {
+    Xbyak::Label col_loop;
+    mov(block_counter_, blocks);
+    L(col_loop);
+    body(unroll, false);
+    add(col_, unroll * kVector * 4);
+    dec(block_counter_);
+    jnz(col_loop, T_NEAR);
+  }
+  if (remainder > 0) {
+    body(remainder, false);
+    add(col_, remainder * kVector * 4);
+  }
+  if (tail) body(1, true);
+  advance_rows();
+  dec(row_counter_);
+  jnz(row_loop, T_NEAR);
+  postamble();
+  text_size_ = getSize();
+  act_.emit_constant_table();
+  finalize();
+}
+
+}  // namespace rnnjit::x64
+
+// --- the factory: one emitter class per cell family and pass ---------------------------------
+
+#include "codegen/x64/cell_emitters.hpp"
+
+namespace rnnjit::x64 {
+
+int max_gate_unroll(CellKind cell, Pass pass) {
+  const bool vanilla = cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh;
+  if (pass == Pass::forward) return 4;           // LSTM/GRU: 4 registers a slot; RNN: 1
+  return vanilla ? 4 : 2;                        // backward: RNN 3 a slot; LSTM/GRU 8
+}
+
+std::unique_ptr<GateEmitter> emit_gate_kernel(const KernelDesc& d) {
+  const bool fwd = d.pass_kind() == Pass::forward;
+  switch (d.cell_kind()) {
+    case CellKind::lstm:
+      return fwd ? std::unique_ptr<GateEmitter>(new LstmForward(d)) : std::unique_ptr<GateEmitter>(new LstmBackward(d));
+    case CellKind::gru:
+      return fwd ? std::unique_ptr<GateEmitter>(new GruForward(d)) : std::unique_ptr<GateEmitter>(new GruBackward(d));
+    case CellKind::rnn_relu:
+    case CellKind::rnn_tanh:
+      return fwd ? std::unique_ptr<GateEmitter>(new RnnForward(d)) : std::unique_ptr<GateEmitter>(new RnnBackward(d));
+  }
+  throw Error(fmt::format("{}: no emitter for this cell", kernel_name(d)));
+}
+
+}  // namespace rnnjit::x64

@@ -1,0 +1,66 @@
+// rnnjit: the skeleton shared by every AVX-512 gate kernel: argument loading, the loop over
+// batch rows, the loop over column blocks of `unroll` vectors, the remainder vectors, and the
+// opmask tail (H not a multiple of 16), so that no lane past H is ever read or written.
+//
+// Register map (declared, never wrapped around):
+//   zmm0..15   per-slot registers: slot u (0..unroll-1), value i -> zmm(u * regs_per_slot + i)
+//   zmm16..26  activation scratch
+//   zmm27..31  activation constants
+//   k1 tail mask; k2..k4 activation masks; k5 emitter-local
+//   rcx column byte offset, rax column-block counter, rsi row counter
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "codegen/kernel_desc.hpp"
+#include "codegen/x64/activations.hpp"
+#include "codegen/x64/jit_generator.hpp"
+
+namespace rnnjit::x64 {
+
+class GateEmitter : public JitGenerator {
+ public:
+  const KernelDesc& desc() const { return desc_; }
+  std::size_t text_size() const { return text_size_; }  // bytes of instructions before the constants
+
+ protected:
+  static constexpr int kSlotRegisters = 16;
+  static constexpr int kVector = 16;  // floats per zmm
+
+  // Refuses (throws Error) a descriptor whose unroll * regs_per_slot exceeds the slot registers.
+  GateEmitter(const KernelDesc& desc, int regs_per_slot);
+
+  // Emits the whole kernel; derived constructors call it after their own set-up.
+  void generate();
+
+  virtual void load_pointers() = 0;             // from abi_arg, by offsetof
+  virtual void body(int count, bool masked) = 0;  // `count` consecutive vectors at column rcx
+  virtual void advance_rows() = 0;              // move every row pointer to the next batch row
+
+  Xbyak::Zmm slot(int u, int i) const;
+  std::vector<Xbyak::Zmm> slots(int count, int i) const;  // value i of slots 0..count-1
+  // Vector u of gate `gate` of the row that `base` points at, at the current column block.
+  Xbyak::Address at(const Xbyak::Reg64& base, int gate, int u) const;
+  void load(const Xbyak::Zmm& dst, const Xbyak::Address& src, bool masked);
+  void accumulate(const Xbyak::Zmm& dst, const Xbyak::Address& src, bool masked);  // dst += src
+  void store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool masked);
+
+  std::int64_t hidden_bytes() const { return std::int64_t{desc_.hidden} * 4; }
+
+  KernelDesc desc_;
+  std::size_t text_size_ = 0;
+  int regs_per_slot_;
+  Activations act_;
+  const Xbyak::Reg64 col_ = rcx, block_counter_ = rax, row_counter_ = rsi;
+  const Xbyak::Opmask tail_mask_ = k1, local_mask_ = k5;
+};
+
+// The emitter for a descriptor, finalized (read+execute). Throws Error if the descriptor is
+// not an AVX-512 gate kernel this generator can emit.
+std::unique_ptr<GateEmitter> emit_gate_kernel(const KernelDesc& desc);
+
+// Unroll the planner may ask for: the most that fits the slot registers, capped at 4.
+int max_gate_unroll(CellKind cell, Pass pass);
+
+}  // namespace rnnjit::x64

@@ -1,0 +1,119 @@
+// rnnjit: GRU gate kernels, linear-before-reset form (PyTorch, cuDNN), gate order r, z, n.
+//   forward:  r,z = sigmoid(gx + b_ih + gh + b_hh); hn = gh_n + b_hn; n = tanh(gx_n + b_in + r hn);
+//             h = n + z (h_prev - n). Training stores r, z, hn, n.
+//   backward: dn = dh (1 - z)(1 - n^2); writes dr, dz, dn r (recurrent side of n), dn (input
+//             side) over r, z, hn, n, and the direct term dh z into dh_carry.
+#include <cstddef>
+
+#include "codegen/kernel_args.hpp"
+#include "codegen/x64/cell_emitters.hpp"
+
+namespace rnnjit::x64 {
+
+GruForward::GruForward(const KernelDesc& desc) : GateEmitter(desc, 4) { generate(); }
+
+void GruForward::load_pointers() {
+  mov(gx_, ptr[abi_arg + offsetof(GateForwardArgs, gx)]);
+  mov(gh_, ptr[abi_arg + offsetof(GateForwardArgs, gh)]);
+  mov(bias_ih_, ptr[abi_arg + offsetof(GateForwardArgs, bias_ih)]);
+  mov(bias_hh_, ptr[abi_arg + offsetof(GateForwardArgs, bias_hh)]);
+  mov(h_prev_, ptr[abi_arg + offsetof(GateForwardArgs, h_prev)]);
+  mov(h_out_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
+  if (desc_.training) mov(gates_, ptr[abi_arg + offsetof(GateForwardArgs, gates)]);
+}
+
+void GruForward::body(int count, bool masked) {
+  enum { r, z, n, hn };
+  for (int u = 0; u < count; ++u) {
+    for (int g : {r, z}) {
+      load(slot(u, g), at(gx_, g, u), masked);
+      accumulate(slot(u, g), at(gh_, g, u), masked);
+      accumulate(slot(u, g), at(bias_ih_, g, u), masked);
+      accumulate(slot(u, g), at(bias_hh_, g, u), masked);
+    }
+    load(slot(u, n), at(gx_, 2, u), masked);
+    accumulate(slot(u, n), at(bias_ih_, 2, u), masked);
+    load(slot(u, hn), at(gh_, 2, u), masked);
+    accumulate(slot(u, hn), at(bias_hh_, 2, u), masked);
+  }
+  std::vector<Xbyak::Zmm> sig = slots(count, r);
+  for (const Xbyak::Zmm& v : slots(count, z)) sig.push_back(v);
+  act_.sigmoid(sig);
+  for (int u = 0; u < count; ++u) {
+    vfmadd231ps(slot(u, n), slot(u, r), slot(u, hn));
+    if (desc_.training) {
+      store(at(gates_, 0, u), slot(u, r), masked);
+      store(at(gates_, 1, u), slot(u, z), masked);
+      store(at(gates_, 2, u), slot(u, hn), masked);
+    }
+  }
+  act_.tanh(slots(count, n));
+  for (int u = 0; u < count; ++u) {
+    if (desc_.training) store(at(gates_, 3, u), slot(u, n), masked);
+    load(slot(u, hn), at(h_prev_, 0, u), masked);
+    vsubps(slot(u, hn), slot(u, hn), slot(u, n));
+    vfmadd231ps(slot(u, n), slot(u, z), slot(u, hn));  // h = n + z (h_prev - n)
+    store(at(h_out_, 0, u), slot(u, n), masked);
+  }
+}
+
+void GruForward::advance_rows() {
+  add(gx_, 3 * static_cast<int>(hidden_bytes()));
+  add(gh_, 3 * static_cast<int>(hidden_bytes()));
+  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
+  add(h_out_, static_cast<int>(desc_.ld_h * 4));
+  if (desc_.training) add(gates_, 4 * static_cast<int>(hidden_bytes()));
+}
+
+GruBackward::GruBackward(const KernelDesc& desc) : GateEmitter(desc, 8) { generate(); }
+
+void GruBackward::load_pointers() {
+  mov(dy_, ptr[abi_arg + offsetof(GateBackwardArgs, dy)]);
+  mov(h_prev_, ptr[abi_arg + offsetof(GateBackwardArgs, h_prev)]);
+  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
+  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
+}
+
+void GruBackward::body(int count, bool masked) {
+  enum { dh, r, z, hn, n, t, s };
+  const Xbyak::Zmm one = act_.one();
+  for (int u = 0; u < count; ++u) {
+    auto R = [&](int k) { return slot(u, k); };
+    load(R(dh), at(dy_, 0, u), masked);
+    accumulate(R(dh), at(dh_carry_, 0, u), masked);
+    load(R(r), at(gates_, 0, u), masked);
+    load(R(z), at(gates_, 1, u), masked);
+    load(R(hn), at(gates_, 2, u), masked);
+    load(R(n), at(gates_, 3, u), masked);
+    vmulps(R(t), R(dh), R(z));
+    store(at(dh_carry_, 0, u), R(t), masked);     // direct term dh z
+    vsubps(R(s), R(dh), R(t));                    // dh (1 - z)
+    vmovaps(R(t), one);
+    vfnmadd231ps(R(t), R(n), R(n));
+    vmulps(R(s), R(s), R(t));                     // dn = dh (1 - z)(1 - n^2)
+    store(at(gates_, 3, u), R(s), masked);
+    vmulps(R(t), R(s), R(r));
+    store(at(gates_, 2, u), R(t), masked);        // dn r
+    vmovaps(R(t), R(r));
+    vfnmadd231ps(R(t), R(r), R(r));               // r (1 - r)
+    vmulps(R(t), R(t), R(hn));
+    vmulps(R(t), R(t), R(s));
+    store(at(gates_, 0, u), R(t), masked);        // dr = dn hn r (1 - r)
+    load(R(t), at(h_prev_, 0, u), masked);
+    vsubps(R(t), R(t), R(n));
+    vmulps(R(t), R(t), R(dh));
+    vmovaps(R(r), R(z));
+    vfnmadd231ps(R(r), R(z), R(z));               // z (1 - z)
+    vmulps(R(t), R(t), R(r));
+    store(at(gates_, 1, u), R(t), masked);        // dz = dh (h_prev - n) z (1 - z)
+  }
+}
+
+void GruBackward::advance_rows() {
+  add(dy_, static_cast<int>(desc_.ld_h * 4));
+  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
+  add(gates_, 4 * static_cast<int>(hidden_bytes()));
+  add(dh_carry_, static_cast<int>(hidden_bytes()));
+}
+
+}  // namespace rnnjit::x64

@@ -1,0 +1,73 @@
+// rnnjit: vanilla RNN gate kernels, h = act(gx + b_ih + gh + b_hh) with act tanh or relu.
+// Backward needs only h_t: tanh' = 1 - h^2, relu' = [h > 0].
+#include <cstddef>
+
+#include "codegen/kernel_args.hpp"
+#include "codegen/x64/cell_emitters.hpp"
+
+namespace rnnjit::x64 {
+
+RnnForward::RnnForward(const KernelDesc& desc) : GateEmitter(desc, 1) { generate(); }
+
+void RnnForward::load_pointers() {
+  mov(gx_, ptr[abi_arg + offsetof(GateForwardArgs, gx)]);
+  mov(gh_, ptr[abi_arg + offsetof(GateForwardArgs, gh)]);
+  mov(bias_ih_, ptr[abi_arg + offsetof(GateForwardArgs, bias_ih)]);
+  mov(bias_hh_, ptr[abi_arg + offsetof(GateForwardArgs, bias_hh)]);
+  mov(h_out_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
+}
+
+void RnnForward::body(int count, bool masked) {
+  for (int u = 0; u < count; ++u) {
+    load(slot(u, 0), at(gx_, 0, u), masked);
+    accumulate(slot(u, 0), at(gh_, 0, u), masked);
+    accumulate(slot(u, 0), at(bias_ih_, 0, u), masked);
+    accumulate(slot(u, 0), at(bias_hh_, 0, u), masked);
+  }
+  if (desc_.cell_kind() == CellKind::rnn_tanh) act_.tanh(slots(count, 0));
+  else act_.relu(slots(count, 0));
+  for (int u = 0; u < count; ++u) store(at(h_out_, 0, u), slot(u, 0), masked);
+}
+
+void RnnForward::advance_rows() {
+  add(gx_, static_cast<int>(hidden_bytes()));
+  add(gh_, static_cast<int>(hidden_bytes()));
+  add(h_out_, static_cast<int>(desc_.ld_h * 4));
+}
+
+RnnBackward::RnnBackward(const KernelDesc& desc) : GateEmitter(desc, 3) { generate(); }
+
+void RnnBackward::load_pointers() {
+  mov(dy_, ptr[abi_arg + offsetof(GateBackwardArgs, dy)]);
+  mov(h_, ptr[abi_arg + offsetof(GateBackwardArgs, h)]);
+  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
+  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
+}
+
+void RnnBackward::body(int count, bool masked) {
+  enum { dh, h, t };
+  for (int u = 0; u < count; ++u) {
+    auto R = [&](int k) { return slot(u, k); };
+    load(R(dh), at(dy_, 0, u), masked);
+    accumulate(R(dh), at(dh_carry_, 0, u), masked);
+    load(R(h), at(h_, 0, u), masked);
+    if (desc_.cell_kind() == CellKind::rnn_tanh) {
+      vmovaps(R(t), act_.one());
+      vfnmadd231ps(R(t), R(h), R(h));
+      vmulps(R(dh), R(dh), R(t));
+    } else {
+      vcmpps(local_mask_, R(h), act_.constant(Constant::zero), 0x1E /*GT_OQ*/);
+      vmovaps(R(dh) | local_mask_ | T_z, R(dh));
+    }
+    store(at(gates_, 0, u), R(dh), masked);
+  }
+}
+
+void RnnBackward::advance_rows() {
+  add(dy_, static_cast<int>(desc_.ld_h * 4));
+  add(h_, static_cast<int>(desc_.ld_h * 4));
+  add(gates_, static_cast<int>(hidden_bytes()));
+  add(dh_carry_, static_cast<int>(hidden_bytes()));
+}
+
+}  // namespace rnnjit::x64

@@ -1,0 +1,99 @@
+#include "rnnjit/config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace rnnjit {
+namespace {
+
+// BLAS indexes with 32-bit ints, so every GEMM dimension and leading dimension must fit one.
+constexpr std::int64_t kMaxDim = std::numeric_limits<std::int32_t>::max();
+// No tensor or weight buffer may hold more elements than this (16 GiB of floats per buffer
+// keeps every byte count far from overflow on 64-bit size_t and ptrdiff_t).
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 34;
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > kMaxElements)
+    throw Error(fmt::format("{} is too large: {} x {} elements overflows the limit of {}", what, a, b,
+                            kMaxElements));
+  return r;
+}
+
+void check_positive(std::int64_t value, const char* field) {
+  if (value <= 0) throw Error(fmt::format("{} must be positive, got {}", field, value));
+  if (value > kMaxDim) throw Error(fmt::format("{} must be at most {}, got {}", field, kMaxDim, value));
+}
+
+}  // namespace
+
+std::string_view to_string(CellKind cell) {
+  switch (cell) {
+    case CellKind::rnn_relu: return "rnn_relu";
+    case CellKind::rnn_tanh: return "rnn_tanh";
+    case CellKind::lstm: return "lstm";
+    case CellKind::gru: return "gru";
+  }
+  return "unknown";
+}
+
+CellKind parse_cell(std::string_view name) {
+  for (CellKind c : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+    if (name == to_string(c)) return c;
+  throw Error(fmt::format("unknown cell '{}' (expected rnn_relu, rnn_tanh, lstm or gru)", name));
+}
+
+int gate_count(CellKind cell) {
+  switch (cell) {
+    case CellKind::rnn_relu:
+    case CellKind::rnn_tanh: return 1;
+    case CellKind::lstm: return 4;
+    case CellKind::gru: return 3;
+  }
+  throw Error(fmt::format("unknown cell kind {}", static_cast<int>(cell)));
+}
+
+void validate(const RnnConfig& c) {
+  if (static_cast<int>(c.cell) > static_cast<int>(CellKind::gru))
+    throw Error(fmt::format("cell kind {} is not one of rnn_relu, rnn_tanh, lstm, gru", static_cast<int>(c.cell)));
+  check_positive(c.input_size, "input_size");
+  check_positive(c.hidden_size, "hidden_size");
+  check_positive(c.num_layers, "num_layers");
+  if (c.num_layers > 1024) throw Error(fmt::format("num_layers must be at most 1024, got {}", c.num_layers));
+  const std::int64_t gh = checked_mul(c.gates(), c.hidden_size, "gates*hidden_size");
+  if (gh > kMaxDim) throw Error(fmt::format("gates*hidden_size = {} exceeds {}", gh, kMaxDim));
+  const std::int64_t widest_input = std::max(c.input_size, c.directions() * c.hidden_size);
+  // Largest parameter count: all blocks of all layers.
+  std::int64_t per_dir = checked_mul(gh, widest_input + c.hidden_size + 2, "weights of one layer");
+  checked_mul(per_dir, c.num_layers * c.directions(), "weight buffer");
+}
+
+void validate(const RnnConfig& c, const Shape& s) {
+  validate(c);
+  check_positive(s.seq_len, "seq_len");
+  check_positive(s.batch, "batch");
+  const std::int64_t rows = checked_mul(s.seq_len, s.batch, "seq_len*batch");
+  if (rows > kMaxDim) throw Error(fmt::format("seq_len*batch = {} exceeds {}", rows, kMaxDim));
+  const std::int64_t widest = std::max<std::int64_t>({c.input_size, c.directions() * c.hidden_size,
+                                                     c.gates() * c.hidden_size * c.directions()});
+  checked_mul(rows, widest, "activations of one layer (seq_len*batch*width)");
+  checked_mul(checked_mul(rows, c.gates() * c.hidden_size * c.directions(), "gate buffer"),
+              c.num_layers, "reserve space (seq_len*batch*gates*hidden*layers)");
+}
+
+std::string describe(const RnnConfig& c) {
+  return fmt::format("{} I={} H={} L={} D={}", to_string(c.cell), c.input_size, c.hidden_size, c.num_layers,
+                     c.directions());
+}
+
+std::int64_t x_elements(const RnnConfig& c, const Shape& s) { return s.seq_len * s.batch * c.input_size; }
+std::int64_t y_elements(const RnnConfig& c, const Shape& s) {
+  return s.seq_len * s.batch * c.directions() * c.hidden_size;
+}
+std::int64_t state_elements(const RnnConfig& c, const Shape& s) {
+  return c.num_layers * c.directions() * s.batch * c.hidden_size;
+}
+
+}  // namespace rnnjit

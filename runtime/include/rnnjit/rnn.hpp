@@ -1,0 +1,129 @@
+// rnnjit: the public runtime API, shaped like cuDNN's RNN API.
+//
+//   rnnjit::Rnn rnn(config);                                   // the network: cell, sizes, layers, direction
+//   rnnjit::Execution ex = rnn.prepare({T, N}, Mode::training); // plan + JIT compile, through the cache
+//   ex.forward(weights, {.x = x, .y = y, .hy = hy, .cy = cy});   // training: keeps the reserve
+//   ex.backward_data(weights, {.dy = dy, .dx = dx});            // reuses the reserve, no recomputation
+//   ex.backward_weights({.x = x, .dweights = dw});
+//
+// Buffers are caller-owned float spans whose sizes are checked against the shape; optional
+// ones are left empty (h0/c0: zeros; hy/cy/dh0/dc0: not written; dhy/dcy: zeros).
+// An Execution owns a workspace and (training) a reserve that it allocates once and reuses
+// on every call; callers may pass their own instead, sized by workspace_size()/reserve_size().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "rnnjit/config.hpp"
+#include "rnnjit/weights.hpp"
+
+namespace rnnjit {
+
+enum class Mode : std::uint8_t { inference = 0, training = 1 };
+enum class Backend : std::uint8_t { automatic = 0, reference = 1, jit = 2 };
+// Instruction set for generated CPU code. `detect` reads RNNJIT_ISA (avx512|avx2|reference)
+// and otherwise picks the best the CPU runs.
+enum class Isa : std::uint8_t { reference = 0, avx2 = 1, avx512 = 2, detect = 255 };
+
+std::string_view to_string(Mode mode);
+std::string_view to_string(Backend backend);
+std::string_view to_string(Isa isa);
+Mode parse_mode(std::string_view name);        // "infer"|"inference"|"train"|"training"
+Backend parse_backend(std::string_view name);  // "auto"|"reference"|"jit"
+Isa parse_isa(std::string_view name);          // "avx512"|"avx2"|"reference"
+Isa detect_isa();                              // RNNJIT_ISA if set (validated), else the CPU's best
+
+struct Options {
+  Backend backend = Backend::automatic;
+  Isa isa = Isa::detect;
+};
+
+struct ForwardIo {
+  std::span<const float> x;   // [T, N, I]
+  std::span<const float> hx;  // [L*D, N, H] or empty
+  std::span<const float> cx;  // [L*D, N, H] or empty (LSTM)
+  std::span<float> y;         // [T, N, D*H]
+  std::span<float> hy;        // [L*D, N, H] or empty
+  std::span<float> cy;        // [L*D, N, H] or empty (LSTM)
+};
+
+struct BackwardDataIo {
+  std::span<const float> dy;   // [T, N, D*H]
+  std::span<const float> dhy;  // [L*D, N, H] or empty
+  std::span<const float> dcy;  // [L*D, N, H] or empty (LSTM)
+  std::span<float> dx;         // [T, N, I]
+  std::span<float> dhx;        // [L*D, N, H] or empty
+  std::span<float> dcx;        // [L*D, N, H] or empty (LSTM)
+};
+
+struct BackwardWeightsIo {
+  std::span<const float> x;    // the forward call's x (initial states are kept in the reserve)
+  std::span<float> dweights;   // canonical layout, weights_size() elements
+  bool accumulate = false;     // add into dweights instead of overwriting it
+};
+
+struct Plan;          // codegen/plan.hpp: plain data, printable
+class ExecutionImpl;
+
+class Execution {
+ public:
+  Execution(Execution&&) noexcept;
+  Execution& operator=(Execution&&) noexcept;
+  ~Execution();
+
+  const RnnConfig& config() const;
+  Shape shape() const;
+  Mode mode() const;
+  Backend backend() const;  // the backend actually used (never automatic)
+  const Plan& plan() const;
+  std::string plan_text() const;
+  std::string plan_json() const;
+
+  std::size_t workspace_size() const;  // bytes of scratch, free between calls
+  std::size_t reserve_size() const;    // bytes kept from forward training to backward (0 in inference)
+
+  // Empty reserve/workspace spans mean the Execution's own buffers.
+  void forward(std::span<const float> weights, const ForwardIo& io, std::span<std::byte> reserve = {},
+               std::span<std::byte> workspace = {});
+  void backward_data(std::span<const float> weights, const BackwardDataIo& io, std::span<std::byte> reserve = {},
+                     std::span<std::byte> workspace = {});
+  void backward_weights(const BackwardWeightsIo& io, std::span<const std::byte> reserve = {},
+                        std::span<std::byte> workspace = {});
+
+  // Number of times this Execution allocated its own workspace or reserve (steady state: no growth).
+  std::uint64_t allocations() const;
+
+ private:
+  friend class Rnn;
+  explicit Execution(std::unique_ptr<ExecutionImpl> impl);
+  std::unique_ptr<ExecutionImpl> impl_;
+};
+
+class Rnn {
+ public:
+  explicit Rnn(const RnnConfig& config, Options options = {});  // validates config
+  const RnnConfig& config() const { return layout_.config(); }
+  const WeightLayout& weight_layout() const { return layout_; }
+  std::int64_t weights_size() const { return layout_.total_elements(); }  // elements
+  const Options& options() const { return options_; }
+
+  // Plans and compiles for one shape and mode, through the process-wide cache.
+  Execution prepare(const Shape& shape, Mode mode) const;
+
+ private:
+  WeightLayout layout_;
+  Options options_;
+};
+
+struct CacheStats {
+  std::uint64_t kernel_hits = 0, kernel_misses = 0, plan_hits = 0, plan_misses = 0;
+  std::size_t kernels = 0, plans = 0, capacity = 0;
+};
+CacheStats cache_stats();
+void clear_cache();  // drops cached plans and kernels that no Execution still uses
+
+}  // namespace rnnjit

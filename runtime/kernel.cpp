@@ -1,0 +1,40 @@
+#include "runtime/kernel.hpp"
+
+#include <chrono>
+
+#include "codegen/kernel_args.hpp"
+#include "codegen/x64/disassembler.hpp"
+#include "codegen/x64/gate_emitter.hpp"
+#include "kernels/gate_reference.hpp"
+
+namespace rnnjit {
+
+CompiledKernel::CompiledKernel(const KernelDesc& desc) : desc_(desc) {
+  const auto start = std::chrono::steady_clock::now();
+  if (desc.isa_kind() == Isa::avx512) {
+    jit_ = x64::emit_gate_kernel(desc);
+    entry_ = jit_->entry();
+  }
+  compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+CompiledKernel::~CompiledKernel() = default;
+
+void CompiledKernel::operator()(const void* args) const {
+  if (entry_) return entry_(args);
+  if (desc_.pass_kind() == Pass::forward) gate_forward_reference(desc_, *static_cast<const GateForwardArgs*>(args));
+  else gate_backward_reference(desc_, *static_cast<const GateBackwardArgs*>(args));
+}
+
+std::size_t CompiledKernel::text_size() const { return jit_ ? jit_->text_size() : 0; }
+
+std::string CompiledKernel::disassembly() const {
+  if (!jit_) return name() + ":  ; scalar reference twin (kernels/gate_reference.cpp), no generated code\n";
+  return x64::disassemble(jit_->code(), jit_->text_size(), name());
+}
+
+std::span<const std::uint8_t> CompiledKernel::code() const {
+  return jit_ ? jit_->code() : std::span<const std::uint8_t>{};
+}
+
+}  // namespace rnnjit

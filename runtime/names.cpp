@@ -1,0 +1,74 @@
+// rnnjit: names of the API's enums, their parsers, and ISA detection.
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <xbyak/xbyak_util.h>
+
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit {
+
+std::string_view to_string(Mode mode) { return mode == Mode::training ? "training" : "inference"; }
+
+std::string_view to_string(Backend backend) {
+  switch (backend) {
+    case Backend::automatic: return "auto";
+    case Backend::reference: return "reference";
+    case Backend::jit: return "jit";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Isa isa) {
+  switch (isa) {
+    case Isa::reference: return "reference";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+    case Isa::detect: return "detect";
+  }
+  return "unknown";
+}
+
+Mode parse_mode(std::string_view name) {
+  if (name == "infer" || name == "inference") return Mode::inference;
+  if (name == "train" || name == "training") return Mode::training;
+  throw Error(fmt::format("unknown mode '{}' (expected infer or train)", name));
+}
+
+Backend parse_backend(std::string_view name) {
+  for (Backend b : {Backend::automatic, Backend::reference, Backend::jit})
+    if (name == to_string(b)) return b;
+  throw Error(fmt::format("unknown backend '{}' (expected auto, reference or jit)", name));
+}
+
+Isa parse_isa(std::string_view name) {
+  for (Isa i : {Isa::reference, Isa::avx2, Isa::avx512})
+    if (name == to_string(i)) return i;
+  throw Error(fmt::format("unknown isa '{}' (expected avx512, avx2 or reference)", name));
+}
+
+namespace {
+
+Isa cpu_isa() {
+  static const Isa best = [] {
+    const Xbyak::util::Cpu cpu;
+    using C = Xbyak::util::Cpu;
+    if (cpu.has(C::tAVX512F) && cpu.has(C::tAVX512DQ) && cpu.has(C::tAVX512BW) && cpu.has(C::tAVX512VL)) return Isa::avx512;
+    if (cpu.has(C::tAVX2) && cpu.has(C::tFMA)) return Isa::avx2;
+    return Isa::reference;
+  }();
+  return best;
+}
+
+}  // namespace
+
+Isa detect_isa() {
+  const char* forced = std::getenv("RNNJIT_ISA");
+  if (!forced || !*forced) return cpu_isa();
+  const Isa isa = parse_isa(forced);
+  if (static_cast<int>(isa) > static_cast<int>(cpu_isa()))
+    throw Error(fmt::format("RNNJIT_ISA={} but this CPU only runs {}", forced, to_string(cpu_isa())));
+  return isa;
+}
+
+}  // namespace rnnjit

@@ -1,0 +1,266 @@
+// rnnjit: the public API (rnnjit/rnn.hpp): argument checking, buffer ownership, the reserve's
+// life cycle, and the two backends (the JIT executor and the scalar reference).
+#include "rnnjit/rnn.hpp"
+
+#include <cstdlib>
+#include <cstdint>
+#include <cstring>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "codegen/plan.hpp"
+#include "kernels/reference.hpp"
+#include "runtime/cache.hpp"
+#include "runtime/executor.hpp"
+
+namespace rnnjit {
+namespace {
+
+// 64-byte-aligned, allocated once and grown only if a larger size is ever needed.
+class AlignedBuffer {
+ public:
+  ~AlignedBuffer() { std::free(data_); }
+  std::byte* get(std::size_t bytes, std::uint64_t& allocations) {
+    if (bytes > size_) {
+      std::free(data_);
+      data_ = nullptr;
+      size_ = 0;
+      const std::size_t rounded = (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+      data_ = static_cast<std::byte*>(std::aligned_alloc(kRegionAlignment, rounded));
+      if (!data_) throw Error(fmt::format("out of memory: could not allocate {} bytes", rounded));
+      size_ = rounded;
+      ++allocations;
+    }
+    return data_;
+  }
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+void check_span(std::size_t size, std::int64_t expected, const char* name, bool optional, const std::string& shape) {
+  if (size == 0 && (optional || expected == 0)) return;
+  if (static_cast<std::int64_t>(size) != expected)
+    throw Error(fmt::format("{} has {} elements, expected {} {}", name, size, expected, shape));
+}
+
+void check_absent(std::size_t size, const char* name, CellKind cell) {
+  if (size != 0) throw Error(fmt::format("{} is only used by LSTM, not by {}", name, to_string(cell)));
+}
+
+template <typename T>
+void check_scratch(std::span<T> s, std::size_t needed, const char* name) {
+  if (s.empty()) return;
+  if (s.size() < needed) throw Error(fmt::format("{} has {} bytes, needs {}", name, s.size(), needed));
+  if (reinterpret_cast<std::uintptr_t>(s.data()) % alignof(float) != 0)
+    throw Error(fmt::format("{} is not aligned to {} bytes", name, alignof(float)));
+}
+
+}  // namespace
+
+class ExecutionImpl {
+ public:
+  ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, Backend backend, Isa isa)
+      : config_(config), shape_(shape), mode_(mode), backend_(backend), weights_(WeightLayout(config).total_elements()) {
+    plan_ = Cache::instance().plan({config, shape, mode, isa});
+    if (backend_ == Backend::jit) {
+      std::vector<std::shared_ptr<const CompiledKernel>> kernels;
+      for (const KernelDesc& d : plan_->kernels) kernels.push_back(Cache::instance().kernel(d));
+      executor_ = std::make_unique<Executor>(plan_, std::move(kernels));
+    }
+    shape_text_ = fmt::format("for {} T={} N={}", describe(config), shape.seq_len, shape.batch);
+  }
+
+  const RnnConfig& config() const { return config_; }
+  Shape shape() const { return shape_; }
+  Mode mode() const { return mode_; }
+  Backend backend() const { return backend_; }
+  const Plan& plan() const { return *plan_; }
+  std::size_t workspace_size() const { return backend_ == Backend::jit ? plan_->workspace.workspace_bytes : 0; }
+  std::size_t reserve_size() const {
+    return backend_ == Backend::jit && mode_ == Mode::training ? plan_->workspace.reserve_bytes : 0;
+  }
+  std::uint64_t allocations() const { return allocations_; }
+
+  void forward(std::span<const float> w, const ForwardIo& io, std::span<std::byte> reserve,
+               std::span<std::byte> workspace) {
+    check_weights(w);
+    const std::int64_t states = state_elements(config_, shape_);
+    check_span(io.x.size(), x_elements(config_, shape_), "x", false, shape_text_);
+    check_span(io.y.size(), y_elements(config_, shape_), "y", false, shape_text_);
+    check_span(io.hx.size(), states, "hx", true, shape_text_);
+    check_span(io.hy.size(), states, "hy", true, shape_text_);
+    check_cell_state(io.cx.size(), "cx");
+    check_cell_state(io.cy.size(), "cy");
+    const bool training = mode_ == Mode::training;
+    if (!training && !reserve.empty()) throw Error("a reserve was given to an Execution prepared for inference");
+    if (backend_ == Backend::reference) {
+      if (!reserve.empty()) throw Error("the reference backend keeps its reserve internally: pass no reserve");
+      if (training) ref_reserve_ = std::make_unique<reference::Reserve<float>>();
+      reference::forward<float>(config_, shape_, w.data(), io.x.data(), data_or_null(io.hx), data_or_null(io.cx),
+                                io.y.data(), data_or_null(io.hy), data_or_null(io.cy),
+                                training ? ref_reserve_.get() : nullptr);
+      reserve_state_ = training ? ReserveState::forwarded : ReserveState::empty;
+      return;
+    }
+    Bindings b = bind_scratch(reserve, workspace);
+    b.bind(Buffer::weights, w.data());
+    b.bind(Buffer::x, io.x.data());
+    b.bind(Buffer::y, io.y.data());
+    b.bind(Buffer::hx, data_or_null(io.hx));
+    b.bind(Buffer::cx, data_or_null(io.cx));
+    b.bind(Buffer::hy, data_or_null(io.hy));
+    b.bind(Buffer::cy, data_or_null(io.cy));
+    executor_->run(plan_->forward, b);
+    if (training) {
+      reserve_state_ = ReserveState::forwarded;
+      reserve_owner_ = b.reserve;
+    }
+  }
+
+  void backward_data(std::span<const float> w, const BackwardDataIo& io, std::span<std::byte> reserve,
+                     std::span<std::byte> workspace) {
+    require_training("backward_data");
+    check_weights(w);
+    const std::int64_t states = state_elements(config_, shape_);
+    check_span(io.dy.size(), y_elements(config_, shape_), "dy", false, shape_text_);
+    check_span(io.dx.size(), x_elements(config_, shape_), "dx", false, shape_text_);
+    check_span(io.dhy.size(), states, "dhy", true, shape_text_);
+    check_span(io.dhx.size(), states, "dhx", true, shape_text_);
+    check_cell_state(io.dcy.size(), "dcy");
+    check_cell_state(io.dcx.size(), "dcx");
+    if (backend_ == Backend::reference) {
+      if (!reserve.empty()) throw Error("the reference backend keeps its reserve internally: pass no reserve");
+      require_state(ReserveState::forwarded, nullptr, "backward_data needs a forward training call first");
+      reference::backward_data<float>(config_, shape_, w.data(), *ref_reserve_, io.dy.data(), data_or_null(io.dhy),
+                                      data_or_null(io.dcy), io.dx.data(), data_or_null(io.dhx), data_or_null(io.dcx));
+      reserve_state_ = ReserveState::backpropagated;
+      return;
+    }
+    Bindings b = bind_scratch(reserve, workspace);
+    require_state(ReserveState::forwarded, b.reserve,
+                  "backward_data needs a forward training call with this reserve first (backward_data consumes "
+                  "the reserve's gates)");
+    b.bind(Buffer::weights, w.data());
+    b.bind(Buffer::dy, io.dy.data());
+    b.bind(Buffer::dx, io.dx.data());
+    b.bind(Buffer::dhy, data_or_null(io.dhy));
+    b.bind(Buffer::dcy, data_or_null(io.dcy));
+    b.bind(Buffer::dhx, data_or_null(io.dhx));
+    b.bind(Buffer::dcx, data_or_null(io.dcx));
+    executor_->run(plan_->backward_data, b);
+    reserve_state_ = ReserveState::backpropagated;
+  }
+
+  void backward_weights(const BackwardWeightsIo& io, std::span<const std::byte> reserve, std::span<std::byte> workspace) {
+    require_training("backward_weights");
+    check_span(io.x.size(), x_elements(config_, shape_), "x", false, shape_text_);
+    check_span(io.dweights.size(), weights_, "dweights", false, shape_text_);
+    if (backend_ == Backend::reference) {
+      if (!reserve.empty()) throw Error("the reference backend keeps its reserve internally: pass no reserve");
+      require_state(ReserveState::backpropagated, nullptr, "backward_weights needs backward_data first");
+      if (!io.accumulate) {
+        reference::backward_weights<float>(config_, shape_, *ref_reserve_, io.dweights.data());
+      } else {
+        std::vector<float> dw(io.dweights.size());
+        reference::backward_weights<float>(config_, shape_, *ref_reserve_, dw.data());
+        for (std::size_t i = 0; i < dw.size(); ++i) io.dweights[i] += dw[i];
+      }
+      return;
+    }
+    // The reserve is only read here; the executor's operand type is shared with writers.
+    std::span<std::byte> mutable_reserve(const_cast<std::byte*>(reserve.data()), reserve.size());
+    Bindings b = bind_scratch(mutable_reserve, workspace);
+    require_state(ReserveState::backpropagated, b.reserve, "backward_weights needs backward_data with this reserve first");
+    b.bind(Buffer::x, io.x.data());
+    b.bind(Buffer::dweights, io.dweights.data());
+    executor_->run(plan_->backward_weights, b, io.accumulate);
+  }
+
+ private:
+  enum class ReserveState { empty, forwarded, backpropagated };
+
+  static const float* data_or_null(std::span<const float> s) { return s.empty() ? nullptr : s.data(); }
+  static float* data_or_null(std::span<float> s) { return s.empty() ? nullptr : s.data(); }
+
+  void check_weights(std::span<const float> w) const {
+    check_span(w.size(), weights_, "weights", false, fmt::format("for {}", describe(config_)));
+  }
+  void check_cell_state(std::size_t size, const char* name) const {
+    if (config_.cell == CellKind::lstm) check_span(size, state_elements(config_, shape_), name, true, shape_text_);
+    else check_absent(size, name, config_.cell);
+  }
+  void require_training(const char* call) const {
+    if (mode_ != Mode::training)
+      throw Error(fmt::format("{} needs an Execution prepared for training, this one is for inference", call));
+  }
+  void require_state(ReserveState state, const std::byte* reserve, const char* message) const {
+    if (reserve_state_ != state || (backend_ == Backend::jit && reserve != reserve_owner_)) throw Error(message);
+  }
+
+  Bindings bind_scratch(std::span<std::byte> reserve, std::span<std::byte> workspace) {
+    check_scratch(workspace, workspace_size(), "workspace");
+    check_scratch(reserve, reserve_size(), "reserve");
+    Bindings b;
+    b.workspace = workspace.empty() ? own_workspace_.get(workspace_size(), allocations_) : workspace.data();
+    if (mode_ == Mode::training)
+      b.reserve = reserve.empty() ? own_reserve_.get(reserve_size(), allocations_) : reserve.data();
+    return b;
+  }
+
+  RnnConfig config_;
+  Shape shape_;
+  Mode mode_;
+  Backend backend_;
+  std::int64_t weights_;
+  std::string shape_text_;
+  std::shared_ptr<const Plan> plan_;
+  std::unique_ptr<Executor> executor_;
+  AlignedBuffer own_workspace_, own_reserve_;
+  std::uint64_t allocations_ = 0;
+  ReserveState reserve_state_ = ReserveState::empty;
+  const std::byte* reserve_owner_ = nullptr;
+  std::unique_ptr<reference::Reserve<float>> ref_reserve_;
+};
+
+Execution::Execution(std::unique_ptr<ExecutionImpl> impl) : impl_(std::move(impl)) {}
+Execution::Execution(Execution&&) noexcept = default;
+Execution& Execution::operator=(Execution&&) noexcept = default;
+Execution::~Execution() = default;
+
+const RnnConfig& Execution::config() const { return impl_->config(); }
+Shape Execution::shape() const { return impl_->shape(); }
+Mode Execution::mode() const { return impl_->mode(); }
+Backend Execution::backend() const { return impl_->backend(); }
+const Plan& Execution::plan() const { return impl_->plan(); }
+std::string Execution::plan_text() const { return to_text(impl_->plan()); }
+std::string Execution::plan_json() const { return to_json(impl_->plan()); }
+std::size_t Execution::workspace_size() const { return impl_->workspace_size(); }
+std::size_t Execution::reserve_size() const { return impl_->reserve_size(); }
+std::uint64_t Execution::allocations() const { return impl_->allocations(); }
+
+void Execution::forward(std::span<const float> weights, const ForwardIo& io, std::span<std::byte> reserve,
+                        std::span<std::byte> workspace) {
+  impl_->forward(weights, io, reserve, workspace);
+}
+void Execution::backward_data(std::span<const float> weights, const BackwardDataIo& io, std::span<std::byte> reserve,
+                              std::span<std::byte> workspace) {
+  impl_->backward_data(weights, io, reserve, workspace);
+}
+void Execution::backward_weights(const BackwardWeightsIo& io, std::span<const std::byte> reserve,
+                                 std::span<std::byte> workspace) {
+  impl_->backward_weights(io, reserve, workspace);
+}
+
+Rnn::Rnn(const RnnConfig& config, Options options) : layout_(config), options_(options) {
+  if (options_.isa == Isa::detect) options_.isa = detect_isa();
+  if (options_.backend == Backend::automatic) options_.backend = Backend::jit;
+}
+
+Execution Rnn::prepare(const Shape& shape, Mode mode) const {
+  validate(config(), shape);
+  return Execution(std::make_unique<ExecutionImpl>(config(), shape, mode, options_.backend, options_.isa));
+}
+
+}  // namespace rnnjit

@@ -1,0 +1,49 @@
+#include "rnnjit/weights.hpp"
+
+#include <fmt/format.h>
+
+namespace rnnjit {
+
+std::string param_name(ParamKind kind, std::int64_t layer, int direction) {
+  static constexpr const char* kNames[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+  return fmt::format("{}_l{}{}", kNames[static_cast<int>(kind)], layer, direction ? "_reverse" : "");
+}
+
+WeightLayout::WeightLayout(const RnnConfig& config) : config_(config) {
+  validate(config);
+  const std::int64_t gh = config.gates() * config.hidden_size;
+  for (std::int64_t l = 0; l < config.num_layers; ++l) {
+    for (int d = 0; d < config.directions(); ++d) {
+      const std::int64_t in = config.layer_input_size(l);
+      const std::vector<std::int64_t> shapes[] = {{gh, in}, {gh, config.hidden_size}, {gh}, {gh}};
+      for (int k = 0; k < 4; ++k) {
+        std::int64_t size = 1;
+        for (std::int64_t e : shapes[k]) size *= e;
+        blocks_.push_back({param_name(static_cast<ParamKind>(k), l, d), static_cast<ParamKind>(k), l, d,
+                           shapes[k], total_, size});
+        total_ += size;
+      }
+    }
+  }
+}
+
+const ParamBlock& WeightLayout::block(std::int64_t layer, int direction, ParamKind kind) const {
+  if (layer < 0 || layer >= config_.num_layers || direction < 0 || direction >= config_.directions())
+    throw Error(fmt::format("no parameter block for layer {} direction {} in {}", layer, direction,
+                            describe(config_)));
+  return blocks_[static_cast<std::size_t>((layer * config_.directions() + direction) * 4 + static_cast<int>(kind))];
+}
+
+const ParamBlock& WeightLayout::find(const std::string& name) const {
+  for (const ParamBlock& b : blocks_)
+    if (b.name == name) return b;
+  throw Error(fmt::format("no parameter named '{}' in {}", name, describe(config_)));
+}
+
+void WeightLayout::check_buffer(std::int64_t elements) const {
+  if (elements != total_)
+    throw Error(fmt::format("weight buffer has {} elements, expected {} for {}", elements, total_,
+                            describe(config_)));
+}
+
+}  // namespace rnnjit

@@ -1,0 +1,116 @@
+// rnnjit tests: one RNN problem with random data, run through the double-precision reference
+// and through the public API, with tolerances derived from the accumulation depth.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/reference.hpp"
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit::test {
+
+struct Tensors {
+  std::vector<float> y, hy, cy, dx, dhx, dcx, dw;
+};
+
+struct RnnCase {
+  RnnConfig config;
+  Shape shape;
+  std::vector<float> w, x, hx, cx, dy, dhy, dcy;
+
+  RnnCase(const RnnConfig& c, const Shape& s, unsigned seed = 1) : config(c), shape(s) {
+    std::mt19937 rng(seed);
+    const float k = 1.0f / std::sqrt(static_cast<float>(c.hidden_size));
+    auto fill = [&](std::vector<float>& v, std::int64_t n, float scale) {
+      std::uniform_real_distribution<float> u(-scale, scale);
+      v.resize(static_cast<std::size_t>(n));
+      for (float& e : v) e = u(rng);
+    };
+    fill(w, WeightLayout(c).total_elements(), k);
+    fill(x, x_elements(c, s), 1.0f);
+    fill(hx, state_elements(c, s), 1.0f);
+    if (c.cell == CellKind::lstm) fill(cx, state_elements(c, s), 1.0f);
+    fill(dy, y_elements(c, s), 1.0f);
+    fill(dhy, state_elements(c, s), 1.0f);
+    if (c.cell == CellKind::lstm) fill(dcy, state_elements(c, s), 1.0f);
+  }
+
+  bool lstm() const { return config.cell == CellKind::lstm; }
+
+  // The oracle, in double.
+  Tensors reference(bool backward) const {
+    auto d = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    const auto w64 = d(w), x64 = d(x), hx64 = d(hx), cx64 = d(cx);
+    std::vector<double> y(static_cast<std::size_t>(y_elements(config, shape))), hy(hx.size()), cy(cx.size());
+    reference::Reserve<double> reserve;
+    reference::forward<double>(config, shape, w64.data(), x64.data(), hx64.data(), lstm() ? cx64.data() : nullptr,
+                               y.data(), hy.data(), lstm() ? cy.data() : nullptr, backward ? &reserve : nullptr);
+    Tensors t{f(y), f(hy), f(cy), {}, {}, {}, {}};
+    if (!backward) return t;
+    const auto dy64 = d(dy), dhy64 = d(dhy), dcy64 = d(dcy);
+    std::vector<double> dx(x.size()), dhx(hx.size()), dcx(cx.size()), dw(w.size());
+    reference::backward_data<double>(config, shape, w64.data(), reserve, dy64.data(), dhy64.data(),
+                                     lstm() ? dcy64.data() : nullptr, dx.data(), dhx.data(),
+                                     lstm() ? dcx.data() : nullptr);
+    reference::backward_weights<double>(config, shape, reserve, dw.data());
+    t.dx = f(dx);
+    t.dhx = f(dhx);
+    t.dcx = f(dcx);
+    t.dw = f(dw);
+    return t;
+  }
+
+  // Through the public API: forward (inference or training), then backward when training.
+  Tensors run(Execution& ex) const {
+    Tensors t;
+    t.y.resize(static_cast<std::size_t>(y_elements(config, shape)));
+    t.hy.resize(hx.size());
+    t.cy.resize(cx.size());
+    ex.forward(w, {.x = x, .hx = hx, .cx = cx, .y = t.y, .hy = t.hy, .cy = t.cy});
+    if (ex.mode() != Mode::training) return t;
+    t.dx.resize(x.size());
+    t.dhx.resize(hx.size());
+    t.dcx.resize(cx.size());
+    t.dw.resize(w.size());
+    ex.backward_data(w, {.dy = dy, .dhy = dhy, .dcy = dcy, .dx = t.dx, .dhx = t.dhx, .dcx = t.dcx});
+    ex.backward_weights({.x = x, .dweights = t.dw});
+    return t;
+  }
+
+  // Float rounding grows with the number of terms each result accumulates: a dot product of
+  // max(I, D*H) + H terms per step, carried through up to T steps and L layers (and back, for
+  // gradients, which also sum over T*N rows for the weights). Values are O(1) by construction.
+  double tolerance(bool gradient) const {
+    const double eps = std::numeric_limits<float>::epsilon();
+    const double width = static_cast<double>(std::max(config.input_size, config.directions() * config.hidden_size) +
+                                             config.hidden_size);
+    double depth = width * static_cast<double>(shape.seq_len * config.num_layers);
+    if (gradient) depth *= 2.0 + static_cast<double>(shape.batch);
+    return 4.0 * eps * std::sqrt(depth) * std::sqrt(width) + 8.0 * eps;
+  }
+};
+
+inline void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double tol,
+                         const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  double worst = 0.0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double err = std::abs(static_cast<double>(actual[i]) - expected[i]) / (1.0 + std::abs(expected[i]));
+    if (!(err <= worst)) { worst = err; at = i; }
+  }
+  EXPECT_LE(worst, tol) << what << ": worst error at element " << at << ": " << (actual.empty() ? 0.f : actual[at])
+                        << " vs " << (expected.empty() ? 0.f : expected[at]);
+}
+
+}  // namespace rnnjit::test
