@@ -1,0 +1,159 @@
+#include "tools/rnn-jit/cli_common.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace rnnjit::cli {
+namespace {
+
+std::vector<CommandSpec>& registry() {
+  static std::vector<CommandSpec> specs;
+  return specs;
+}
+
+// Library messages name fields (hidden_size, seq_len, ...); on the command line, name flags.
+std::string fields_to_flags(std::string msg) {
+  static const std::pair<const char*, const char*> kFields[] = {
+      {"input_size", "--input-size"}, {"hidden_size", "--hidden-size"}, {"num_layers", "--layers"},
+      {"seq_len", "--seq"},           {"batch", "--batch"},
+  };
+  auto is_word = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; };
+  for (const auto& [field, flag] : kFields) {
+    const std::size_t n = std::strlen(field);
+    for (std::size_t pos = msg.find(field); pos != std::string::npos; pos = msg.find(field, pos)) {
+      const bool starts = pos == 0 || !is_word(msg[pos - 1]);
+      const bool ends = pos + n == msg.size() || !is_word(msg[pos + n]);
+      if (starts && ends) {
+        msg.replace(pos, n, flag);
+        pos += std::strlen(flag);
+      } else {
+        pos += n;
+      }
+    }
+  }
+  return msg;
+}
+
+void check_positive(std::int64_t value, const char* flag) {
+  if (value <= 0) throw UsageError(fmt::format("{} must be positive, got {}", flag, value));
+}
+
+}  // namespace
+
+bool register_command(const CommandSpec& spec) {
+  registry().push_back(spec);
+  return true;
+}
+
+std::vector<CommandSpec> commands() {
+  std::vector<CommandSpec> specs = registry();
+  std::sort(specs.begin(), specs.end(),
+            [](const CommandSpec& a, const CommandSpec& b) { return std::strcmp(a.name, b.name) < 0; });
+  return specs;
+}
+
+void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
+  CLI::Option* cell = app.add_option("--cell", f.cell, "cell: rnn_relu, rnn_tanh, lstm or gru");
+  CLI::Option* in = app.add_option("--input-size", f.input_size, "input features I");
+  CLI::Option* hid = app.add_option("--hidden-size", f.hidden_size, "hidden features H");
+  app.add_option("--layers", f.layers, "stacked layers L")->capture_default_str();
+  app.add_flag("--bidirectional", f.bidirectional, "run each layer in both directions (D=2)");
+  if (required) {
+    cell->required();
+    in->required();
+    hid->required();
+  } else {
+    cell->capture_default_str();
+    in->capture_default_str();
+    hid->capture_default_str();
+  }
+}
+
+RnnConfig build_config(const ConfigFlags& f) {
+  RnnConfig c;
+  try {
+    c.cell = parse_cell(f.cell);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--cell: {}", e.what()));
+  }
+  check_positive(f.input_size, "--input-size");
+  check_positive(f.hidden_size, "--hidden-size");
+  check_positive(f.layers, "--layers");
+  c.input_size = f.input_size;
+  c.hidden_size = f.hidden_size;
+  c.num_layers = f.layers;
+  c.bidirectional = f.bidirectional;
+  try {
+    validate(c);
+  } catch (const Error& e) {
+    throw UsageError(fields_to_flags(e.what()));
+  }
+  return c;
+}
+
+void add_shape_flags(CLI::App& app, ShapeFlags& f, bool required) {
+  CLI::Option* seq = app.add_option("--seq", f.seq, "sequence length T");
+  CLI::Option* batch = app.add_option("--batch", f.batch, "batch size N");
+  app.add_option("--mode", f.mode, "infer or train")->capture_default_str();
+  if (required) {
+    seq->required();
+    batch->required();
+  } else {
+    seq->capture_default_str();
+    batch->capture_default_str();
+  }
+}
+
+Shape build_shape(const ShapeFlags& f) {
+  check_positive(f.seq, "--seq");
+  check_positive(f.batch, "--batch");
+  return Shape{f.seq, f.batch};
+}
+
+Mode build_mode(const ShapeFlags& f) {
+  if (f.mode == "infer" || f.mode == "inference") return Mode::inference;
+  if (f.mode == "train" || f.mode == "training") return Mode::training;
+  throw UsageError(fmt::format("--mode: unknown mode '{}' (expected infer or train)", f.mode));
+}
+
+void validate_flags(const RnnConfig& config, const Shape& shape) {
+  try {
+    validate(config, shape);
+  } catch (const Error& e) {
+    throw UsageError(fields_to_flags(e.what()));
+  }
+}
+
+void add_backend_flags(CLI::App& app, BackendFlags& f) {
+  app.add_option("--backend", f.backend, "reference, jit or auto")->capture_default_str();
+}
+
+Options build_options(const BackendFlags& f) {
+  Options o;
+  if (f.backend == "auto") {
+    o.backend = Backend::automatic;
+  } else if (f.backend == "reference") {
+    o.backend = Backend::reference;
+  } else if (f.backend == "jit") {
+    o.backend = Backend::jit;
+  } else {
+    throw UsageError(fmt::format("--backend: unknown backend '{}' (expected reference, jit or auto)", f.backend));
+  }
+  return o;
+}
+
+std::string describe(const Shape& shape) { return fmt::format("T={} N={}", shape.seq_len, shape.batch); }
+
+double forward_flops(const RnnConfig& c, const Shape& s) {
+  double total = 0;
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    total += 2.0 * static_cast<double>(s.seq_len) * static_cast<double>(s.batch) * c.gates() *
+             static_cast<double>(c.hidden_size) * static_cast<double>(c.layer_input_size(l) + c.hidden_size) *
+             c.directions();
+  return total;
+}
+
+}  // namespace rnnjit::cli

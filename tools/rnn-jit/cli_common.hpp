@@ -1,0 +1,102 @@
+// rnn-jit: what the subcommands share: the flags that describe a network, a call shape and a
+// backend, their validation, the exit-code conventions, and the subcommand registry.
+//
+// Adding a subcommand is one file, tools/rnn-jit/cmd_<name>.cpp, ending in one line:
+//
+//   RNNJIT_CLI_COMMAND(name, "one-line summary", setup_name);
+//
+// where `CommandAction setup_name(CLI::App& sub)` adds the subcommand's flags to `sub` (binding
+// them to state it owns, e.g. a shared_ptr captured by the action) and returns the action that
+// main() runs after a successful parse. The action returns the exit status; it throws UsageError
+// for bad flag values (exit 2) and anything else derived from std::exception for runtime
+// failures (exit 1). Messages go to stderr as one line "rnn-jit: error: ...".
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rnnjit/config.hpp"
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit::cli {
+
+// Exit statuses.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // runtime failure: unreadable or mismatched files, ...
+inline constexpr int kExitUsage = 2;    // bad command line: unknown flag, missing or invalid value
+
+// A command-line mistake found after parsing (a value that fails validation). Name the flag.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& what) : std::runtime_error(what) {}
+};
+
+// ---- the subcommand registry ----
+
+using CommandAction = std::function<int()>;
+using CommandSetup = CommandAction (*)(CLI::App& sub);
+
+struct CommandSpec {
+  const char* name;
+  const char* summary;
+  CommandSetup setup;
+};
+
+// Registers a subcommand (called from static initialisers via RNNJIT_CLI_COMMAND).
+bool register_command(const CommandSpec& spec);
+// All registered subcommands, sorted by name.
+std::vector<CommandSpec> commands();
+
+#define RNNJIT_CLI_COMMAND(name, summary, setup)                                           \
+  [[maybe_unused]] static const bool rnnjit_cli_registered_##name =                        \
+      ::rnnjit::cli::register_command(::rnnjit::cli::CommandSpec{#name, summary, setup})
+
+// ---- shared flags ----
+
+// --cell --input-size --hidden-size --layers --bidirectional
+struct ConfigFlags {
+  std::string cell = "lstm";
+  std::int64_t input_size = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t layers = 1;
+  bool bidirectional = false;
+};
+// With required = true, --cell, --input-size and --hidden-size must be given; otherwise the
+// values already in `flags` are the defaults.
+void add_config_flags(CLI::App& app, ConfigFlags& flags, bool required = true);
+// Validates (throws UsageError naming the flag) and builds the configuration.
+RnnConfig build_config(const ConfigFlags& flags);
+
+// --seq --batch --mode infer|train
+struct ShapeFlags {
+  std::int64_t seq = 0;
+  std::int64_t batch = 0;
+  std::string mode = "infer";
+};
+void add_shape_flags(CLI::App& app, ShapeFlags& flags, bool required = true);
+Shape build_shape(const ShapeFlags& flags);  // throws UsageError naming --seq or --batch
+Mode build_mode(const ShapeFlags& flags);    // throws UsageError naming --mode
+// Checks the configuration and shape together (sizes that overflow); throws UsageError.
+void validate_flags(const RnnConfig& config, const Shape& shape);
+
+// --backend reference|jit|auto
+struct BackendFlags {
+  std::string backend = "auto";
+};
+void add_backend_flags(CLI::App& app, BackendFlags& flags);
+Options build_options(const BackendFlags& flags);  // throws UsageError naming --backend
+
+// ---- small helpers for subcommands ----
+
+// "T=300 N=20"
+std::string describe(const Shape& shape);
+// Floating-point operations of one forward pass over all layers and directions:
+// 2*T*N*G*H*(I_l+H) per layer-direction.
+double forward_flops(const RnnConfig& config, const Shape& shape);
+
+}  // namespace rnnjit::cli

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Builds rnnjit (Release, in build/) and runs the demo: rnn-jit demo [flags...].
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tools/setup.sh
+exec build/bin/rnn-jit demo "$@"

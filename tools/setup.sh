@@ -1,0 +1,39 @@
+# shellcheck shell=bash
+# Shared set-up for tools/run.sh and tools/test.sh (sourced, not run): installs the Debian
+# packages the build needs when running as root and any is missing, then configures and builds
+# a Release build in build/. Works from any directory: it changes to the repository root.
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || return 1
+
+RNNJIT_PACKAGES=(build-essential cmake libxbyak-dev libopenblas-dev libfmt-dev libgtest-dev libcli11-dev libzydis-dev)
+
+rnnjit_install_packages() {
+  local missing=() pkg status
+  for pkg in "${RNNJIT_PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    if [[ $status != "install ok installed" ]]; then
+      missing+=("$pkg")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    return 0
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing Debian packages: ${missing[*]} (not root: not installing them)" >&2
+    return 0
+  fi
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+rnnjit_build() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  cmake --build build -j"$(nproc)"
+}
+
+if command -v dpkg-query >/dev/null 2>&1; then
+  rnnjit_install_packages
+fi
+rnnjit_build
