@@ -5,7 +5,9 @@
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || return 1
 
-RNNJIT_PACKAGES=(build-essential cmake libxbyak-dev libopenblas-dev libfmt-dev libgtest-dev libcli11-dev libzydis-dev)
+# nlohmann-json3-dev: JSON output of plans and benchmarks; libdnnl-dev: the optional oneDNN peer.
+RNNJIT_PACKAGES=(build-essential cmake libxbyak-dev libopenblas-dev libfmt-dev libgtest-dev libcli11-dev libzydis-dev
+                 nlohmann-json3-dev libdnnl-dev)
 
 rnnjit_install_packages() {
   local missing=() pkg status
