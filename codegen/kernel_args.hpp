@@ -1,8 +1,11 @@
-// rnnjit: the argument structs of the gate kernels. One struct per pass, passed as a single
-// pointer; generated code loads the fields by offsetof. Row strides follow from the KernelDesc:
+// rnnjit: the argument structs of the generated kernels. One struct per kernel kind and pass,
+// passed as a single pointer; generated code loads the fields by offsetof. Gate kernels cover
+// hidden units [0, cols) from the pointers given; row strides follow from the KernelDesc:
 //   gx, gh: G*H      h_prev, h_out, h, dy: ld_h      c_*: H      gates: reserve_gates*H
 //   dh_carry, dc_carry: H
 #pragma once
+
+#include <cstdint>
 
 namespace rnnjit {
 
@@ -29,6 +32,14 @@ struct GateBackwardArgs {
   float* dh_carry;        // in: dL/dh_t through the recurrence; out: GRU's direct dh_{t-1} = dh*z
                           //   (the executor's GEMM then adds dgates x W_hh)
   float* dc_carry;        // in: dL/dc_t; out: dL/dc_{t-1} (LSTM)
+};
+
+// C[rows, vectors*16] (+)= A[rows, k] B[k, vectors*16]; strides come from the KernelDesc.
+struct GemmArgs {
+  const float* a;
+  const float* b;
+  float* c;
+  std::int64_t k;  // >= 1
 };
 
 }  // namespace rnnjit

@@ -20,18 +20,30 @@ namespace rnnjit {
 inline constexpr std::uint32_t kGeneratorVersion = 1;
 
 enum class Pass : std::uint8_t { forward = 0, backward = 1 };
+enum class KernelKind : std::uint8_t { gate = 0, gemm = 1 };
 
+// One descriptor type for every generated kernel; fields a kind does not use stay zero.
+//   gate: the fused elementwise cell kernel of one time step over `rows` x `cols` hidden units.
+//   gemm: C[rows, vectors*16] (+)= A[rows, k] B[k, vectors*16], k a run-time argument; the last
+//         vector keeps n_tail lanes (0: all 16). Strides in elements.
 struct KernelDesc {
   std::uint32_t generator_version = kGeneratorVersion;
+  std::uint8_t kind = 0;      // KernelKind
   std::uint8_t isa = 0;       // Isa: the code the kernel is made of (reference = scalar C++)
-  std::uint8_t cell = 0;      // CellKind
-  std::uint8_t pass = 0;      // Pass
-  std::uint8_t training = 0;  // forward: also store what backward needs into the reserve
-  std::uint32_t hidden = 0;   // H: columns per row and per gate
-  std::uint32_t rows = 0;     // N: batch rows per launch
-  std::uint32_t ld_h = 0;     // row stride (elements) of h_prev, h_out, h and dy: D*H
-  std::uint32_t unroll = 0;   // vectors per gate per inner-loop iteration
+  std::uint8_t cell = 0;      // gate: CellKind
+  std::uint8_t pass = 0;      // gate: Pass
+  std::uint8_t training = 0;  // gate forward: also store what backward needs into the reserve
+  std::uint8_t beta = 0;      // gemm: 1 adds to C, 0 overwrites it
+  std::uint8_t n_tail = 0;    // gemm: valid lanes of the last vector, 0 when it is full
+  std::uint8_t vectors = 0;   // gemm: zmm vectors of C per row (n_r)
+  std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
+  std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
+  std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and dy (D*H)
+  std::uint32_t unroll = 0;   // gate: vectors per gate per iteration; gemm: k-loop unroll
+  std::uint32_t cols = 0;     // gate: hidden units this launch covers (<= hidden)
+  std::uint32_t a_row_stride = 0, a_k_stride = 0, b_k_stride = 0, c_row_stride = 0;  // gemm
 
+  KernelKind kind_of() const { return static_cast<KernelKind>(kind); }
   Isa isa_kind() const { return static_cast<Isa>(isa); }
   CellKind cell_kind() const { return static_cast<CellKind>(cell); }
   Pass pass_kind() const { return static_cast<Pass>(pass); }
@@ -49,7 +61,7 @@ struct KernelDescHash {
 };
 
 // Derived from the descriptor and used everywhere: dumps, logs, test names, symbols.
-// e.g. "lstm_fwd_train_avx512_h800_n20_ld800_u4".
+// e.g. "lstm_fwd_train_avx512_h800_c800_n20_ld800_u4", "sgemm_avx512_m5_v5_t0_b0_ar800_ak1_bk80_cr3200_u4".
 std::string kernel_name(const KernelDesc& d);
 // "cell=lstm pass=fwd training=1 isa=avx512 H=800 N=20 ld_h=800 unroll=4 gen=1"
 std::string describe(const KernelDesc& d);

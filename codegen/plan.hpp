@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "codegen/gemm_blocking.hpp"
 #include "codegen/kernel_desc.hpp"
 #include "rnnjit/config.hpp"
 #include "rnnjit/rnn.hpp"
@@ -18,15 +19,21 @@ namespace rnnjit {
 
 // Where an operand lives: a caller's tensor, the weights, or a region of workspace/reserve.
 enum class Buffer : std::uint8_t {
-  none, x, y, hx, cx, hy, cy, dy, dhy, dcy, dx, dhx, dcx, weights, dweights, workspace, reserve
+  none, x, y, hx, cx, hy, cy, dy, dhy, dcy, dx, dhx, dcx, weights, dweights, workspace, reserve, packed
 };
+inline constexpr int kBufferCount = 18;
 std::string_view to_string(Buffer b);
 
 inline constexpr std::size_t kRegionAlignment = 64;
 
+// workspace: scratch, free between calls; reserve: kept from forward training to backward;
+// packed: the weights in the generated GEMM's panel layout (cuDNN's "weight space").
+enum class Space : std::uint8_t { workspace = 0, reserve = 1, packed = 2 };
+std::string_view to_string(Space s);
+
 struct Region {
   std::string name;     // e.g. "gates.l0.d1"
-  bool reserve;         // kept from forward training to backward, else scratch workspace
+  Space space;
   std::size_t offset;   // bytes from the start of its buffer, kRegionAlignment-aligned
   std::size_t size;     // bytes
 };
@@ -35,8 +42,10 @@ struct WorkspacePlan {
   std::vector<Region> regions;
   std::size_t workspace_bytes = 0;
   std::size_t reserve_bytes = 0;
+  std::size_t packed_bytes = 0;
 
-  int add(std::string name, bool reserve, std::size_t bytes);  // returns the region's index
+  int add(std::string name, Space space, std::size_t bytes);  // returns the region's index
+  std::size_t& bytes(Space s) { return s == Space::workspace ? workspace_bytes : s == Space::reserve ? reserve_bytes : packed_bytes; }
 };
 
 // A float operand: `offset` elements past the start of its region (workspace/reserve) or of
@@ -61,6 +70,16 @@ struct GemmStep {
   Operand a, b, c;
   std::int64_t lda = 0, ldb = 0, ldc = 0;
   float beta = 0.0f;
+  GemmBlocking blocking;  // generated GEMM tiling and its kernels; empty: OpenBLAS
+};
+
+// Packs weights W [groups*group, k] (row-major, one row per output column) into the generated
+// GEMM's panels (codegen/gemm_blocking.hpp) so that B = W^T streams contiguously.
+struct PackStep {
+  std::string what;
+  Operand src, dst;
+  std::int64_t k = 0, groups = 0;
+  GemmBlocking blocking;  // n_r and group define the layout
 };
 
 // dst[r, 0:cols] = src[r, 0:cols] for r < rows; a `none` source writes zeros.
@@ -92,16 +111,20 @@ struct RecurrenceStep {
   bool reverse = false;
   std::int64_t steps = 0;  // T
   std::int64_t batch = 0;  // N
-  int kernel = -1;         // index into Plan::kernels
+  int kernel = -1;         // index into Plan::kernels (OpenBLAS plans: one thread, all H columns)
+  // Generated plans split every step across threads: thread i runs the gate kernel
+  // thread_kernels[i] on the hidden units gemm.blocking.thread_columns(i) (-1: none).
+  std::vector<int> thread_kernels;
   GemmStep gemm;           // per step; its a (fwd: h_prev, bwd: gates at t) is filled per step
   Timed gx, h, c, gates, dy;
   Operand gh, bias_ih, bias_hh, h_init, c_init, dh_carry, dc_carry;
 };
 
-using Step = std::variant<GemmStep, CopyStep, ColumnSumStep, RecurrenceStep>;
+using Step = std::variant<GemmStep, CopyStep, ColumnSumStep, RecurrenceStep, PackStep>;
 
 // Steps of one lane run in order; the lanes of a stage run concurrently (the two directions
-// of a bidirectional layer); stages run one after the other.
+// of a bidirectional layer), each on one thread; a stage of one lane runs on Plan::threads
+// threads that share each step's work and meet at a barrier after it. Stages run in order.
 struct Stage {
   std::vector<std::vector<Step>> lanes;
 };
@@ -111,10 +134,11 @@ struct Plan {
   Shape shape;
   Mode mode = Mode::inference;
   Isa isa = Isa::reference;
+  int threads = 1;
   std::vector<std::string> notes;  // decisions worth telling the user (e.g. fallbacks)
   std::vector<KernelDesc> kernels;
   WorkspacePlan workspace;
-  std::vector<Stage> forward, backward_data, backward_weights;
+  std::vector<Stage> pack_weights, forward, backward_data, backward_weights;
 };
 
 std::string to_text(const Plan& plan);

@@ -18,7 +18,8 @@ void matrix(const std::function<void(const Extent&)>& fn, const Operand& o, std:
 
 void gemm(const std::function<void(const Extent&)>& fn, const GemmStep& g) {
   matrix(fn, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
-  matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
+  if (g.blocking.packed_b) matrix(fn, g.b, 1, packed_elements(g.blocking, g.n / g.blocking.group, g.k), 0);
+  else matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
   matrix(fn, g.c, g.m, g.n, g.ldc);
 }
 
@@ -64,6 +65,10 @@ void for_each_extent(const Plan& p, const std::vector<Stage>& stages, const std:
           matrix(fn, c->dst, 1, c->cols, c->cols);
         }
         if (const auto* r = std::get_if<RecurrenceStep>(&step)) recurrence(p, fn, *r);
+        if (const auto* k = std::get_if<PackStep>(&step)) {
+          matrix(fn, k->src, k->groups * k->blocking.group, k->k, k->k);
+          matrix(fn, k->dst, 1, packed_elements(k->blocking, k->groups, k->k), 0);
+        }
       }
 }
 
@@ -79,13 +84,14 @@ std::int64_t buffer_elements(const Plan& p, Buffer b) {
     case Buffer::dweights: return WeightLayout(p.config).total_elements();
     case Buffer::workspace: return static_cast<std::int64_t>(p.workspace.workspace_bytes / sizeof(float));
     case Buffer::reserve: return static_cast<std::int64_t>(p.workspace.reserve_bytes / sizeof(float));
+    case Buffer::packed: return static_cast<std::int64_t>(p.workspace.packed_bytes / sizeof(float));
     case Buffer::none: return 0;
   }
   return 0;
 }
 
 void check_extents(const Plan& p) {
-  for (const auto* stages : {&p.forward, &p.backward_data, &p.backward_weights})
+  for (const auto* stages : {&p.pack_weights, &p.forward, &p.backward_data, &p.backward_weights})
     for_each_extent(p, *stages, [&](const Extent& e) {
       const std::int64_t limit =
           e.operand.region >= 0

@@ -23,17 +23,34 @@ nlohmann::json operand_json(const Plan& p, const Operand& o) {
   return j;
 }
 
+std::string blocking_text(const GemmBlocking& b) {
+  if (!b.generated()) return "openblas";
+  return fmt::format("generated m_r={} n_r={} k_c={} group={} threads={}{}", b.m_r, b.n_r, b.k_c, b.group, b.threads,
+                     b.packed_b ? " packed B" : "");
+}
+
+nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
+  if (!b.generated()) return {{"engine", "openblas"}};
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& r : b.kernels)
+    for (const auto& c : r)
+      for (int k : c)
+        if (k >= 0) kernels.push_back(kernel_name(p.kernels[static_cast<std::size_t>(k)]));
+  return {{"engine", "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
+          {"threads", b.threads}, {"packed_b", b.packed_b}, {"kernels", kernels}};
+}
+
 std::string gemm_text(const Plan& p, const GemmStep& g) {
-  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}, A={} B={} C={} ldc={}", g.what, g.m, g.n,
-                     g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb, g.k,
-                     g.a.buffer == Buffer::none ? "h_prev(t)" : operand_text(p, g.a), operand_text(p, g.b),
-                     operand_text(p, g.c), g.ldc);
+  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}, A={} B={} C={} ldc={} ({})", g.what, g.m,
+                     g.n, g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb, g.k,
+                     g.a.buffer == Buffer::none ? "per step" : operand_text(p, g.a), operand_text(p, g.b),
+                     operand_text(p, g.c), g.ldc, blocking_text(g.blocking));
 }
 
 nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
   return {{"kind", "gemm"}, {"what", g.what}, {"trans_a", g.trans_a}, {"trans_b", g.trans_b}, {"m", g.m}, {"n", g.n},
           {"k", g.k}, {"a", operand_json(p, g.a)}, {"b", operand_json(p, g.b)}, {"c", operand_json(p, g.c)},
-          {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}};
+          {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}, {"blocking", blocking_json(p, g.blocking)}};
 }
 
 std::string step_text(const Plan& p, const Step& step) {
@@ -49,9 +66,16 @@ std::string step_text(const Plan& p, const Step& step) {
                                c.ld_src, operand_text(p, c.dst));
           },
           [&](const RecurrenceStep& r) {
-            return fmt::format("loop {}: {} steps{}, per step: {} ; kernel {}", r.what, r.steps,
-                               r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm),
-                               kernel_name(p.kernels[static_cast<std::size_t>(r.kernel)]));
+            std::string kernels;
+            for (int k : r.thread_kernels)
+              kernels += (kernels.empty() ? "" : ", ") +
+                         (k < 0 ? std::string("idle") : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
+            return fmt::format("loop {}: {} steps{}, per step: {} ; gate kernels per thread: {}", r.what, r.steps,
+                               r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm), kernels);
+          },
+          [&](const PackStep& k) {
+            return fmt::format("pack {}: W[{}x{}] {} -> B panels {} ({})", k.what, k.groups * k.blocking.group, k.k,
+                               operand_text(p, k.src), operand_text(p, k.dst), blocking_text(k.blocking));
           }},
       step);
 }
@@ -76,12 +100,20 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
               j["t_stride"] = t.t_stride;
               return j;
             };
-            return nlohmann::json{{"kind", "recurrence"}, {"what", r.what},
+            nlohmann::json kernels = nlohmann::json::array();
+            for (int k : r.thread_kernels)
+              kernels.push_back(k < 0 ? std::string() : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
+            return nlohmann::json{{"kind", "recurrence"}, {"what", r.what}, {"thread_kernels", kernels},
                                   {"pass", r.pass == Pass::forward ? "forward" : "backward"}, {"layer", r.layer},
                                   {"direction", r.direction}, {"reverse", r.reverse}, {"steps", r.steps},
                                   {"kernel", kernel_name(p.kernels[static_cast<std::size_t>(r.kernel)])},
                                   {"gemm", gemm_json(p, r.gemm)}, {"gx", timed(r.gx)}, {"h", timed(r.h)},
                                   {"c", timed(r.c)}, {"gates", timed(r.gates)}, {"dy", timed(r.dy)}};
+          },
+          [&](const PackStep& k) {
+            return nlohmann::json{{"kind", "pack"}, {"what", k.what}, {"src", operand_json(p, k.src)},
+                                  {"dst", operand_json(p, k.dst)}, {"k", k.k}, {"groups", k.groups},
+                                  {"blocking", blocking_json(p, k.blocking)}};
           }},
       step);
 }
@@ -108,24 +140,39 @@ nlohmann::json stages_json(const Plan& p, const std::vector<Stage>& stages) {
   return arr;
 }
 
+nlohmann::json descriptor_json(const KernelDesc& k) {
+  nlohmann::json j{{"generator_version", k.generator_version}, {"isa", std::string(to_string(k.isa_kind()))},
+                   {"kind", k.kind_of() == KernelKind::gemm ? "gemm" : "gate"}, {"rows", k.rows}, {"unroll", k.unroll}};
+  if (k.kind_of() == KernelKind::gemm) {
+    j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
+              {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}});
+  } else {
+    j.update({{"cell", std::string(to_string(k.cell_kind()))},
+              {"pass", k.pass_kind() == Pass::forward ? "forward" : "backward"},
+              {"training", static_cast<bool>(k.training)}, {"hidden", k.hidden}, {"cols", k.cols}, {"ld_h", k.ld_h}});
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string_view to_string(Buffer b) {
   static constexpr const char* kNames[] = {"none", "x",  "y",   "hx",  "cx",  "hy",      "cy",       "dy",       "dhy",
-                                           "dcy",  "dx", "dhx", "dcx", "weights", "dweights", "workspace", "reserve"};
+                                           "dcy",  "dx", "dhx", "dcx", "weights", "dweights", "workspace", "reserve", "packed"};
   return kNames[static_cast<int>(b)];
 }
 
 std::string to_text(const Plan& p) {
-  std::string out = fmt::format("plan: {} T={} N={} mode={} isa={}\n", describe(p.config), p.shape.seq_len,
-                                p.shape.batch, to_string(p.mode), to_string(p.isa));
+  std::string out = fmt::format("plan: {} T={} N={} mode={} isa={} threads={}\n", describe(p.config),
+                                p.shape.seq_len, p.shape.batch, to_string(p.mode), to_string(p.isa), p.threads);
   for (const std::string& n : p.notes) out += fmt::format("note: {}\n", n);
   out += "kernels:\n";
   for (const KernelDesc& k : p.kernels) out += fmt::format("  {}  ({})\n", kernel_name(k), describe(k));
-  out += fmt::format("workspace: {} bytes, reserve: {} bytes\n", p.workspace.workspace_bytes, p.workspace.reserve_bytes);
+  out += fmt::format("workspace: {} bytes, reserve: {} bytes, packed weights: {} bytes\n", p.workspace.workspace_bytes,
+                     p.workspace.reserve_bytes, p.workspace.packed_bytes);
   for (const Region& r : p.workspace.regions)
-    out += fmt::format("  {:<8} {:<20} offset {:>12} size {:>12}\n", r.reserve ? "reserve" : "scratch", r.name,
-                       r.offset, r.size);
+    out += fmt::format("  {:<9} {:<22} offset {:>12} size {:>12}\n", to_string(r.space), r.name, r.offset, r.size);
+  stages_text(p, "pack weights", p.pack_weights, out);
   stages_text(p, "forward", p.forward, out);
   stages_text(p, "backward data", p.backward_data, out);
   stages_text(p, "backward weights", p.backward_weights, out);
@@ -140,23 +187,19 @@ std::string to_json(const Plan& p) {
   j["shape"] = {{"seq_len", p.shape.seq_len}, {"batch", p.shape.batch}};
   j["mode"] = std::string(to_string(p.mode));
   j["isa"] = std::string(to_string(p.isa));
+  j["threads"] = p.threads;
+  j["packed_bytes"] = p.workspace.packed_bytes;
   j["notes"] = p.notes;
   j["kernels"] = nlohmann::json::array();
   for (const KernelDesc& k : p.kernels)
-    j["kernels"].push_back({{"name", kernel_name(k)},
-                            {"descriptor",
-                             {{"generator_version", k.generator_version}, {"isa", std::string(to_string(k.isa_kind()))},
-                              {"cell", std::string(to_string(k.cell_kind()))},
-                              {"pass", k.pass_kind() == Pass::forward ? "forward" : "backward"},
-                              {"training", static_cast<bool>(k.training)}, {"hidden", k.hidden}, {"rows", k.rows},
-                              {"ld_h", k.ld_h}, {"unroll", k.unroll}}}});
+    j["kernels"].push_back({{"name", kernel_name(k)}, {"descriptor", descriptor_json(k)}});
   j["workspace_bytes"] = p.workspace.workspace_bytes;
   j["reserve_bytes"] = p.workspace.reserve_bytes;
   j["regions"] = nlohmann::json::array();
   for (const Region& r : p.workspace.regions)
-    j["regions"].push_back({{"name", r.name}, {"space", r.reserve ? "reserve" : "workspace"}, {"offset", r.offset},
+    j["regions"].push_back({{"name", r.name}, {"space", std::string(to_string(r.space))}, {"offset", r.offset},
                             {"size", r.size}});
-  j["steps"] = {{"forward", stages_json(p, p.forward)},
+  j["steps"] = {{"pack_weights", stages_json(p, p.pack_weights)}, {"forward", stages_json(p, p.forward)},
                 {"backward_data", stages_json(p, p.backward_data)},
                 {"backward_weights", stages_json(p, p.backward_weights)}};
   return j.dump();

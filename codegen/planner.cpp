@@ -13,7 +13,8 @@ namespace {
 std::size_t round_up(std::size_t v) { return (v + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
 
 Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset = 0) {
-  return {ws.regions[static_cast<std::size_t>(region)].reserve ? Buffer::reserve : Buffer::workspace, region, offset};
+  static constexpr Buffer kBuffers[] = {Buffer::workspace, Buffer::reserve, Buffer::packed};
+  return {kBuffers[static_cast<int>(ws.regions[static_cast<std::size_t>(region)].space)], region, offset};
 }
 
 Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offset}; }
@@ -26,8 +27,9 @@ struct Sizes {
 
 class Planner {
  public:
-  Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa)
-      : config_(config), layout_(config), plan_{config, shape, mode, isa, {}, {}, {}, {}, {}, {}} {
+  Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads)
+      : config_(config), layout_(config), plan_{config, shape, mode, isa, 1, {}, {}, {}, {}, {}, {}, {}} {
+    plan_.threads = isa == Isa::avx512 ? threads : 1;  // OpenBLAS plans leave threading to OpenBLAS
     const std::int64_t H = config.hidden_size;
     const int G = config.gates();
     s_ = {shape.seq_len, shape.batch, H, G, G * H, config.directions(), config.num_layers,
@@ -39,6 +41,7 @@ class Planner {
     if (plan_.isa == Isa::avx2)
       plan_.notes.push_back("isa avx2 has no gate-kernel emitter: the plan uses the reference gate kernels");
     if (plan_.isa == Isa::reference) plan_.notes.push_back("isa reference: scalar gate kernels");
+    if (plan_.isa != Isa::avx512) plan_.notes.push_back("GEMMs run on OpenBLAS (no generated GEMM for this isa)");
     forward_kernel_ = add_kernel(Pass::forward);
     allocate_forward();
     plan_forward();
@@ -52,13 +55,11 @@ class Planner {
   }
 
  private:
-  int add_kernel(Pass pass) {
-    plan_.kernels.push_back(gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass));
-    return static_cast<int>(plan_.kernels.size()) - 1;
-  }
+  int add_kernel(Pass pass) { return add_kernel_desc(gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass)); }
 
   int region(const std::string& name, bool reserve, std::int64_t elements) {
-    return plan_.workspace.add(name, reserve, static_cast<std::size_t>(elements) * sizeof(float));
+    return plan_.workspace.add(name, reserve ? Space::reserve : Space::workspace,
+                               static_cast<std::size_t>(elements) * sizeof(float));
   }
 
   bool training() const { return plan_.mode == Mode::training; }
@@ -67,6 +68,77 @@ class Planner {
   }
   Operand dweight(std::int64_t l, int d, ParamKind k, std::int64_t row = 0, std::int64_t ld = 0) const {
     return buffer_operand(Buffer::dweights, layout_.block(l, d, k).offset + row * ld);
+  }
+
+  // --- generated GEMMs ---------------------------------------------------------------------
+  bool generate_gemms() const { return plan_.isa == Isa::avx512; }
+  // Threads that split the steps of a lane: all of them when a stage has a single lane.
+  int lane_threads() const { return s_.D == 1 ? plan_.threads : 1; }
+
+  int add_kernel_desc(const KernelDesc& d) {
+    for (std::size_t i = 0; i < plan_.kernels.size(); ++i)
+      if (plan_.kernels[i] == d) return static_cast<int>(i);
+    plan_.kernels.push_back(d);
+    return static_cast<int>(plan_.kernels.size()) - 1;
+  }
+
+  // Chooses the tiling of a GEMM over column groups of `group` and registers its kernels.
+  GemmStep generated(GemmStep g, std::int64_t group, int threads = 0) {
+    if (!generate_gemms()) return g;
+    GemmBlocking& b = g.blocking;
+    b = choose_blocking(g.m, g.k, group, threads ? threads : lane_threads(), g.blocking.packed_b);
+    const std::int64_t tail_rows = g.m % b.m_r;
+    const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
+    for (int row_tail = 0; row_tail < 2; ++row_tail)
+      for (int col_tail = 0; col_tail < 2; ++col_tail)
+        for (int beta = 0; beta < 2; ++beta) {
+          if ((row_tail && tail_rows == 0) || (col_tail && last_width == b.panel_columns())) continue;
+          KernelDesc d;
+          d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+          d.isa = static_cast<std::uint8_t>(Isa::avx512);
+          d.beta = static_cast<std::uint8_t>(beta);
+          const std::int64_t width = col_tail ? last_width : b.panel_columns();
+          d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
+          d.n_tail = static_cast<std::uint8_t>(width % 16);
+          d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
+          d.unroll = 4;
+          d.a_row_stride = static_cast<std::uint32_t>(g.trans_a ? 1 : g.lda);
+          d.a_k_stride = static_cast<std::uint32_t>(g.trans_a ? g.lda : 1);
+          d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);
+          d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
+          b.kernels[row_tail][col_tail][beta] = add_kernel_desc(d);
+        }
+    return g;
+  }
+
+  // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate.
+  GemmStep with_packed_weights(GemmStep g, const std::string& name) {
+    if (!generate_gemms()) return g;
+    g.blocking.packed_b = true;
+    g = generated(g, s_.H);
+    const int packed = plan_.workspace.add(
+        "packed." + name, Space::packed,
+        static_cast<std::size_t>(packed_elements(g.blocking, s_.G, g.k)) * sizeof(float));
+    const Operand dst = region_operand(plan_.workspace, packed);
+    plan_.pack_weights.push_back(Stage{{{PackStep{"pack " + name, g.b, dst, g.k, s_.G, g.blocking}}}});
+    g.b = dst;
+    g.ldb = g.blocking.panel_columns();
+    return g;
+  }
+
+  // The gate kernels of a recurrence: one per thread over the hidden units that thread's share
+  // of the recurrent GEMM produces (forward) or consumes (backward).
+  void split_gate_kernel(RecurrenceStep& r, Pass pass) {
+    if (!r.gemm.blocking.generated()) {
+      r.thread_kernels = {r.kernel};
+      return;
+    }
+    for (int t = 0; t < r.gemm.blocking.threads; ++t) {
+      const auto [c0, c1] = r.gemm.blocking.thread_columns(t);
+      KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
+      d.cols = static_cast<std::uint32_t>(c1 - c0);
+      r.thread_kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
+    }
   }
 
   // --- regions -------------------------------------------------------------------------------
@@ -143,9 +215,11 @@ class Planner {
                                   c_init, s.N, s.H, s.H, s.H, true, false});
         }
         const Operand gx = region_operand(plan_.workspace, gx_[d]);
-        lane.push_back(GemmStep{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
-                                config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
-                                ld_input(l), ld_input(l), s.GH, 0.0f});
+        lane.push_back(with_packed_weights(
+            GemmStep{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
+                     config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx, ld_input(l),
+                     ld_input(l), s.GH, 0.0f, {}},
+            fmt::format("w_ih.l{}.d{}", l, d)));
         RecurrenceStep r;
         r.what = fmt::format("forward recurrence l{} d{}", l, d);
         r.pass = Pass::forward;
@@ -156,8 +230,10 @@ class Planner {
         r.batch = s.N;
         r.kernel = forward_kernel_;
         r.gh = region_operand(plan_.workspace, gh_[d]);
-        r.gemm = GemmStep{"recurrent projection", false, true, s.N, s.GH, s.H, {}, weight(l, d, ParamKind::weight_hh),
-                          r.gh, ldh, s.H, s.GH, 0.0f};
+        r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, s.N, s.GH, s.H, {},
+                                              weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.H, s.GH, 0.0f, {}},
+                                     fmt::format("w_hh.l{}.d{}", l, d));
+        split_gate_kernel(r, Pass::forward);
         r.gx = {gx, s.N * s.GH};
         r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
         r.bias_ih = weight(l, d, ParamKind::bias_ih);
@@ -227,8 +303,10 @@ class Planner {
         r.batch = s.N;
         r.kernel = backward_kernel_;
         r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
-        r.gemm = GemmStep{"recurrent gradient", false, false, s.N, s.H, s.GH, {}, weight(l, d, ParamKind::weight_hh),
-                          dh, s.R, s.H, s.H, s.gru ? 1.0f : 0.0f};
+        r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.H, s.GH, {},
+                                    weight(l, d, ParamKind::weight_hh), dh, s.R, s.H, s.H, s.gru ? 1.0f : 0.0f, {}},
+                           s.H);
+        split_gate_kernel(r, Pass::backward);
         r.dy = {shifted(dy_of_layer(l), d * s.H), s.N * ldh};
         r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
         r.h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.H);
@@ -253,10 +331,12 @@ class Planner {
       bool first = true;
       for (int d = 0; d < s.D; ++d)
         for (const InputSide& piece : input_side()) {
-          lane.push_back(GemmStep{fmt::format("input gradient l{} d{}", l, d), false, false, s.T * s.N, in, piece.width,
-                                  region_operand(plan_.workspace, gates_[ld_index(l, d)], piece.col),
-                                  shifted(weight(l, d, ParamKind::weight_ih), piece.row * in), dx_of_layer(l), s.R, in,
-                                  in, first ? 0.0f : 1.0f});
+          lane.push_back(generated(
+              GemmStep{fmt::format("input gradient l{} d{}", l, d), false, false, s.T * s.N, in, piece.width,
+                       region_operand(plan_.workspace, gates_[ld_index(l, d)], piece.col),
+                       shifted(weight(l, d, ParamKind::weight_ih), piece.row * in), dx_of_layer(l), s.R, in, in,
+                       first ? 0.0f : 1.0f, {}},
+              in, plan_.threads));
           first = false;
         }
       plan_.backward_data.push_back(Stage{{std::move(lane)}});
@@ -274,9 +354,11 @@ class Planner {
         const Operand gates = region_operand(plan_.workspace, gates_[ld_index(l, d)]);
         const std::int64_t in = config_.layer_input_size(l);
         for (const InputSide& piece : input_side()) {
-          lane.push_back(GemmStep{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
-                                  shifted(gates, piece.col), layer_input(l),
-                                  dweight(l, d, ParamKind::weight_ih, piece.row, in), s.R, ld_input(l), in, 0.0f});
+          lane.push_back(generated(GemmStep{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
+                                            shifted(gates, piece.col), layer_input(l),
+                                            dweight(l, d, ParamKind::weight_ih, piece.row, in), s.R, ld_input(l), in,
+                                            0.0f, {}},
+                                   in));
           lane.push_back(ColumnSumStep{fmt::format("db_ih l{} d{}", l, d), shifted(gates, piece.col),
                                        dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N, piece.width, s.R,
                                        0.0f});
@@ -287,13 +369,16 @@ class Planner {
         const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.H);
         const bool reverse = d == 1;
         const std::int64_t first_t = reverse ? s.T - 1 : 0;
-        lane.push_back(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, s.GH, s.H, s.N,
-                                shifted(gates, first_t * s.N * s.R), h_init, dweight(l, d, ParamKind::weight_hh), s.R,
-                                ldh, s.H, 0.0f});
+        lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, s.GH, s.H,
+                                          s.N, shifted(gates, first_t * s.N * s.R), h_init,
+                                          dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.H, 0.0f, {}},
+                                 s.H));
         if (s.T > 1)
-          lane.push_back(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.H, (s.T - 1) * s.N,
-                                  shifted(gates, reverse ? 0 : s.N * s.R), shifted(out, reverse ? s.N * ldh : 0),
-                                  dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.H, 1.0f});
+          lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.H, (s.T - 1) * s.N,
+                                            shifted(gates, reverse ? 0 : s.N * s.R),
+                                            shifted(out, reverse ? s.N * ldh : 0), dweight(l, d, ParamKind::weight_hh),
+                                            s.R, ldh, s.H, 1.0f, {}},
+                                   s.H));
         lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
                                      s.T * s.N, s.GH, s.R, 0.0f});
         stage.lanes.push_back(std::move(lane));
@@ -314,9 +399,13 @@ class Planner {
 
 }  // namespace
 
-int WorkspacePlan::add(std::string name, bool reserve, std::size_t bytes) {
-  std::size_t& end = reserve ? reserve_bytes : workspace_bytes;
-  regions.push_back({std::move(name), reserve, end, bytes});
+std::string_view to_string(Space s) {
+  return s == Space::workspace ? "workspace" : s == Space::reserve ? "reserve" : "packed";
+}
+
+int WorkspacePlan::add(std::string name, Space space, std::size_t bytes) {
+  std::size_t& end = this->bytes(space);
+  regions.push_back({std::move(name), space, end, bytes});
   end = round_up(end + bytes);
   return static_cast<int>(regions.size()) - 1;
 }
@@ -330,6 +419,7 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
   d.hidden = static_cast<std::uint32_t>(config.hidden_size);
   d.rows = static_cast<std::uint32_t>(shape.batch);
   d.ld_h = static_cast<std::uint32_t>(config.directions() * config.hidden_size);
+  d.cols = d.hidden;
   const std::int64_t vectors = (config.hidden_size + 15) / 16;
   d.unroll = d.isa_kind() == Isa::avx512
                  ? static_cast<std::uint32_t>(std::min<std::int64_t>(x64::max_gate_unroll(config.cell, pass), vectors))
@@ -337,10 +427,11 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
   return d;
 }
 
-Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa) {
+Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads) {
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
-  return Planner(config, shape, mode, isa).build();
+  if (threads < 1 || threads > 256) throw Error(fmt::format("threads must be in [1, 256], got {}", threads));
+  return Planner(config, shape, mode, isa, threads).build();
 }
 
 }  // namespace rnnjit

@@ -12,8 +12,9 @@
 
 namespace rnnjit {
 
-// Throws Error for invalid input. `isa` must not be Isa::detect.
-Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa);
+// Throws Error for invalid input. `isa` must not be Isa::detect. `threads` share the work of
+// each step (generated GEMMs only; OpenBLAS plans run single-lane steps on one thread).
+Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads = 1);
 
 // The descriptor of the gate kernel for one recurrence (exposed for tests and the CLI).
 KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass);

@@ -17,7 +17,7 @@ void gate_forward_reference(const KernelDesc& d, const GateForwardArgs& a) {
     const float* h_prev = a.h_prev + n * d.ld_h;
     float* h_out = a.h_out + n * d.ld_h;
     float* gates = d.training ? a.gates + n * R : nullptr;
-    for (std::int64_t j = 0; j < H; ++j) {
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(d.cols); ++j) {
       auto pre = [&](std::int64_t g) { return gx[g * H + j] + a.bias_ih[g * H + j] + gh[g * H + j] + a.bias_hh[g * H + j]; };
       switch (d.cell_kind()) {
         case CellKind::rnn_tanh: h_out[j] = std::tanh(pre(0)); break;
@@ -49,7 +49,7 @@ void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
     const float* dy = a.dy + n * d.ld_h;
     float* gates = a.gates + n * R;
     float* dh_carry = a.dh_carry + n * H;
-    for (std::int64_t j = 0; j < H; ++j) {
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(d.cols); ++j) {
       const float dh = dy[j] + dh_carry[j];
       switch (d.cell_kind()) {
         case CellKind::rnn_tanh: { const float h = a.h[n * d.ld_h + j]; gates[j] = dh * (1.0f - h * h); break; }

@@ -23,6 +23,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(static_cast<std::uint64_t>(k.shape.batch));
   mix(static_cast<std::uint64_t>(k.mode));
   mix(static_cast<std::uint64_t>(k.isa));
+  mix(static_cast<std::uint64_t>(k.threads));
   return h;
 }
 
@@ -59,7 +60,7 @@ std::shared_ptr<const Plan> Cache::plan(const PlanKey& key) {
   bool hit = false;
   const auto start = std::chrono::steady_clock::now();
   auto p = plans_.get(key, [&] {
-    auto plan = std::make_shared<const Plan>(make_plan(key.config, key.shape, key.mode, key.isa));
+    auto plan = std::make_shared<const Plan>(make_plan(key.config, key.shape, key.mode, key.isa, key.threads));
     check_extents(*plan);
     return plan;
   }, hit);

@@ -21,6 +21,7 @@ struct PlanKey {
   Shape shape;
   Mode mode;
   Isa isa;
+  int threads;
   bool operator==(const PlanKey&) const = default;
 };
 

@@ -2,31 +2,38 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
-#include <exception>
-#include <thread>
 
 #include "codegen/kernel_args.hpp"
+#include "runtime/thread_team.hpp"
 
 namespace rnnjit {
 namespace {
 
-void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta) {
+void blas_gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta) {
   cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a, static_cast<int>(g.lda), b,
               static_cast<int>(g.ldb), beta, c, static_cast<int>(g.ldc));
 }
 
-// While the lanes of a stage run concurrently each GEMM gets one core; restored afterwards.
+// While the lanes of a stage run concurrently each OpenBLAS call gets one core; restored after.
 class BlasThreadsForLanes {
  public:
-  explicit BlasThreadsForLanes(std::size_t lanes) : saved_(openblas_get_num_threads()) {
-    if (lanes > 1) openblas_set_num_threads(1);
+  explicit BlasThreadsForLanes(std::size_t lanes) : saved_(openblas_get_num_threads()), lanes_(lanes) {
+    if (lanes_ > 1) openblas_set_num_threads(1);
   }
-  ~BlasThreadsForLanes() { openblas_set_num_threads(saved_); }
+  ~BlasThreadsForLanes() {
+    if (lanes_ > 1) openblas_set_num_threads(saved_);
+  }
  private:
   int saved_;
+  std::size_t lanes_;
 };
+
+std::pair<std::int64_t, std::int64_t> share(std::int64_t count, int tid, int threads) {
+  return {count * tid / threads, count * (tid + 1) / threads};
+}
 
 }  // namespace
 
@@ -37,7 +44,7 @@ float* Executor::resolve(const Operand& o, const Bindings& b) const {
   if (o.buffer == Buffer::none) return nullptr;
   if (o.region >= 0) {
     const Region& r = plan_->workspace.regions[static_cast<std::size_t>(o.region)];
-    std::byte* base = r.reserve ? b.reserve : b.workspace;
+    std::byte* base = r.space == Space::reserve ? b.reserve : r.space == Space::packed ? b.packed : b.workspace;
     return reinterpret_cast<float*>(base + r.offset) + o.offset;
   }
   const float* p = b.buffers[static_cast<std::size_t>(o.buffer)];
@@ -45,34 +52,35 @@ float* Executor::resolve(const Operand& o, const Bindings& b) const {
 }
 
 void Executor::run(const std::vector<Stage>& stages, const Bindings& b, bool accumulate) const {
+  ThreadTeam& team = ThreadTeam::instance();
   for (const Stage& stage : stages) {
-    if (stage.lanes.size() == 1) {
-      run_lane(stage.lanes[0], b, accumulate);
+    const int lanes = static_cast<int>(stage.lanes.size());
+    if (lanes == 1) {
+      team.run(plan_->threads, [&](int tid) { run_lane(stage.lanes[0], b, accumulate, tid, plan_->threads); });
       continue;
     }
     BlasThreadsForLanes blas(stage.lanes.size());
-    std::vector<std::exception_ptr> errors(stage.lanes.size());
-    std::vector<std::thread> workers;
-    for (std::size_t i = 1; i < stage.lanes.size(); ++i)
-      workers.emplace_back([&, i] {
-        try { run_lane(stage.lanes[i], b, accumulate); } catch (...) { errors[i] = std::current_exception(); }
-      });
-    try { run_lane(stage.lanes[0], b, accumulate); } catch (...) { errors[0] = std::current_exception(); }
-    for (std::thread& w : workers) w.join();
-    for (const std::exception_ptr& e : errors)
-      if (e) std::rethrow_exception(e);
+    const int threads = std::min(lanes, plan_->threads);
+    team.run(threads, [&](int tid) {
+      for (int lane = tid; lane < lanes; lane += threads) run_lane(stage.lanes[static_cast<std::size_t>(lane)], b, accumulate, 0, 1);
+    });
   }
 }
 
-void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate) const {
+void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid,
+                        int threads) const {
+  ThreadTeam& team = ThreadTeam::instance();
   for (const Step& step : lane) {
     if (const auto* g = std::get_if<GemmStep>(&step)) {
-      gemm(*g, resolve(g->a, b), resolve(g->b, b), resolve(g->c, b), accumulate && g->beta == 0.0f ? 1.0f : g->beta);
+      const float beta = accumulate && g->beta == 0.0f ? 1.0f : g->beta;
+      if (g->blocking.generated()) gemm(*g, resolve(g->a, b), resolve(g->b, b), resolve(g->c, b), beta, tid);
+      else if (tid == 0) blas_gemm(*g, resolve(g->a, b), resolve(g->b, b), resolve(g->c, b), beta);
     } else if (const auto* c = std::get_if<CopyStep>(&step)) {
       const float* src = resolve(c->src, b);
       float* dst = resolve(c->dst, b);
       if (!dst) continue;  // optional output not requested
-      for (std::int64_t r = 0; r < c->rows; ++r) {
+      const auto [r0, r1] = share(c->rows, tid, threads);
+      for (std::int64_t r = r0; r < r1; ++r) {
         float* row = dst + r * c->ld_dst;
         if (src) std::memcpy(row, src + r * c->ld_src, static_cast<std::size_t>(c->cols) * sizeof(float));
         else std::memset(row, 0, static_cast<std::size_t>(c->cols) * sizeof(float));
@@ -81,60 +89,143 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
       const float* src = resolve(s->src, b);
       float* dst = resolve(s->dst, b);
       const float beta = accumulate && s->beta == 0.0f ? 1.0f : s->beta;
-      for (std::int64_t j = 0; j < s->cols; ++j) dst[j] = beta == 0.0f ? 0.0f : beta * dst[j];
+      const auto [j0, j1] = share(s->cols, tid, threads);
+      for (std::int64_t j = j0; j < j1; ++j) dst[j] = beta == 0.0f ? 0.0f : beta * dst[j];
       for (std::int64_t r = 0; r < s->rows; ++r) {
         const float* row = src + r * s->ld_src;
-        for (std::int64_t j = 0; j < s->cols; ++j) dst[j] += row[j];
+        for (std::int64_t j = j0; j < j1; ++j) dst[j] += row[j];
       }
     } else if (const auto* rec = std::get_if<RecurrenceStep>(&step)) {
-      run_recurrence(*rec, b);
+      if (rec->pass == Pass::forward) forward_recurrence(*rec, b, tid, threads);
+      else backward_recurrence(*rec, b, tid, threads);
+    } else if (const auto* p = std::get_if<PackStep>(&step)) {
+      pack(*p, b, tid, threads);
+    }
+    if (threads > 1) team.barrier();
+  }
+}
+
+void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid) const {
+  const GemmBlocking& k = g.blocking;
+  const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
+  const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
+  const std::int64_t b_k = k.packed_b ? pc : g.ldb;
+  const auto [p0, p1] = k.thread_panels(tid);
+  GemmArgs args{};
+  for (std::int64_t grp = 0; grp < groups; ++grp)
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const std::int64_t col0 = grp * k.group + p * pc;
+      const int col_tail = k.group - p * pc < pc;
+      const float* panel = k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + col0;
+      for (std::int64_t kb = 0; kb < g.k; kb += k.k_c) {
+        const int use_beta = kb > 0 || beta != 0.0f;
+        args.k = std::min(k.k_c, g.k - kb);
+        for (std::int64_t r0 = 0; r0 < g.m; r0 += k.m_r) {
+          const int row_tail = g.m - r0 < k.m_r;
+          args.a = a + r0 * a_row + kb * a_k;
+          args.b = panel + kb * b_k;
+          args.c = c + r0 * g.ldc + col0;
+          (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+        }
+      }
+    }
+}
+
+void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) const {
+  const float* w = resolve(p.src, b);
+  float* out = resolve(p.dst, b);
+  const GemmBlocking& k = p.blocking;
+  const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns();
+  const auto [q0, q1] = share(p.groups * ppg, tid, threads);
+  for (std::int64_t q = q0; q < q1; ++q) {
+    const std::int64_t grp = q / ppg, panel = q % ppg;
+    float* dst = out + q * p.k * pc;
+    for (std::int64_t c = 0; c < pc; ++c) {
+      const std::int64_t col = panel * pc + c;
+      if (col >= k.group) {
+        for (std::int64_t kk = 0; kk < p.k; ++kk) dst[kk * pc + c] = 0.0f;
+        continue;
+      }
+      const float* row = w + (grp * k.group + col) * p.k;
+      for (std::int64_t kk = 0; kk < p.k; ++kk) dst[kk * pc + c] = row[kk];
     }
   }
 }
 
-void Executor::run_recurrence(const RecurrenceStep& r, const Bindings& b) const {
-  const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(r.kernel)];
-  auto at = [&](const Timed& t, std::int64_t time) -> float* {
+void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const {
+  const bool generated = r.gemm.blocking.generated();
+  if (!generated && tid != 0) return;
+  const int kernel_index = r.thread_kernels[static_cast<std::size_t>(generated ? tid : 0)];
+  const CompiledKernel* kernel = kernel_index >= 0 ? kernels_[static_cast<std::size_t>(kernel_index)].get() : nullptr;
+  const std::int64_t col0 = generated ? r.gemm.blocking.thread_columns(tid).first : 0;
+  auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) -> float* {
     float* base = resolve(t.base, b);
-    return base ? base + time * t.t_stride : nullptr;
+    return base ? base + time * t.t_stride + col : nullptr;
   };
   float* const gh = resolve(r.gh, b);
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
   const float* const w_hh = resolve(r.gemm.b, b);
+  const float* const bias_ih = resolve(r.bias_ih, b);
+  const float* const bias_hh = resolve(r.bias_hh, b);
   const std::int64_t T = r.steps;
-  if (r.pass == Pass::forward) {
-    GateForwardArgs args{};
-    args.gh = gh;
-    args.bias_ih = resolve(r.bias_ih, b);
-    args.bias_hh = resolve(r.bias_hh, b);
-    for (std::int64_t s = 0; s < T; ++s) {
-      const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
-      args.h_prev = s == 0 ? h_init : at(r.h, prev);
-      args.c_prev = s == 0 ? c_init : at(r.c, prev);
-      gemm(r.gemm, args.h_prev, w_hh, gh, r.gemm.beta);
-      args.gx = at(r.gx, t);
-      args.h_out = at(r.h, t);
-      args.c_out = at(r.c, t);
-      args.gates = at(r.gates, t);
-      kernel(&args);
+  GateForwardArgs args{};
+  for (std::int64_t s = 0; s < T; ++s) {
+    const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
+    const float* h_prev = s == 0 ? h_init : at(r.h, prev, 0);
+    if (generated) gemm(r.gemm, h_prev, w_hh, gh, r.gemm.beta, tid);
+    else blas_gemm(r.gemm, h_prev, w_hh, gh, r.gemm.beta);
+    if (kernel) {
+      args.gx = at(r.gx, t, col0);
+      args.gh = gh + col0;
+      args.bias_ih = bias_ih + col0;
+      args.bias_hh = bias_hh + col0;
+      args.h_prev = h_prev + col0;
+      args.c_prev = c_init ? (s == 0 ? c_init : at(r.c, prev, 0)) + col0 : nullptr;
+      args.h_out = at(r.h, t, col0);
+      args.c_out = at(r.c, t, col0);
+      args.gates = at(r.gates, t, col0);
+      (*kernel)(&args);
     }
-  } else {
-    GateBackwardArgs args{};
-    args.dh_carry = resolve(r.dh_carry, b);
-    args.dc_carry = resolve(r.dc_carry, b);
-    for (std::int64_t s = 0; s < T; ++s) {
-      const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
-      const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
-      args.dy = at(r.dy, t);
-      args.h = at(r.h, t);
-      args.h_prev = first ? h_init : at(r.h, prev);
-      args.c = at(r.c, t);
-      args.c_prev = first ? c_init : at(r.c, prev);
-      args.gates = at(r.gates, t);
-      kernel(&args);
-      gemm(r.gemm, args.gates, w_hh, args.dh_carry, r.gemm.beta);
+    if (threads > 1) ThreadTeam::instance().barrier();
+  }
+}
+
+void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const {
+  const bool generated = r.gemm.blocking.generated();
+  if (!generated && tid != 0) return;
+  const int kernel_index = r.thread_kernels[static_cast<std::size_t>(generated ? tid : 0)];
+  const CompiledKernel* kernel = kernel_index >= 0 ? kernels_[static_cast<std::size_t>(kernel_index)].get() : nullptr;
+  const std::int64_t col0 = generated ? r.gemm.blocking.thread_columns(tid).first : 0;
+  auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) -> float* {
+    float* base = resolve(t.base, b);
+    return base ? base + time * t.t_stride + col : nullptr;
+  };
+  float* const h_init = resolve(r.h_init, b);
+  float* const c_init = resolve(r.c_init, b);
+  float* const dh_carry = resolve(r.dh_carry, b);
+  float* const dc_carry = resolve(r.dc_carry, b);
+  const float* const w_hh = resolve(r.gemm.b, b);
+  const std::int64_t T = r.steps;
+  GateBackwardArgs args{};
+  for (std::int64_t s = 0; s < T; ++s) {
+    const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
+    const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
+    float* gates = at(r.gates, t, 0);
+    if (kernel) {
+      args.dy = at(r.dy, t, col0);
+      args.h = at(r.h, t, col0);
+      args.h_prev = (first ? h_init : at(r.h, prev, 0)) + col0;
+      args.c = at(r.c, t, col0);
+      args.c_prev = c_init ? (first ? c_init : at(r.c, prev, 0)) + col0 : nullptr;
+      args.gates = gates + col0;
+      args.dh_carry = dh_carry + col0;
+      args.dc_carry = dc_carry ? dc_carry + col0 : nullptr;
+      (*kernel)(&args);
     }
+    if (threads > 1) ThreadTeam::instance().barrier();  // every thread's gate gradients are in
+    if (generated) gemm(r.gemm, gates, w_hh, dh_carry, r.gemm.beta, tid);
+    else blas_gemm(r.gemm, gates, w_hh, dh_carry, r.gemm.beta);
   }
 }
 

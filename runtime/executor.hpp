@@ -1,6 +1,6 @@
-// rnnjit: the CPU executor. It walks a Plan's stages, calling OpenBLAS for the GEMMs and the
-// compiled gate kernels inside each recurrence. It decides nothing: every size, operand and
-// kernel comes from the plan.
+// rnnjit: the CPU executor. It walks a Plan's stages, calling the generated GEMMs (or OpenBLAS)
+// and the compiled gate kernels inside each recurrence, on the process's ThreadTeam. It
+// decides nothing: every size, operand, kernel and thread split comes from the plan.
 #pragma once
 
 #include <array>
@@ -13,11 +13,12 @@
 
 namespace rnnjit {
 
-// Addresses of the buffers a plan's operands name (Buffer::workspace/reserve are byte bases).
+// Addresses of the buffers a plan's operands name (workspace/reserve/packed are byte bases).
 struct Bindings {
-  std::array<const float*, 17> buffers{};
+  std::array<const float*, kBufferCount> buffers{};
   std::byte* workspace = nullptr;
   std::byte* reserve = nullptr;
+  std::byte* packed = nullptr;
 
   void bind(Buffer b, const float* p) { buffers[static_cast<std::size_t>(b)] = p; }
 };
@@ -27,15 +28,18 @@ class Executor {
   Executor(std::shared_ptr<const Plan> plan, std::vector<std::shared_ptr<const CompiledKernel>> kernels);
 
   const Plan& plan() const { return *plan_; }
-  const std::vector<std::shared_ptr<const CompiledKernel>>& kernels() const { return kernels_; }
 
   // accumulate: GEMMs and column sums that would overwrite their output add to it instead.
   void run(const std::vector<Stage>& stages, const Bindings& bindings, bool accumulate = false) const;
 
  private:
   float* resolve(const Operand& o, const Bindings& b) const;
-  void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate) const;
-  void run_recurrence(const RecurrenceStep& r, const Bindings& b) const;
+  // Thread `tid` of `threads` does its share of each step, meeting the others after each.
+  void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads) const;
+  void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid) const;
+  void pack(const PackStep& p, const Bindings& b, int tid, int threads) const;
+  void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;
+  void backward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;
 
   std::shared_ptr<const Plan> plan_;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels_;

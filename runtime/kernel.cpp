@@ -5,6 +5,8 @@
 #include "codegen/kernel_args.hpp"
 #include "codegen/x64/disassembler.hpp"
 #include "codegen/x64/gate_emitter.hpp"
+#include "codegen/x64/gemm_emitter.hpp"
+#include "kernels/gemm_reference.hpp"
 #include "kernels/gate_reference.hpp"
 
 namespace rnnjit {
@@ -12,7 +14,8 @@ namespace rnnjit {
 CompiledKernel::CompiledKernel(const KernelDesc& desc) : desc_(desc) {
   const auto start = std::chrono::steady_clock::now();
   if (desc.isa_kind() == Isa::avx512) {
-    jit_ = x64::emit_gate_kernel(desc);
+    if (desc.kind_of() == KernelKind::gemm) jit_ = std::make_unique<x64::GemmEmitter>(desc);
+    else jit_ = x64::emit_gate_kernel(desc);
     entry_ = jit_->entry();
   }
   compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -22,6 +25,7 @@ CompiledKernel::~CompiledKernel() = default;
 
 void CompiledKernel::operator()(const void* args) const {
   if (entry_) return entry_(args);
+  if (desc_.kind_of() == KernelKind::gemm) return gemm_reference(desc_, *static_cast<const GemmArgs*>(args));
   if (desc_.pass_kind() == Pass::forward) gate_forward_reference(desc_, *static_cast<const GateForwardArgs*>(args));
   else gate_backward_reference(desc_, *static_cast<const GateBackwardArgs*>(args));
 }

@@ -1,5 +1,5 @@
-// rnnjit: a compiled gate kernel: generated AVX-512 code, or the scalar twin for ISAs without
-// an emitter. Either way it is called with a pointer to its pass's argument struct.
+// rnnjit: a compiled kernel (gate or GEMM): generated AVX-512 code, or the scalar twin for ISAs
+// without an emitter. Either way it is called with a pointer to its argument struct.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace rnnjit {
 
-namespace x64 { class GateEmitter; }
+namespace x64 { class JitGenerator; }
 
 class CompiledKernel {
  public:
@@ -21,7 +21,7 @@ class CompiledKernel {
   CompiledKernel& operator=(const CompiledKernel&) = delete;
 
   const KernelDesc& desc() const { return desc_; }
-  // GateForwardArgs for the forward pass, GateBackwardArgs for backward.
+  // GemmArgs for GEMMs; GateForwardArgs / GateBackwardArgs for gate kernels of each pass.
   void operator()(const void* args) const;
   // The machine code (empty for the scalar twin).
   std::span<const std::uint8_t> code() const;
@@ -33,7 +33,7 @@ class CompiledKernel {
 
  private:
   KernelDesc desc_;
-  std::unique_ptr<x64::GateEmitter> jit_;
+  std::unique_ptr<x64::JitGenerator> jit_;
   void (*entry_)(const void*) = nullptr;
   double compile_ms_ = 0.0;
 };

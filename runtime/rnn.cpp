@@ -13,6 +13,7 @@
 #include "kernels/reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/thread_team.hpp"
 
 namespace rnnjit {
 namespace {
@@ -61,9 +62,9 @@ void check_scratch(std::span<T> s, std::size_t needed, const char* name) {
 
 class ExecutionImpl {
  public:
-  ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, Backend backend, Isa isa)
+  ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, Backend backend, Isa isa, int threads)
       : config_(config), shape_(shape), mode_(mode), backend_(backend), weights_(WeightLayout(config).total_elements()) {
-    plan_ = Cache::instance().plan({config, shape, mode, isa});
+    plan_ = Cache::instance().plan({config, shape, mode, isa, threads});
     if (backend_ == Backend::jit) {
       std::vector<std::shared_ptr<const CompiledKernel>> kernels;
       for (const KernelDesc& d : plan_->kernels) kernels.push_back(Cache::instance().kernel(d));
@@ -82,6 +83,18 @@ class ExecutionImpl {
     return backend_ == Backend::jit && mode_ == Mode::training ? plan_->workspace.reserve_bytes : 0;
   }
   std::uint64_t allocations() const { return allocations_; }
+  std::size_t packed_weights_size() const { return backend_ == Backend::jit ? plan_->workspace.packed_bytes : 0; }
+
+  void pack_weights(std::span<const float> w, std::span<std::byte> packed) const {
+    check_weights(w);
+    if (packed.size() != packed_weights_size())
+      throw Error(fmt::format("packed weights buffer has {} bytes, expected {}", packed.size(), packed_weights_size()));
+    if (packed.empty()) return;
+    Bindings b;
+    b.bind(Buffer::weights, w.data());
+    b.packed = packed.data();
+    executor_->run(plan_->pack_weights, b);
+  }
 
   void forward(std::span<const float> w, const ForwardIo& io, std::span<std::byte> reserve,
                std::span<std::byte> workspace) {
@@ -106,6 +119,15 @@ class ExecutionImpl {
     }
     Bindings b = bind_scratch(reserve, workspace);
     b.bind(Buffer::weights, w.data());
+    if (!io.packed_weights.empty()) {
+      if (io.packed_weights.size() != packed_weights_size())
+        throw Error(fmt::format("packed_weights has {} bytes, expected {} (from pack_weights)", io.packed_weights.size(),
+                                packed_weights_size()));
+      b.packed = const_cast<std::byte*>(io.packed_weights.data());  // only read by the forward steps
+    } else if (packed_weights_size() > 0) {
+      b.packed = own_packed_.get(packed_weights_size(), allocations_);
+      executor_->run(plan_->pack_weights, b);
+    }
     b.bind(Buffer::x, io.x.data());
     b.bind(Buffer::y, io.y.data());
     b.bind(Buffer::hx, data_or_null(io.hx));
@@ -217,7 +239,7 @@ class ExecutionImpl {
   std::string shape_text_;
   std::shared_ptr<const Plan> plan_;
   std::unique_ptr<Executor> executor_;
-  AlignedBuffer own_workspace_, own_reserve_;
+  AlignedBuffer own_workspace_, own_reserve_, own_packed_;
   std::uint64_t allocations_ = 0;
   ReserveState reserve_state_ = ReserveState::empty;
   const std::byte* reserve_owner_ = nullptr;
@@ -239,6 +261,10 @@ std::string Execution::plan_json() const { return to_json(impl_->plan()); }
 std::size_t Execution::workspace_size() const { return impl_->workspace_size(); }
 std::size_t Execution::reserve_size() const { return impl_->reserve_size(); }
 std::uint64_t Execution::allocations() const { return impl_->allocations(); }
+std::size_t Execution::packed_weights_size() const { return impl_->packed_weights_size(); }
+void Execution::pack_weights(std::span<const float> weights, std::span<std::byte> packed) const {
+  impl_->pack_weights(weights, packed);
+}
 
 void Execution::forward(std::span<const float> weights, const ForwardIo& io, std::span<std::byte> reserve,
                         std::span<std::byte> workspace) {
@@ -256,11 +282,15 @@ void Execution::backward_weights(const BackwardWeightsIo& io, std::span<const st
 Rnn::Rnn(const RnnConfig& config, Options options) : layout_(config), options_(options) {
   if (options_.isa == Isa::detect) options_.isa = detect_isa();
   if (options_.backend == Backend::automatic) options_.backend = Backend::jit;
+  if (options_.threads == 0) options_.threads = ThreadTeam::default_threads();
+  if (options_.threads < 1 || options_.threads > 256)
+    throw Error(fmt::format("threads must be in [1, 256], got {}", options_.threads));
 }
 
 Execution Rnn::prepare(const Shape& shape, Mode mode) const {
   validate(config(), shape);
-  return Execution(std::make_unique<ExecutionImpl>(config(), shape, mode, options_.backend, options_.isa));
+  return Execution(
+      std::make_unique<ExecutionImpl>(config(), shape, mode, options_.backend, options_.isa, options_.threads));
 }
 
 }  // namespace rnnjit

@@ -31,7 +31,7 @@ constexpr std::array<float, static_cast<int>(Constant::count)> kTable = [] {
   set(Constant::exp_c5, 1.0f / 120);
   set(Constant::exp_c6, 1.0f / 720);
   set(Constant::exp_c7, 1.0f / 5040);
-  set(Constant::tanh_clamp, 9.0f);     // tanh(9) rounds to 1 in float
+  set(Constant::tanh_clamp, 10.0f);    // tanh(x) rounds to 1 in float from x = 9.011 on (tanh(9) does not)
   set(Constant::tanh_small, 0.55f);    // below: polynomial (no cancellation); above: exp form
   set(Constant::tanh_c1, -1.0 / 3);
   set(Constant::tanh_c2, 2.0 / 15);
@@ -44,7 +44,7 @@ constexpr std::array<float, static_cast<int>(Constant::count)> kTable = [] {
   return t;
 }();
 
-constexpr std::uint8_t kCopySign = 0xD8;  // vpternlogd: dst = C ? B : A with A=dst, B=src, C=mask
+constexpr std::uint8_t kSignOfDst = 0xE4;  // vpternlogd: dst = C ? A : B with A=dst, B=src, C=mask
 
 }  // namespace
 
@@ -118,8 +118,7 @@ void Activations::tanh(std::span<const Zmm> regs) {
     exp(b, a, c, false);  // 2|x| is in [0, 18] or NaN: no clamp needed
     for (std::size_t i = 0; i < k; ++i) g_.vaddps(b[i], b[i], regs_.one);
     for (std::size_t i = 0; i < k; ++i) g_.vdivps(b[i], regs_.two, b[i]);
-    for (std::size_t i = 0; i < k; ++i) g_.vsubps(b[i], regs_.one, b[i]);
-    for (std::size_t i = 0; i < k; ++i) g_.vpternlogd(b[i], v[i], constant(Constant::sign_mask), kCopySign);
+    for (std::size_t i = 0; i < k; ++i) g_.vsubps(b[i], regs_.one, b[i]);  // |tanh(x)|
     // Small |x|: x + x^3 P(x^2).
     for (std::size_t i = 0; i < k; ++i) g_.vmulps(a[i], v[i], v[i]);
     for (std::size_t i = 0; i < k; ++i) g_.vbroadcastss(c[i], scalar(Constant::tanh_c8));
@@ -128,7 +127,9 @@ void Activations::tanh(std::span<const Zmm> regs) {
       for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(c[i], a[i], constant(cc));
     for (std::size_t i = 0; i < k; ++i) g_.vmulps(c[i], c[i], a[i]);
     for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(c[i], v[i], v[i]);
-    for (std::size_t i = 0; i < k; ++i) g_.vblendmps(v[i] | regs_.masks[i], b[i], c[i]);
+    // Blend into b, then take x's sign: odd down to tanh(-0) = -0 (x + x^3 P(x^2) gives +0).
+    for (std::size_t i = 0; i < k; ++i) g_.vblendmps(b[i] | regs_.masks[i], b[i], c[i]);
+    for (std::size_t i = 0; i < k; ++i) g_.vpternlogd(v[i], b[i], constant(Constant::sign_mask), kSignOfDst);
   }
 }
 

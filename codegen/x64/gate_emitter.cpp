@@ -23,8 +23,11 @@ GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
   if (desc.unroll < 1 || static_cast<int>(desc.unroll) * regs_per_slot > kSlotRegisters)
     throw Error(fmt::format("{}: unroll {} needs {} slot registers, only {} exist", kernel_name(desc), desc.unroll,
                             static_cast<int>(desc.unroll) * regs_per_slot, kSlotRegisters));
+  if (desc.kind_of() != KernelKind::gate) throw Error(fmt::format("{}: not a gate kernel", kernel_name(desc)));
   if (desc.hidden < 1 || desc.rows < 1 || desc.ld_h < desc.hidden)
-    throw Error(fmt::format("{}: invalid sizes", kernel_name(desc)));
+    throw Error(fmt::format("{}: needs hidden >= 1, rows >= 1 and ld_h >= hidden", kernel_name(desc)));
+  if (desc.cols < 1 || desc.cols > desc.hidden)
+    throw Error(fmt::format("{}: cols must be in [1, hidden = {}], got {}", kernel_name(desc), desc.hidden, desc.cols));
 }
 
 Xbyak::Zmm GateEmitter::slot(int u, int i) const { return Xbyak::Zmm(u * regs_per_slot_ + i); }
@@ -56,8 +59,8 @@ void GateEmitter::store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool m
 
 void GateEmitter::generate() {
   const int unroll = static_cast<int>(desc_.unroll);
-  const int full_vectors = static_cast<int>(desc_.hidden / kVector);
-  const int tail = static_cast<int>(desc_.hidden % kVector);
+  const int full_vectors = static_cast<int>(desc_.cols / kVector);
+  const int tail = static_cast<int>(desc_.cols % kVector);
   const int blocks = full_vectors / unroll, remainder = full_vectors % unroll;
 
   preamble();

@@ -22,7 +22,7 @@ namespace rnnjit::x64 {
 class GateEmitter : public JitGenerator {
  public:
   const KernelDesc& desc() const { return desc_; }
-  std::size_t text_size() const { return text_size_; }  // bytes of instructions before the constants
+  std::size_t text_size() const override { return text_size_; }  // instructions before the constants
 
  protected:
   static constexpr int kSlotRegisters = 16;

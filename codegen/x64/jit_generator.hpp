@@ -20,6 +20,8 @@ class JitGenerator : public Xbyak::CodeGenerator {
   void finalize();
   Entry entry() const { return reinterpret_cast<Entry>(const_cast<std::uint8_t*>(getCode())); }
   std::span<const std::uint8_t> code() const { return {getCode(), getSize()}; }
+  // Bytes of instructions at the start of code(); data (constants) may follow.
+  virtual std::size_t text_size() const { return getSize(); }
 
  protected:
   // System V: one pointer argument in rdi. Saves the callee-saved registers the emitters use.

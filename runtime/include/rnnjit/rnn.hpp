@@ -40,6 +40,7 @@ Isa detect_isa();                              // RNNJIT_ISA if set (validated),
 struct Options {
   Backend backend = Backend::automatic;
   Isa isa = Isa::detect;
+  int threads = 0;  // 0: RNNJIT_NUM_THREADS if set, else every hardware thread
 };
 
 struct ForwardIo {
@@ -49,6 +50,10 @@ struct ForwardIo {
   std::span<float> y;         // [T, N, D*H]
   std::span<float> hy;        // [L*D, N, H] or empty
   std::span<float> cy;        // [L*D, N, H] or empty (LSTM)
+  // Weights already packed by Execution::pack_weights (cuDNN's "weight space"), or empty to
+  // pack them in this call. Packing costs a pass over the weights: inference callers whose
+  // weights do not change pack once.
+  std::span<const std::byte> packed_weights;
 };
 
 struct BackwardDataIo {
@@ -85,6 +90,10 @@ class Execution {
 
   std::size_t workspace_size() const;  // bytes of scratch, free between calls
   std::size_t reserve_size() const;    // bytes kept from forward training to backward (0 in inference)
+  std::size_t packed_weights_size() const;  // bytes of the packed weights (0 when nothing is packed)
+
+  // Packs weights into the layout of the generated GEMMs, for ForwardIo::packed_weights.
+  void pack_weights(std::span<const float> weights, std::span<std::byte> packed) const;
 
   // Empty reserve/workspace spans mean the Execution's own buffers.
   void forward(std::span<const float> weights, const ForwardIo& io, std::span<std::byte> reserve = {},

@@ -1,0 +1,48 @@
+#include "codegen/gemm_blocking.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "codegen/x64/gemm_emitter.hpp"
+
+namespace rnnjit {
+
+std::pair<std::int64_t, std::int64_t> GemmBlocking::thread_columns(int tid) const {
+  const auto [p0, p1] = thread_panels(tid);
+  return {std::min(group, p0 * panel_columns()), std::min(group, p1 * panel_columns())};
+}
+
+GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b) {
+  // Zen 4/5 and Intel cores sustain two zmm FMAs and two zmm loads per cycle, and an FMA has
+  // a latency of 4: a k step of an m_r x n_r tile costs max(m_r*n_r FMAs, m_r+n_r loads)/2
+  // cycles, and at least 4. Cost = cycles of the busiest thread, padding included.
+  GemmBlocking best;
+  double best_cost = std::numeric_limits<double>::max();
+  for (std::int64_t n_r = 1; n_r <= 15; ++n_r) {
+    const std::int64_t max_rows = x64::GemmEmitter::max_rows(static_cast<int>(n_r));
+    if (max_rows < 1) break;
+    const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;
+    const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
+    const std::int64_t panels = (group + 16 * n_r - 1) / (16 * n_r);
+    const std::int64_t panels_per_thread = (panels + threads - 1) / threads;
+    const double per_k = std::max({static_cast<double>(m_r * n_r), static_cast<double>(m_r + n_r), 8.0}) / 2.0;
+    const double cost = static_cast<double>(row_blocks * panels_per_thread) * per_k;
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best.m_r = m_r;
+      best.n_r = n_r;
+    }
+  }
+  best.group = group;
+  best.threads = threads;
+  best.packed_b = packed_b;
+  // Keep a k_c x 16*n_r panel of B within half of a 1 MiB L2.
+  best.k_c = std::min<std::int64_t>(k, std::max<std::int64_t>(64, (512 * 1024) / (64 * best.n_r)));
+  return best;
+}
+
+std::int64_t packed_elements(const GemmBlocking& b, std::int64_t groups, std::int64_t k) {
+  return groups * b.panels_per_group() * k * b.panel_columns();
+}
+
+}  // namespace rnnjit

@@ -1,0 +1,45 @@
+// rnnjit: how a generated GEMM is cut into microkernel calls. The planner chooses the blocking
+// (tile rows m_r, tile vectors n_r, k block k_c) with a small cost model; the executor and the
+// packing code use the same helpers below, so the plan fully determines the work.
+//
+// Columns are split into groups (e.g. one gate's H columns) and each group into panels of
+// 16*n_r columns; no panel straddles a group boundary. Threads split the panels of every
+// group in contiguous ranges (so in a recurrence a thread owns the same hidden units of every
+// gate). A packed B holds, for group g and panel p, K rows of 16*n_r floats (zero padded):
+//   packed[((g * panels_per_group + p) * K + k) * 16*n_r + c] = W[g*group + p*16*n_r + c][k]
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+namespace rnnjit {
+
+struct GemmBlocking {
+  std::int64_t m_r = 0;    // rows of a tile; 0 means "not generated" (OpenBLAS runs the GEMM)
+  std::int64_t n_r = 0;    // zmm vectors of a tile (16 columns each)
+  std::int64_t k_c = 0;    // k block: B panels of k_c rows stay in L2
+  std::int64_t group = 0;  // columns per group
+  int threads = 1;         // threads splitting each group's panels
+  bool packed_b = false;   // B is a packed weight buffer (layout above), else row-major with ldb
+  // Plan kernel indices: [row tail][column tail][beta]; -1 where that case cannot occur.
+  int kernels[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
+
+  bool generated() const { return m_r > 0; }
+  std::int64_t panel_columns() const { return 16 * n_r; }
+  std::int64_t panels_per_group() const { return (group + panel_columns() - 1) / panel_columns(); }
+  // Panels [first, second) of each group belong to thread `tid`.
+  std::pair<std::int64_t, std::int64_t> thread_panels(int tid) const {
+    const std::int64_t p = panels_per_group();
+    return {p * tid / threads, p * (tid + 1) / threads};
+  }
+  // Columns [first, second) of each group that thread `tid` computes.
+  std::pair<std::int64_t, std::int64_t> thread_columns(int tid) const;
+};
+
+// Cost-model choice for C[M, columns] = A[M, K] B[K, columns] split into `groups` of `group`.
+GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b);
+
+// Floats of a packed B for `groups` groups of `group` columns and K rows.
+std::int64_t packed_elements(const GemmBlocking& b, std::int64_t groups, std::int64_t k);
+
+}  // namespace rnnjit

@@ -1,0 +1,37 @@
+// rnnjit: the AVX-512 GEMM microkernel, generated per KernelDesc (kind gemm):
+//   C[rows, vectors*16] (+)= A[rows, k] B[k, vectors*16]
+// A element (i, kk) at a + i*a_row_stride + kk*a_k_stride (so A may be read transposed),
+// B row kk at b + kk*b_k_stride (packed panels or a plain row-major matrix), C row i at
+// c + i*c_row_stride. The last vector of B and C is opmasked to n_tail lanes when n_tail != 0.
+//
+// Register map: accumulators zmm0 .. zmm(rows*vectors - 1), B vectors next, two broadcast
+// registers last; the emitter refuses tiles that need more than the 32 zmm registers.
+#pragma once
+
+#include "codegen/kernel_desc.hpp"
+#include "codegen/x64/jit_generator.hpp"
+
+namespace rnnjit::x64 {
+
+class GemmEmitter final : public JitGenerator {
+ public:
+  explicit GemmEmitter(const KernelDesc& desc);
+  const KernelDesc& desc() const { return desc_; }
+
+  static constexpr int kRegisters = 32;
+  // The largest `rows` a tile of `vectors` zmm per row can have.
+  static int max_rows(int vectors) { return (kRegisters - 2 - vectors) / vectors; }
+
+ private:
+  void k_step(int kk);  // one k: load B, broadcast A per row, FMAs
+  Xbyak::Zmm acc(int i, int v) const { return Xbyak::Zmm(i * vectors_ + v); }
+  Xbyak::Zmm bvec(int v) const { return Xbyak::Zmm(rows_ * vectors_ + v); }
+  Xbyak::Zmm bcast(int i) const { return Xbyak::Zmm(rows_ * vectors_ + vectors_ + (i & 1)); }
+  bool masked(int v) const { return desc_.n_tail != 0 && v == vectors_ - 1; }
+
+  KernelDesc desc_;
+  int rows_, vectors_;
+  const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11;
+};
+
+}  // namespace rnnjit::x64

@@ -1,0 +1,119 @@
+#include "runtime/thread_team.hpp"
+
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "rnnjit/error.hpp"
+
+namespace rnnjit {
+namespace {
+
+void spin_pause(int& spins) {
+  if (++spins < 4096) _mm_pause();
+  else std::this_thread::yield();
+}
+
+}  // namespace
+
+ThreadTeam& ThreadTeam::instance() {
+  static ThreadTeam team;
+  return team;
+}
+
+int ThreadTeam::default_threads() {
+  if (const char* env = std::getenv("RNNJIT_NUM_THREADS"); env && *env) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || n < 1 || n > 256)
+      throw Error(fmt::format("RNNJIT_NUM_THREADS must be an integer in [1, 256], got '{}'", env));
+    return static_cast<int>(n);
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(std::min(hw, 256u));
+}
+
+ThreadTeam::~ThreadTeam() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadTeam::ensure_workers(int n) {
+  while (static_cast<int>(workers_.size()) < n - 1) {
+    const int tid = static_cast<int>(workers_.size()) + 1;
+    workers_.emplace_back([this, tid] { worker(tid); });
+  }
+}
+
+void ThreadTeam::worker(int tid) {
+  std::uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* job = nullptr;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || job_generation_ != seen; });
+      if (stopping_) return;
+      seen = job_generation_;
+      if (tid < job_threads_) job = job_;
+    }
+    if (!job) continue;
+    try {
+      (*job)(tid);
+    } catch (...) {
+      errors_[static_cast<std::size_t>(tid)] = std::current_exception();
+    }
+    remaining_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadTeam::run(int n, const std::function<void(int)>& fn) {
+  if (n <= 1) return fn(0);
+  std::lock_guard run_lock(run_mutex_);
+  ensure_workers(n);
+  errors_.assign(static_cast<std::size_t>(n), nullptr);
+  remaining_.store(n - 1, std::memory_order_release);
+  barrier_count_.store(0);
+  {
+    std::lock_guard lock(mutex_);
+    job_ = &fn;
+    job_threads_ = n;
+    ++job_generation_;
+  }
+  wake_.notify_all();
+  try {
+    fn(0);
+  } catch (...) {
+    errors_[0] = std::current_exception();
+  }
+  int spins = 0;
+  while (remaining_.load(std::memory_order_acquire) != 0) spin_pause(spins);
+  {
+    std::lock_guard lock(mutex_);
+    job_ = nullptr;
+    job_threads_ = 0;
+  }
+  for (const std::exception_ptr& e : errors_)
+    if (e) std::rethrow_exception(e);
+}
+
+void ThreadTeam::barrier() {
+  const int n = job_threads_;
+  if (n <= 1) return;
+  const std::uint64_t generation = barrier_generation_.load(std::memory_order_acquire);
+  if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
+    barrier_count_.store(0, std::memory_order_relaxed);
+    barrier_generation_.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  int spins = 0;
+  while (barrier_generation_.load(std::memory_order_acquire) == generation) spin_pause(spins);
+}
+
+}  // namespace rnnjit
