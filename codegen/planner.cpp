@@ -19,6 +19,9 @@ Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset 
 
 Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offset}; }
 
+// Index of `d` in `kernels`, appended if new.
+int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d);
+
 // Everything the planner needs about one call, with the sizes named once.
 struct Sizes {
   std::int64_t T, N, H, G, GH, D, L, R;  // R: reserve gate columns (reserve_gates * H)
@@ -75,40 +78,12 @@ class Planner {
   // Threads that split the steps of a lane: all of them when a stage has a single lane.
   int lane_threads() const { return s_.D == 1 ? plan_.threads : 1; }
 
-  int add_kernel_desc(const KernelDesc& d) {
-    for (std::size_t i = 0; i < plan_.kernels.size(); ++i)
-      if (plan_.kernels[i] == d) return static_cast<int>(i);
-    plan_.kernels.push_back(d);
-    return static_cast<int>(plan_.kernels.size()) - 1;
-  }
+  int add_kernel_desc(const KernelDesc& d) { return append_kernel(plan_.kernels, d); }
 
   // Chooses the tiling of a GEMM over column groups of `group` and registers its kernels.
   GemmStep generated(GemmStep g, std::int64_t group, int threads = 0) {
     if (!generate_gemms()) return g;
-    GemmBlocking& b = g.blocking;
-    b = choose_blocking(g.m, g.k, group, threads ? threads : lane_threads(), g.blocking.packed_b);
-    const std::int64_t tail_rows = g.m % b.m_r;
-    const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
-    for (int row_tail = 0; row_tail < 2; ++row_tail)
-      for (int col_tail = 0; col_tail < 2; ++col_tail)
-        for (int beta = 0; beta < 2; ++beta) {
-          if ((row_tail && tail_rows == 0) || (col_tail && last_width == b.panel_columns())) continue;
-          KernelDesc d;
-          d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
-          d.isa = static_cast<std::uint8_t>(Isa::avx512);
-          d.beta = static_cast<std::uint8_t>(beta);
-          const std::int64_t width = col_tail ? last_width : b.panel_columns();
-          d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
-          d.n_tail = static_cast<std::uint8_t>(width % 16);
-          d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
-          d.unroll = 4;
-          d.a_row_stride = static_cast<std::uint32_t>(g.trans_a ? 1 : g.lda);
-          d.a_k_stride = static_cast<std::uint32_t>(g.trans_a ? g.lda : 1);
-          d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);
-          d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
-          b.kernels[row_tail][col_tail][beta] = add_kernel_desc(d);
-        }
-    return g;
+    return plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels);
   }
 
   // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate.
@@ -397,7 +372,43 @@ class Planner {
   std::vector<int> out_, h_init_, gates_, c_, c_init_;
 };
 
+int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d) {
+  for (std::size_t i = 0; i < kernels.size(); ++i)
+    if (kernels[i] == d) return static_cast<int>(i);
+  kernels.push_back(d);
+  return static_cast<int>(kernels.size()) - 1;
+}
+
 }  // namespace
+
+GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels) {
+  if (group < 1 || g.n % group != 0)
+    throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
+  GemmBlocking& b = g.blocking;
+  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b);
+  const std::int64_t tail_rows = g.m % b.m_r;
+  const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
+  for (int row_tail = 0; row_tail < 2; ++row_tail)
+    for (int col_tail = 0; col_tail < 2; ++col_tail)
+      for (int beta = 0; beta < 2; ++beta) {
+        if ((row_tail && tail_rows == 0) || (col_tail && last_width == b.panel_columns())) continue;
+        KernelDesc d;
+        d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+        d.isa = static_cast<std::uint8_t>(Isa::avx512);
+        d.beta = static_cast<std::uint8_t>(beta);
+        const std::int64_t width = col_tail ? last_width : b.panel_columns();
+        d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
+        d.n_tail = static_cast<std::uint8_t>(width % 16);
+        d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
+        d.unroll = 4;
+        d.a_row_stride = static_cast<std::uint32_t>(g.trans_a ? 1 : g.lda);
+        d.a_k_stride = static_cast<std::uint32_t>(g.trans_a ? g.lda : 1);
+        d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);
+        d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
+        b.kernels[row_tail][col_tail][beta] = append_kernel(kernels, d);
+      }
+  return g;
+}
 
 std::string_view to_string(Space s) {
   return s == Space::workspace ? "workspace" : s == Space::reserve ? "reserve" : "packed";

@@ -1,0 +1,174 @@
+// The generated GEMM against a naive triple loop, through the planner's tiling and the
+// executor's blocking loops, with tails in every dimension: M, N, K in {1, 2, 15, 16, 17, 63,
+// 64, 65, 800} (a subset of the full product), transposed A, packed and plain B, beta 0 and 1,
+// and 1 or 2 threads. Also the microkernel alone against its scalar twin.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "codegen/kernel_args.hpp"
+#include "codegen/planner.hpp"
+#include "kernels/gemm_reference.hpp"
+#include "runtime/cache.hpp"
+#include "runtime/executor.hpp"
+
+namespace rnnjit {
+namespace {
+
+bool has_avx512() { return detect_isa() == Isa::avx512; }
+
+std::vector<float> random(std::int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& e : v) e = u(rng);
+  return v;
+}
+
+struct GemmCase {
+  std::int64_t m, n, k;
+  bool trans_a, packed_b;
+  float beta;
+  int threads;
+  std::int64_t groups;
+};
+
+// Runs C = op(A) B (+ beta C) as a one-step plan and compares with a double-precision loop.
+void check(const GemmCase& c) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  const std::int64_t lda = (c.trans_a ? c.m : c.k) + 3, ldb = c.n + 5, ldc = c.n + 1;
+  const std::vector<float> a = random((c.trans_a ? c.k : c.m) * lda, 1), w = random(c.n * c.k, 2);
+  std::vector<float> b = random(c.k * ldb, 3), out = random(c.m * ldc, 4);
+  const std::vector<float> c0 = out;
+
+  Plan plan;
+  plan.threads = c.threads;
+  GemmStep g{"test", c.trans_a, false, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, {Buffer::y, -1, 0},
+             lda, ldb, ldc, c.beta, {}};
+  g.blocking.packed_b = c.packed_b;
+  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels);
+  std::vector<float> packed;
+  Bindings bind;
+  if (c.packed_b) {
+    // B = W^T from W [n, k]: pack it the way the planner's PackStep does.
+    packed.resize(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
+    plan.workspace.add("packed", Space::packed, packed.size() * sizeof(float));
+    plan.pack_weights.push_back(Stage{{{PackStep{"pack", {Buffer::weights, -1, 0}, {Buffer::packed, 0, 0}, c.k, c.groups,
+                                                 g.blocking}}}});
+    g.b = {Buffer::packed, 0, 0};
+    bind.packed = reinterpret_cast<std::byte*>(packed.data());
+  }
+  plan.forward.push_back(Stage{{{g}}});
+  std::vector<std::shared_ptr<const CompiledKernel>> kernels;
+  for (const KernelDesc& d : plan.kernels) kernels.push_back(Cache::instance().kernel(d));
+  auto shared = std::make_shared<const Plan>(plan);
+  Executor ex(shared, kernels);
+  bind.bind(Buffer::x, a.data());
+  bind.bind(Buffer::weights, c.packed_b ? w.data() : b.data());
+  bind.bind(Buffer::y, out.data());
+  ex.run(shared->pack_weights, bind);
+  ex.run(shared->forward, bind);
+
+  double worst = 0;
+  for (std::int64_t i = 0; i < c.m; ++i)
+    for (std::int64_t j = 0; j < ldc; ++j) {
+      const double got = out[static_cast<std::size_t>(i * ldc + j)];
+      if (j >= c.n) {  // padding columns of C are never written
+        ASSERT_EQ(got, c0[static_cast<std::size_t>(i * ldc + j)]) << "wrote padding at " << i << "," << j;
+        continue;
+      }
+      double want = c.beta * c0[static_cast<std::size_t>(i * ldc + j)], scale = std::abs(want);
+      for (std::int64_t k = 0; k < c.k; ++k) {
+        const double av = c.trans_a ? a[static_cast<std::size_t>(k * lda + i)] : a[static_cast<std::size_t>(i * lda + k)];
+        const double bv = c.packed_b ? w[static_cast<std::size_t>(j * c.k + k)] : b[static_cast<std::size_t>(k * ldb + j)];
+        want += av * bv;
+        scale += std::abs(av * bv);
+      }
+      // A float dot product of k terms errs by at most about k * eps * sum |a b|.
+      worst = std::max(worst, std::abs(got - want) / (scale * static_cast<double>(c.k + 1) * 1.2e-7 + 1e-30));
+    }
+  EXPECT_LE(worst, 1.0) << "error in units of the k*eps*sum|ab| bound";
+}
+
+class GeneratedGemm : public testing::TestWithParam<GemmCase> {};
+TEST_P(GeneratedGemm, MatchesNaiveLoop) { check(GetParam()); }
+
+std::vector<GemmCase> sweep() {
+  const std::int64_t sizes[] = {1, 2, 15, 16, 17, 63, 64, 65, 800};
+  std::vector<GemmCase> out;
+  int i = 0;
+  for (std::int64_t m : sizes)
+    for (std::int64_t n : sizes)
+      for (std::int64_t k : sizes) {
+        if (m * n * k > 800 * 65 * 65) continue;  // keep the naive loop quick
+        // Rotate the variants through the product so every one meets every size.
+        const bool trans_a = i % 2, packed = (i / 2) % 2;
+        const float beta = (i / 4) % 2 ? 1.0f : 0.0f;
+        const int threads = 1 + (i / 8) % 2;
+        ++i;
+        if (i % 3) continue;  // a third of the product, still covering each size in each role
+        out.push_back({m, n, k, trans_a, packed, beta, threads, 1});
+      }
+  out.push_back({20, 3200, 800, false, true, 0.0f, 2, 4});  // the DS2 recurrent step, by gate
+  out.push_back({300, 800, 3200, false, false, 1.0f, 2, 1});  // backward data, k blocked
+  out.push_back({7, 96, 9000, true, false, 0.0f, 1, 3});      // a k larger than one block
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](const auto& info) {
+  const GemmCase& c = info.param;
+  return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
+                     c.packed_b ? "_packed" : "", static_cast<int>(c.beta), c.threads, c.groups);
+});
+
+// The microkernel alone against its scalar twin, for every tile the register file allows.
+TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  for (int vectors = 1; vectors <= 15; ++vectors)
+    for (int rows = 1; rows <= (32 - 2 - vectors) / vectors; ++rows)
+      for (int tail : {0, 1, 15})
+        for (int beta : {0, 1}) {
+          KernelDesc d;
+          d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+          d.isa = static_cast<std::uint8_t>(Isa::avx512);
+          d.rows = static_cast<std::uint32_t>(rows);
+          d.vectors = static_cast<std::uint8_t>(vectors);
+          d.n_tail = static_cast<std::uint8_t>(tail);
+          d.beta = static_cast<std::uint8_t>(beta);
+          d.unroll = 4;
+          d.a_row_stride = 11;
+          d.a_k_stride = 1;
+          d.b_k_stride = static_cast<std::uint32_t>(16 * vectors + 3);
+          d.c_row_stride = static_cast<std::uint32_t>(16 * vectors + 1);
+          const std::int64_t k = 7;
+          const auto a = random(rows * 11, 5), b = random(k * d.b_k_stride, 6);
+          auto c1 = random(rows * d.c_row_stride, 7), c2 = c1;
+          CompiledKernel jit(d);
+          GemmArgs args1{a.data(), b.data(), c1.data(), k}, args2{a.data(), b.data(), c2.data(), k};
+          jit(&args1);
+          gemm_reference(d, args2);
+          for (std::size_t i = 0; i < c1.size(); ++i)
+            ASSERT_NEAR(c1[i], c2[i], 1e-5) << kernel_name(d) << " element " << i;
+        }
+}
+
+TEST(GemmMicrokernel, RefusesTilesThatDoNotFitTheRegisters) {
+  KernelDesc d;
+  d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+  d.isa = static_cast<std::uint8_t>(Isa::avx512);
+  d.rows = 6;
+  d.vectors = 5;  // 30 accumulators + 5 B vectors + 2 broadcasts > 32
+  d.unroll = 4;
+  try {
+    CompiledKernel k(d);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("registers"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rnnjit

@@ -1,0 +1,152 @@
+// The planner's plans: regions never overlap, every region is exactly as large as what the
+// steps touch, every operand stays inside its buffer, and plans print as text and JSON.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "codegen/plan_extents.hpp"
+#include "codegen/planner.hpp"
+
+namespace rnnjit {
+namespace {
+
+struct PlanCase {
+  CellKind cell;
+  std::int64_t I, H, L;
+  bool bi;
+  std::int64_t T, N;
+  Mode mode;
+  Isa isa;
+  int threads;
+};
+
+std::vector<PlanCase> cases() {
+  std::vector<PlanCase> out;
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+    for (Mode mode : {Mode::inference, Mode::training})
+      for (Isa isa : {Isa::avx512, Isa::reference})
+        for (bool bi : {false, true}) {
+          out.push_back({cell, 5, 17, 3, bi, 4, 3, mode, isa, 2});
+          out.push_back({cell, 800, 800, 2, bi, 300, 20, mode, isa, 2});
+          out.push_back({cell, 1, 1, 1, bi, 1, 1, mode, isa, 1});
+        }
+  return out;
+}
+
+class PlanTest : public testing::TestWithParam<PlanCase> {
+ protected:
+  Plan plan() const {
+    const PlanCase& c = GetParam();
+    return make_plan({c.cell, c.I, c.H, c.L, c.bi}, {c.T, c.N}, c.mode, c.isa, c.threads);
+  }
+};
+
+TEST_P(PlanTest, RegionsAreAlignedAndDisjoint) {
+  const Plan p = plan();
+  std::map<Space, std::vector<const Region*>> by_space;
+  for (const Region& r : p.workspace.regions) {
+    EXPECT_EQ(r.offset % kRegionAlignment, 0u) << r.name;
+    by_space[r.space].push_back(&r);
+  }
+  for (auto& [space, regions] : by_space) {
+    std::sort(regions.begin(), regions.end(), [](const Region* a, const Region* b) { return a->offset < b->offset; });
+    for (std::size_t i = 1; i < regions.size(); ++i)
+      EXPECT_LE(regions[i - 1]->offset + regions[i - 1]->size, regions[i]->offset)
+          << regions[i - 1]->name << " overlaps " << regions[i]->name;
+    std::size_t total = space == Space::workspace ? p.workspace.workspace_bytes
+                        : space == Space::reserve ? p.workspace.reserve_bytes
+                                                  : p.workspace.packed_bytes;
+    EXPECT_LE(regions.back()->offset + regions.back()->size, total);
+  }
+  if (p.mode == Mode::inference) EXPECT_EQ(p.workspace.reserve_bytes, 0u);
+}
+
+// The executor touches exactly what the planner sized: each region's highest touched element
+// is its last one, and nothing reaches past it (check_extents throws otherwise).
+TEST_P(PlanTest, RegionSizesEqualWhatTheStepsTouch) {
+  const Plan p = plan();
+  EXPECT_NO_THROW(check_extents(p));
+  std::vector<std::int64_t> touched(p.workspace.regions.size(), 0);
+  for (const auto* stages : {&p.pack_weights, &p.forward, &p.backward_data, &p.backward_weights})
+    for_each_extent(p, *stages, [&](const Extent& e) {
+      if (e.operand.region >= 0) {
+        auto& t = touched[static_cast<std::size_t>(e.operand.region)];
+        t = std::max(t, e.end);
+      }
+    });
+  for (std::size_t i = 0; i < touched.size(); ++i)
+    EXPECT_EQ(static_cast<std::size_t>(touched[i]) * sizeof(float), p.workspace.regions[i].size)
+        << p.workspace.regions[i].name;
+}
+
+TEST_P(PlanTest, KernelsAreUniqueAndNamed) {
+  const Plan p = plan();
+  for (std::size_t i = 0; i < p.kernels.size(); ++i)
+    for (std::size_t j = i + 1; j < p.kernels.size(); ++j) {
+      EXPECT_FALSE(p.kernels[i] == p.kernels[j]);
+      EXPECT_NE(kernel_name(p.kernels[i]), kernel_name(p.kernels[j]));
+    }
+}
+
+TEST_P(PlanTest, PrintsAsTextAndJson) {
+  const Plan p = plan();
+  const std::string text = to_text(p);
+  EXPECT_NE(text.find("workspace:"), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(to_json(p));
+  EXPECT_EQ(j["kernels"].size(), p.kernels.size());
+  EXPECT_EQ(j["regions"].size(), p.workspace.regions.size());
+  EXPECT_FALSE(j["steps"]["forward"].empty());
+  EXPECT_EQ(j["steps"]["backward_data"].empty(), p.mode == Mode::inference);
+  for (const auto& k : j["kernels"]) {
+    EXPECT_TRUE(k.contains("name"));
+    EXPECT_TRUE(k["descriptor"].contains("generator_version"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, PlanTest, testing::ValuesIn(cases()), [](const auto& info) {
+  const PlanCase& c = info.param;
+  return fmt::format("{}_i{}_h{}_l{}_d{}_t{}_n{}_{}_{}_th{}", to_string(c.cell), c.I, c.H, c.L, c.bi ? 2 : 1, c.T, c.N,
+                     c.mode == Mode::training ? "train" : "infer", to_string(c.isa), c.threads);
+});
+
+TEST(Planner, RejectsBadInput) {
+  const RnnConfig ok{CellKind::lstm, 4, 4, 1, false};
+  EXPECT_THROW(make_plan(ok, {0, 1}, Mode::inference, Isa::avx512), Error);
+  EXPECT_THROW(make_plan(ok, {1, -2}, Mode::inference, Isa::avx512), Error);
+  EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::detect), Error);
+  EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::avx512, 0), Error);
+  EXPECT_THROW(make_plan({CellKind::lstm, 0, 4, 1, false}, {1, 1}, Mode::inference, Isa::avx512), Error);
+}
+
+TEST(Planner, AvxTwoUsesScalarGateKernelsAndSaysSo) {
+  const Plan p = make_plan({CellKind::gru, 8, 8, 1, false}, {2, 2}, Mode::training, Isa::avx2, 2);
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes.front().find("reference gate kernels"), std::string::npos);
+  for (const KernelDesc& k : p.kernels) EXPECT_EQ(k.isa_kind(), Isa::reference);
+}
+
+TEST(Planner, ThreadsSplitHiddenUnitsWithoutGapsOrOverlap) {
+  for (std::int64_t H : {1, 17, 100, 800})
+    for (int threads : {1, 2, 3, 8}) {
+      const Plan p = make_plan({CellKind::lstm, 7, H, 1, false}, {3, 20}, Mode::inference, Isa::avx512, threads);
+      for (const Step& s : p.forward[0].lanes[0])
+        if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+          std::int64_t next = 0;
+          ASSERT_EQ(r->thread_kernels.size(), static_cast<std::size_t>(threads));
+          for (int t = 0; t < threads; ++t) {
+            const auto [c0, c1] = r->gemm.blocking.thread_columns(t);
+            EXPECT_EQ(c0, next);
+            next = c1;
+            if (c1 > c0) EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->thread_kernels[t])].cols, c1 - c0);
+          }
+          EXPECT_EQ(next, H);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace rnnjit
