@@ -1,0 +1,156 @@
+// The public API: buffer checks with clear errors, the reserve's life cycle, caller-owned
+// workspace/reserve/packed weights, no allocation in the steady state, the kernel and plan
+// cache (hits, misses, compile once under concurrency, bounded), determinism across thread
+// counts.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "runtime/cache.hpp"
+#include "tests/rnn_case.hpp"
+
+namespace rnnjit::test {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+class Api : public testing::Test {
+ protected:
+  RnnCase rc{{CellKind::lstm, 5, 7, 2, true}, {4, 3}};
+  Rnn rnn{rc.config};
+};
+
+TEST_F(Api, RejectsWrongBufferSizesWithTheirNames) {
+  Execution ex = rnn.prepare(rc.shape, Mode::training);
+  std::vector<float> y(static_cast<std::size_t>(y_elements(rc.config, rc.shape))), small(3);
+  EXPECT_NE(error_of([&] { ex.forward(rc.w, {.x = small, .y = y}); }).find("x has 3 elements"), std::string::npos);
+  EXPECT_NE(error_of([&] { ex.forward(rc.w, {.x = rc.x, .y = small}); }).find("y has 3 elements"), std::string::npos);
+  EXPECT_NE(error_of([&] { ex.forward(small, {.x = rc.x, .y = y}); }).find("weights has 3 elements"), std::string::npos);
+  EXPECT_NE(error_of([&] { ex.forward(rc.w, {.x = rc.x, .hx = small, .y = y}); }).find("hx"), std::string::npos);
+  std::vector<std::byte> tiny(8);
+  EXPECT_NE(error_of([&] { ex.forward(rc.w, {.x = rc.x, .y = y}, tiny); }).find("reserve has 8 bytes"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { ex.forward(rc.w, {.x = rc.x, .y = y}, {}, tiny); }).find("workspace has 8 bytes"),
+            std::string::npos);
+}
+
+TEST_F(Api, CellStateOnlyForLstm) {
+  RnnCase gru({CellKind::gru, 3, 4, 1, false}, {2, 1});
+  Execution ex = Rnn(gru.config).prepare(gru.shape, Mode::inference);
+  std::vector<float> y(static_cast<std::size_t>(y_elements(gru.config, gru.shape))), c(gru.hx.size());
+  EXPECT_NE(error_of([&] { ex.forward(gru.w, {.x = gru.x, .cx = c, .y = y}); }).find("only used by LSTM"),
+            std::string::npos);
+}
+
+TEST_F(Api, BackwardNeedsTrainingAndAForwardFirst) {
+  Execution infer = rnn.prepare(rc.shape, Mode::inference);
+  std::vector<float> dx(rc.x.size()), dw(rc.w.size());
+  EXPECT_NE(error_of([&] { infer.backward_data(rc.w, {.dy = rc.dy, .dx = dx}); }).find("prepared for training"),
+            std::string::npos);
+  Execution train = rnn.prepare(rc.shape, Mode::training);
+  EXPECT_NE(error_of([&] { train.backward_data(rc.w, {.dy = rc.dy, .dx = dx}); }).find("forward training call"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { train.backward_weights({.x = rc.x, .dweights = dw}); }).find("backward_data"),
+            std::string::npos);
+}
+
+TEST_F(Api, CallerOwnedBuffersGiveTheSameResults) {
+  Execution own = rnn.prepare(rc.shape, Mode::training);
+  const Tensors a = rc.run(own);
+  Execution ex = rnn.prepare(rc.shape, Mode::training);
+  std::vector<std::byte> reserve(ex.reserve_size()), workspace(ex.workspace_size()), packed(ex.packed_weights_size());
+  ex.pack_weights(rc.w, packed);
+  Tensors b;
+  b.y.resize(a.y.size());
+  b.dx.resize(a.dx.size());
+  b.dw.resize(a.dw.size());
+  ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = b.y, .packed_weights = packed}, reserve, workspace);
+  ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = b.dx}, reserve, workspace);
+  ex.backward_weights({.x = rc.x, .dweights = b.dw}, reserve, workspace);
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.dx, b.dx);
+  EXPECT_EQ(a.dw, b.dw);
+  EXPECT_EQ(ex.allocations(), 0u);  // everything was the caller's
+}
+
+TEST_F(Api, NoAllocationInTheSteadyState) {
+  Execution ex = rnn.prepare(rc.shape, Mode::training);
+  rc.run(ex);
+  const std::uint64_t after_first = ex.allocations();
+  EXPECT_GT(after_first, 0u);
+  for (int i = 0; i < 3; ++i) rc.run(ex);
+  EXPECT_EQ(ex.allocations(), after_first);
+}
+
+TEST_F(Api, AccumulatingWeightGradientsAdds) {
+  Execution ex = rnn.prepare(rc.shape, Mode::training);
+  const Tensors once = rc.run(ex);
+  std::vector<float> dw = once.dw;
+  std::vector<float> y(once.y.size()), dx(once.dx.size());
+  ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = y});
+  ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = dx});
+  ex.backward_weights({.x = rc.x, .dweights = dw, .accumulate = true});
+  // Adding into dW rounds at other points than computing it afresh: a few ulp of the partial sums.
+  for (std::size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], 2.0f * once.dw[i], 1e-5 * (1.0 + std::abs(once.dw[i])));
+}
+
+TEST_F(Api, ResultsAreBitwiseIdenticalAcrossRunsAndThreadCounts) {
+  RnnCase big({CellKind::gru, 40, 100, 1, false}, {5, 7});
+  Tensors first;
+  for (int threads : {1, 2, 3}) {
+    Execution ex = Rnn(big.config, {Backend::jit, Isa::detect, threads}).prepare(big.shape, Mode::training);
+    for (int rep = 0; rep < 2; ++rep) {
+      const Tensors t = big.run(ex);
+      if (first.y.empty()) first = t;
+      EXPECT_EQ(t.y, first.y) << threads << " threads";
+      EXPECT_EQ(t.dx, first.dx) << threads << " threads";
+      EXPECT_EQ(t.dw, first.dw) << threads << " threads";
+    }
+  }
+}
+
+TEST(Cache, CountsHitsAndMissesAndCompilesOnceUnderConcurrency) {
+  clear_cache();
+  const CacheStats before = cache_stats();
+  const RnnConfig config{CellKind::rnn_tanh, 3, 29, 1, false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] { Rnn(config).prepare({3, 2}, Mode::inference); });
+  for (std::thread& t : threads) t.join();
+  const CacheStats after = cache_stats();
+  EXPECT_EQ(after.plan_misses - before.plan_misses, 1u);
+  EXPECT_EQ(after.plan_hits - before.plan_hits, 7u);
+  const std::uint64_t kernel_misses = after.kernel_misses - before.kernel_misses;
+  EXPECT_GT(kernel_misses, 0u);
+  EXPECT_EQ(after.kernel_hits - before.kernel_hits, 7 * kernel_misses);
+  EXPECT_GT(after.plans, 0u);
+  EXPECT_LE(after.kernels, after.capacity);
+}
+
+TEST(Cache, KernelsOutliveEvictionWhileAnExecutionUsesThem) {
+  RnnCase rc({CellKind::lstm, 4, 5, 1, false}, {2, 2});
+  Execution ex = Rnn(rc.config).prepare(rc.shape, Mode::inference);
+  clear_cache();
+  const Tensors t = rc.run(ex);
+  expect_close(t.y, rc.reference(false).y, rc.tolerance(false), "y after the cache was cleared");
+}
+
+TEST(Config, RnnRejectsInvalidConfigs) {
+  EXPECT_NE(error_of([] { Rnn({CellKind::lstm, 0, 4, 1, false}); }).find("input_size must be positive, got 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Rnn({CellKind::lstm, 4, 4, 1, false}, {Backend::jit, Isa::detect, -1}); }).find("threads"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Rnn({CellKind::gru, 4, 4, 1, false}).prepare({0, 1}, Mode::inference); })
+                .find("seq_len must be positive"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace rnnjit::test
