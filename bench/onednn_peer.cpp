@@ -1,0 +1,593 @@
+// rnnjit bench: the oneDNN peer (see onednn_peer.hpp). Compiled only when CMake found oneDNN;
+// bench/onednn_peer_none.cpp stands in for it otherwise.
+//
+// Per layer l (each its own oneDNN RNN "stack" of one layer, L = 1 in oneDNN's dims):
+//   src_layer  [T, N, I_l]   tnc    x for l = 0, else the layer below's output
+//   src_iter   [1, D, N, H]  ldnc   hx + l*D*N*H (rnnjit's [L*D, N, H] is ldnc already)
+//   weights    [1, D, I_l, G, H] / [1, D, H, G, H]: user copy in ldigo, primitive's in format any
+//   bias       [1, D, G', H] ldgo   G' = G, or 4 for lbr_gru
+//   dst_layer  [T, N, D*H]   tnc    y for the top layer; bidirectional_concat = [fwd, rev] as rnnjit
+//   dst_iter   [1, D, N, H]  ldnc   hy + l*D*N*H
+#include "bench/onednn_peer.hpp"
+
+#include <oneapi/dnnl/dnnl.hpp>
+#if RNNJIT_PEER_OPENMP
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "rnnjit/weights.hpp"
+
+namespace rnnjit::bench {
+namespace {
+
+using i64 = std::int64_t;
+using dnnl::memory;
+using dt = memory::data_type;
+using tag = memory::format_tag;
+using Args = std::unordered_map<int, memory>;
+
+// oneDNN's gate g holds PyTorch's gate torch_gate(g). LSTM: i,f,c~,o = i,f,g,o. lbr_gru: u,r,o =
+// z,r,n (u is PyTorch's update gate z: both compute h = u*h_prev + (1-u)*o).
+int torch_gate(CellKind cell, int g) { return cell == CellKind::gru && g < 2 ? 1 - g : g; }
+// lbr_gru's bias has a fourth gate u' (the recurrent-side bias inside r * (U_o h + b_u'), = b_hn).
+int bias_gates(CellKind cell) { return cell == CellKind::gru ? 4 : gate_count(cell); }
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::all: return "all";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+  }
+  return "isa " + std::to_string(static_cast<int>(isa));
+}
+
+// ldigo / ldgoi, dense or with the leading dimension padded (oneDNN pads it, e.g. when G*H is a
+// multiple of 256 floats), or a blocked (brgemm) or packed (GEMM) format.
+std::string format_name(const memory::desc& md) {
+  if (md.data.format_kind == dnnl_format_kind_rnn_packed) return "packed";
+  if (md.data.format_kind != dnnl_blocked || md.data.ndims != 5) return "other";
+  const auto& b = md.data.format_desc.blocking;
+  if (b.inner_nblks != 0) return "blocked";
+  const dnnl_dim_t* d = md.data.dims;
+  const dnnl_dim_t* s = b.strides;
+  if (s[4] == 1 && s[3] == d[4] && s[2] >= d[3] * d[4]) return s[2] == d[3] * d[4] ? "ldigo" : "ldigo/padded";
+  if (s[2] == 1 && s[4] >= d[2] && s[3] == d[4] * s[4]) return s[4] == d[2] ? "ldgoi" : "ldgoi/padded";
+  return "other";
+}
+
+[[noreturn]] void rethrow(const char* what, const dnnl::error& e) {
+  throw Error(std::string("oneDNN: ") + what + ": " + e.what() + " (status " +
+              std::to_string(static_cast<int>(e.status)) + ")");
+}
+
+void check_size(std::size_t got, i64 want, bool optional, const char* name) {
+  if (optional && got == 0) return;
+  if (static_cast<i64>(got) != want)
+    throw Error(std::string("buffer '") + name + "' has " + std::to_string(got) + " elements, expected " +
+                std::to_string(want) + (optional ? " (or none)" : ""));
+}
+
+float* mutable_ptr(std::span<const float> s) { return const_cast<float*>(s.data()); }
+float* data_of(const memory& m) { return static_cast<float*>(m.get_data_handle()); }
+
+// Runs a scope with `threads` OpenMP threads (0: as they are), restoring the caller's setting.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads) : threads_(threads) {
+#if RNNJIT_PEER_OPENMP
+    if (threads_ > 0) {
+      saved_ = omp_get_max_threads();
+      omp_set_num_threads(threads_);
+    }
+#endif
+  }
+  ~ThreadScope() {
+#if RNNJIT_PEER_OPENMP
+    if (threads_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+  // The number of threads oneDNN runs with inside the scope (0: unknown).
+  static int current() {
+#if RNNJIT_PEER_OPENMP
+    return omp_get_max_threads();
+#else
+    return 0;
+#endif
+  }
+
+ private:
+  int threads_;
+  [[maybe_unused]] int saved_ = 0;
+};
+
+// A reorder with its two memories, built once.
+struct Reorder {
+  dnnl::reorder prim;
+  memory src, dst;
+  void run(const dnnl::stream& s) { prim.execute(s, src, dst); }
+};
+
+// The primitives of one layer shape (layer 0, and the layers above it when D*H differs from I).
+struct Prims {
+  i64 input = 0;
+  dnnl::rnn_primitive_desc_base fwd_pd, bwd_pd;
+  dnnl::primitive fwd, bwd;
+};
+
+}  // namespace
+
+bool onednn_available() { return true; }
+
+struct OnednnRnn::Impl {
+  RnnConfig cfg;
+  Shape shape;
+  Mode mode;
+  int threads;
+  WeightLayout layout;
+  i64 T, N, H, D, G, GB, L;
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  std::vector<Prims> prims;  // [0]: layer 0; [1]: layers above (when their shape differs)
+
+  struct Layer {
+    const Prims* p = nullptr;
+    memory wl_user, wi_user, bias;      // ldigo, ldigo, ldgo: converted from canonical weights
+    memory wl_fwd, wi_fwd;              // the forward primitive's format (== user when it is ldigo)
+    memory wl_bwd, wi_bwd;              // the backward primitive's format (training)
+    memory dwl_user, dwi_user, dbias;   // ldigo, ldigo, ldgo
+    memory dwl_bwd, dwi_bwd;            // the backward primitive's diff format (== user when ldigo)
+    std::vector<Reorder> fwd_reorders;  // per training step; empty in inference (done once)
+    std::vector<Reorder> bwd_reorders, grad_reorders;
+    Args fwd_args, bwd_args;            // data memories have no handle until a call sets one
+  };
+  std::vector<Layer> layers;
+
+  // Layer outputs between layers (training: all kept for backward; inference: two, ping-pong),
+  // and gradients between layers (two, ping-pong). [T, N, D*H] each, allocated by oneDNN (aligned).
+  std::vector<memory> act, dact;
+  std::vector<float> zeros;                  // [D, N, H]: missing hx/cx/dhy/dcy
+  std::vector<float> hy_own, cy_own;         // [L, D, N, H]: hy/cy when the caller gives none
+  std::vector<float> dhx_own, dcx_own;       // [D, N, H]: dhx/dcx when the caller gives none
+  bool forward_done = false, backward_done = false;
+
+  Impl(const RnnConfig& c, const Shape& s, Mode m, int th)
+      : cfg(c), shape(s), mode(m), threads(th), layout(c) {
+    validate(c, s);
+    if (th < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(th));
+#if !RNNJIT_PEER_OPENMP
+    if (th > 0) throw Error("threads needs oneDNN's OpenMP runtime (not found at build time); use 0");
+#endif
+    T = s.seq_len;
+    N = s.batch;
+    H = c.hidden_size;
+    D = c.directions();
+    G = c.gates();
+    GB = bias_gates(c.cell);
+    L = c.num_layers;
+  }
+
+  bool training() const { return mode == Mode::training; }
+  bool lstm() const { return cfg.cell == CellKind::lstm; }
+
+  memory::desc md(const memory::dims& dims, tag t) const { return memory::desc(dims, dt::f32, t); }
+  memory::dims iter_dims() const { return {1, D, N, H}; }
+
+  // The forward and (training) backward primitives for layers of input width `input`.
+  Prims build(i64 input) const {
+    const auto dir =
+        D == 2 ? dnnl::rnn_direction::bidirectional_concat : dnnl::rnn_direction::unidirectional_left2right;
+    const auto src_layer = md({T, N, input}, tag::tnc), dst_layer = md({T, N, D * H}, tag::tnc);
+    const auto iter = md(iter_dims(), tag::ldnc);
+    const auto wl = md({1, D, input, G, H}, tag::any), wi = md({1, D, H, G, H}, tag::any);
+    const auto bias = md({1, D, GB, H}, tag::ldgo);
+    const auto fwd_kind = training() ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    const auto bwd_kind = dnnl::prop_kind::backward;
+    Prims p;
+    p.input = input;
+    switch (cfg.cell) {
+      case CellKind::rnn_relu:
+      case CellKind::rnn_tanh: {
+        const auto act = cfg.cell == CellKind::rnn_relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_tanh;
+        using F = dnnl::vanilla_rnn_forward;
+        using B = dnnl::vanilla_rnn_backward;
+        F::primitive_desc fpd(F::desc(fwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter), eng);
+        p.fwd_pd = fpd;
+        p.fwd = F(fpd);
+        if (training()) {
+          B::primitive_desc bpd(B::desc(bwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter, src_layer,
+                                        iter, wl, wi, bias, dst_layer, iter),
+                                eng, fpd);
+          p.bwd_pd = bpd;
+          p.bwd = B(bpd);
+        }
+        break;
+      }
+      case CellKind::lstm: {
+        using F = dnnl::lstm_forward;
+        using B = dnnl::lstm_backward;
+        F::primitive_desc fpd(F::desc(fwd_kind, dir, src_layer, iter, iter, wl, wi, bias, dst_layer, iter, iter), eng);
+        p.fwd_pd = fpd;
+        p.fwd = F(fpd);
+        if (training()) {
+          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, iter, wl, wi, bias, dst_layer, iter, iter,
+                                        src_layer, iter, iter, wl, wi, bias, dst_layer, iter, iter),
+                                eng, fpd);
+          p.bwd_pd = bpd;
+          p.bwd = B(bpd);
+        }
+        break;
+      }
+      case CellKind::gru: {
+        using F = dnnl::lbr_gru_forward;
+        using B = dnnl::lbr_gru_backward;
+        F::primitive_desc fpd(F::desc(fwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter), eng);
+        p.fwd_pd = fpd;
+        p.fwd = F(fpd);
+        if (training()) {
+          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter, src_layer, iter,
+                                        wl, wi, bias, dst_layer, iter),
+                                eng, fpd);
+          p.bwd_pd = bpd;
+          p.bwd = B(bpd);
+        }
+        break;
+      }
+    }
+    return p;
+  }
+
+  static memory::desc query(const dnnl::rnn_primitive_desc_base& pd, int arg) {
+    return pd.query_md(dnnl::query::exec_arg_md, arg);
+  }
+
+  // A memory in `want`: `user` itself when the formats agree, else a new one with a reorder from
+  // (or, for gradients, to) the user's.
+  memory in_format(const memory& user, const memory::desc& want, std::vector<Reorder>* reorders, bool to_user) const {
+    if (want == user.get_desc()) return user;
+    memory m(want, eng);
+    if (to_user)
+      reorders->push_back({dnnl::reorder(m, user), m, user});
+    else
+      reorders->push_back({dnnl::reorder(user, m), user, m});
+    return m;
+  }
+
+  void setup() {
+    prims.push_back(build(cfg.input_size));
+    if (L > 1 && D * H != cfg.input_size) prims.push_back(build(D * H));
+    const i64 state = D * N * H;
+    zeros.assign(static_cast<std::size_t>(state), 0.0f);
+    hy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
+    if (lstm()) cy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
+    const auto between = md({T, N, D * H}, tag::tnc);
+    for (i64 i = 0; i < (training() ? L - 1 : std::min<i64>(L - 1, 2)); ++i) act.emplace_back(between, eng);
+    if (training()) {
+      for (i64 i = 0; i < std::min<i64>(L - 1, 2); ++i) dact.emplace_back(between, eng);
+      dhx_own.assign(static_cast<std::size_t>(state), 0.0f);
+      if (lstm()) dcx_own.assign(static_cast<std::size_t>(state), 0.0f);
+    }
+
+    layers.resize(static_cast<std::size_t>(L));
+    for (i64 l = 0; l < L; ++l) {
+      Layer& ly = layers[static_cast<std::size_t>(l)];
+      ly.p = &prims[l == 0 || prims.size() == 1 ? 0 : 1];
+      const Prims& p = *ly.p;
+      const i64 in = cfg.layer_input_size(l);
+      ly.wl_user = memory(md({1, D, in, G, H}, tag::ldigo), eng);
+      ly.wi_user = memory(md({1, D, H, G, H}, tag::ldigo), eng);
+      ly.bias = memory(md({1, D, GB, H}, tag::ldgo), eng);
+      // Inference reorders once (in set_weights); training reorders in every forward.
+      ly.wl_fwd = in_format(ly.wl_user, query(p.fwd_pd, DNNL_ARG_WEIGHTS_LAYER), &ly.fwd_reorders, false);
+      ly.wi_fwd = in_format(ly.wi_user, query(p.fwd_pd, DNNL_ARG_WEIGHTS_ITER), &ly.fwd_reorders, false);
+
+      const auto none = [&](const memory::desc& d) { return memory(d, eng, DNNL_MEMORY_NONE); };
+      const auto src_layer = md({T, N, in}, tag::tnc), dst_layer = md({T, N, D * H}, tag::tnc);
+      const auto iter = md(iter_dims(), tag::ldnc);
+      Args& fa = ly.fwd_args;
+      fa[DNNL_ARG_SRC_LAYER] = none(src_layer);
+      fa[DNNL_ARG_SRC_ITER] = none(iter);
+      fa[DNNL_ARG_DST_LAYER] = none(dst_layer);
+      fa[DNNL_ARG_DST_ITER] = none(iter);
+      if (lstm()) {
+        fa[DNNL_ARG_SRC_ITER_C] = none(iter);
+        fa[DNNL_ARG_DST_ITER_C] = none(iter);
+      }
+      fa[DNNL_ARG_WEIGHTS_LAYER] = ly.wl_fwd;
+      fa[DNNL_ARG_WEIGHTS_ITER] = ly.wi_fwd;
+      fa[DNNL_ARG_BIAS] = ly.bias;
+      if (!training()) continue;
+
+      fa[DNNL_ARG_WORKSPACE] = memory(query(p.fwd_pd, DNNL_ARG_WORKSPACE), eng);
+      ly.wl_bwd = in_format(ly.wl_user, query(p.bwd_pd, DNNL_ARG_WEIGHTS_LAYER), &ly.bwd_reorders, false);
+      ly.wi_bwd = in_format(ly.wi_user, query(p.bwd_pd, DNNL_ARG_WEIGHTS_ITER), &ly.bwd_reorders, false);
+      ly.dwl_user = memory(md({1, D, in, G, H}, tag::ldigo), eng);
+      ly.dwi_user = memory(md({1, D, H, G, H}, tag::ldigo), eng);
+      ly.dbias = memory(md({1, D, GB, H}, tag::ldgo), eng);
+      ly.dwl_bwd = in_format(ly.dwl_user, query(p.bwd_pd, DNNL_ARG_DIFF_WEIGHTS_LAYER), &ly.grad_reorders, true);
+      ly.dwi_bwd = in_format(ly.dwi_user, query(p.bwd_pd, DNNL_ARG_DIFF_WEIGHTS_ITER), &ly.grad_reorders, true);
+      if (!(query(p.bwd_pd, DNNL_ARG_DIFF_BIAS) == ly.dbias.get_desc()))
+        throw Error("oneDNN: the backward primitive wants the bias gradient in a format other than ldgo");
+
+      Args& ba = ly.bwd_args;
+      // The forward's data memories are shared: backward reads the buffers the forward call used.
+      for (int arg : {DNNL_ARG_SRC_LAYER, DNNL_ARG_SRC_ITER, DNNL_ARG_DST_LAYER, DNNL_ARG_DST_ITER, DNNL_ARG_WORKSPACE,
+                      DNNL_ARG_BIAS})
+        ba[arg] = fa[arg];
+      if (lstm()) {
+        ba[DNNL_ARG_SRC_ITER_C] = fa[DNNL_ARG_SRC_ITER_C];
+        ba[DNNL_ARG_DST_ITER_C] = fa[DNNL_ARG_DST_ITER_C];
+        ba[DNNL_ARG_DIFF_SRC_ITER_C] = none(iter);
+        ba[DNNL_ARG_DIFF_DST_ITER_C] = none(iter);
+      }
+      ba[DNNL_ARG_WEIGHTS_LAYER] = ly.wl_bwd;
+      ba[DNNL_ARG_WEIGHTS_ITER] = ly.wi_bwd;
+      ba[DNNL_ARG_DIFF_SRC_LAYER] = none(src_layer);
+      ba[DNNL_ARG_DIFF_SRC_ITER] = none(iter);
+      ba[DNNL_ARG_DIFF_DST_LAYER] = none(dst_layer);
+      ba[DNNL_ARG_DIFF_DST_ITER] = none(iter);
+      ba[DNNL_ARG_DIFF_WEIGHTS_LAYER] = ly.dwl_bwd;
+      ba[DNNL_ARG_DIFF_WEIGHTS_ITER] = ly.dwi_bwd;
+      ba[DNNL_ARG_DIFF_BIAS] = ly.dbias;
+    }
+  }
+
+  // Canonical (PyTorch) -> oneDNN's user layout.
+  void convert_weights(std::span<const float> w) {
+    check_size(w.size(), layout.total_elements(), false, "weights");
+    for (i64 l = 0; l < L; ++l) {
+      Layer& ly = layers[static_cast<std::size_t>(l)];
+      const i64 in = cfg.layer_input_size(l);
+      float* wl = data_of(ly.wl_user);
+      float* wi = data_of(ly.wi_user);
+      float* b = data_of(ly.bias);
+      for (int d = 0; d < D; ++d) {
+        const float* w_ih = w.data() + layout.block(l, d, ParamKind::weight_ih).offset;  // [G*H, in]
+        const float* w_hh = w.data() + layout.block(l, d, ParamKind::weight_hh).offset;  // [G*H, H]
+        const float* b_ih = w.data() + layout.block(l, d, ParamKind::bias_ih).offset;    // [G*H]
+        const float* b_hh = w.data() + layout.block(l, d, ParamKind::bias_hh).offset;
+        for (int g = 0; g < G; ++g) {
+          const i64 tg = torch_gate(cfg.cell, g);
+          for (i64 o = 0; o < H; ++o) {
+            const i64 row = tg * H + o;
+            for (i64 i = 0; i < in; ++i) wl[((d * in + i) * G + g) * H + o] = w_ih[row * in + i];
+            for (i64 i = 0; i < H; ++i) wi[((d * H + i) * G + g) * H + o] = w_hh[row * H + i];
+          }
+        }
+        for (int g = 0; g < GB; ++g) {
+          for (i64 o = 0; o < H; ++o) {
+            float v;
+            if (cfg.cell == CellKind::gru && g == 2)
+              v = b_ih[2 * H + o];  // b_o = b_in
+            else if (cfg.cell == CellKind::gru && g == 3)
+              v = b_hh[2 * H + o];  // b_u' = b_hn
+            else
+              v = b_ih[torch_gate(cfg.cell, g) * H + o] + b_hh[torch_gate(cfg.cell, g) * H + o];
+            b[(d * GB + g) * H + o] = v;
+          }
+        }
+      }
+      if (!training()) {
+        for (Reorder& r : ly.fwd_reorders) r.run(strm);
+      }
+    }
+    strm.wait();
+  }
+
+  // oneDNN's user-layout gradients -> canonical.
+  void gradients(std::span<float> dw) const {
+    check_size(dw.size(), layout.total_elements(), false, "dweights");
+    for (i64 l = 0; l < L; ++l) {
+      const Layer& ly = layers[static_cast<std::size_t>(l)];
+      const i64 in = cfg.layer_input_size(l);
+      const float* wl = data_of(ly.dwl_user);
+      const float* wi = data_of(ly.dwi_user);
+      const float* b = data_of(ly.dbias);
+      for (int d = 0; d < D; ++d) {
+        float* w_ih = dw.data() + layout.block(l, d, ParamKind::weight_ih).offset;
+        float* w_hh = dw.data() + layout.block(l, d, ParamKind::weight_hh).offset;
+        float* b_ih = dw.data() + layout.block(l, d, ParamKind::bias_ih).offset;
+        float* b_hh = dw.data() + layout.block(l, d, ParamKind::bias_hh).offset;
+        for (int g = 0; g < G; ++g) {
+          const i64 tg = torch_gate(cfg.cell, g);
+          for (i64 o = 0; o < H; ++o) {
+            const i64 row = tg * H + o;
+            for (i64 i = 0; i < in; ++i) w_ih[row * in + i] = wl[((d * in + i) * G + g) * H + o];
+            for (i64 i = 0; i < H; ++i) w_hh[row * H + i] = wi[((d * H + i) * G + g) * H + o];
+            const float db = b[(d * GB + g) * H + o];
+            b_ih[row] = db;  // the summed bias's gradient is each summand's
+            b_hh[row] = cfg.cell == CellKind::gru && g == 2 ? b[(d * GB + 3) * H + o] : db;
+          }
+        }
+      }
+    }
+  }
+
+  void forward(const ForwardIo& io) {
+    const i64 state = L * D * N * H;
+    check_size(io.x.size(), x_elements(cfg, shape), false, "x");
+    check_size(io.y.size(), y_elements(cfg, shape), false, "y");
+    check_size(io.hx.size(), state, true, "hx");
+    check_size(io.hy.size(), state, true, "hy");
+    if (lstm()) {
+      check_size(io.cx.size(), state, true, "cx");
+      check_size(io.cy.size(), state, true, "cy");
+    } else if (!io.cx.empty() || !io.cy.empty()) {
+      throw Error("buffers 'cx' and 'cy' are for LSTM only");
+    }
+    const i64 step = D * N * H;
+    float* hy = io.hy.empty() ? hy_own.data() : io.hy.data();
+    float* cy = io.cy.empty() ? cy_own.data() : io.cy.data();
+    for (i64 l = 0; l < L; ++l) {
+      Layer& ly = layers[static_cast<std::size_t>(l)];
+      const std::size_t below = static_cast<std::size_t>(training() ? l - 1 : (l - 1) % 2);
+      const std::size_t out = static_cast<std::size_t>(training() ? l : l % 2);
+      Args& a = ly.fwd_args;
+      a[DNNL_ARG_SRC_LAYER].set_data_handle(l == 0 ? mutable_ptr(io.x) : data_of(act[below]));
+      a[DNNL_ARG_DST_LAYER].set_data_handle(l == L - 1 ? io.y.data() : data_of(act[out]));
+      a[DNNL_ARG_SRC_ITER].set_data_handle(io.hx.empty() ? zeros.data() : mutable_ptr(io.hx) + l * step);
+      a[DNNL_ARG_DST_ITER].set_data_handle(hy + l * step);
+      if (lstm()) {
+        a[DNNL_ARG_SRC_ITER_C].set_data_handle(io.cx.empty() ? zeros.data() : mutable_ptr(io.cx) + l * step);
+        a[DNNL_ARG_DST_ITER_C].set_data_handle(cy + l * step);
+      }
+      if (training()) {
+        for (Reorder& r : ly.fwd_reorders) r.run(strm);
+      }
+      ly.p->fwd.execute(strm, a);
+    }
+    strm.wait();
+    forward_done = training();
+  }
+
+  void backward(const BackwardDataIo& io) {
+    if (!training()) throw Error("OnednnRnn::backward needs Mode::training");
+    if (!forward_done) throw Error("OnednnRnn::backward needs a forward call first (its workspace was used up)");
+    const i64 state = L * D * N * H;
+    check_size(io.dy.size(), y_elements(cfg, shape), false, "dy");
+    check_size(io.dx.size(), x_elements(cfg, shape), false, "dx");
+    check_size(io.dhy.size(), state, true, "dhy");
+    check_size(io.dhx.size(), state, true, "dhx");
+    if (lstm()) {
+      check_size(io.dcy.size(), state, true, "dcy");
+      check_size(io.dcx.size(), state, true, "dcx");
+    } else if (!io.dcy.empty() || !io.dcx.empty()) {
+      throw Error("buffers 'dcy' and 'dcx' are for LSTM only");
+    }
+    const i64 step = D * N * H;
+    for (i64 l = L - 1; l >= 0; --l) {
+      Layer& ly = layers[static_cast<std::size_t>(l)];
+      Args& a = ly.bwd_args;
+      // Layer l reads the gradient of its output from dact[l % 2] (written by layer l+1) and
+      // writes the gradient of its input to dact[(l-1) % 2] (read by layer l-1).
+      a[DNNL_ARG_DIFF_DST_LAYER].set_data_handle(l == L - 1 ? mutable_ptr(io.dy)
+                                                            : data_of(dact[static_cast<std::size_t>(l % 2)]));
+      a[DNNL_ARG_DIFF_SRC_LAYER].set_data_handle(l == 0 ? io.dx.data()
+                                                        : data_of(dact[static_cast<std::size_t>((l - 1) % 2)]));
+      a[DNNL_ARG_DIFF_DST_ITER].set_data_handle(io.dhy.empty() ? zeros.data() : mutable_ptr(io.dhy) + l * step);
+      a[DNNL_ARG_DIFF_SRC_ITER].set_data_handle(io.dhx.empty() ? dhx_own.data() : io.dhx.data() + l * step);
+      if (lstm()) {
+        a[DNNL_ARG_DIFF_DST_ITER_C].set_data_handle(io.dcy.empty() ? zeros.data() : mutable_ptr(io.dcy) + l * step);
+        a[DNNL_ARG_DIFF_SRC_ITER_C].set_data_handle(io.dcx.empty() ? dcx_own.data() : io.dcx.data() + l * step);
+      }
+      for (Reorder& r : ly.bwd_reorders) r.run(strm);
+      // oneDNN 2.x accumulates into the weight gradients.
+      std::memset(ly.dwl_bwd.get_data_handle(), 0, ly.dwl_bwd.get_desc().get_size());
+      std::memset(ly.dwi_bwd.get_data_handle(), 0, ly.dwi_bwd.get_desc().get_size());
+      std::memset(ly.dbias.get_data_handle(), 0, ly.dbias.get_desc().get_size());
+      ly.p->bwd.execute(strm, a);
+      for (Reorder& r : ly.grad_reorders) r.run(strm);
+    }
+    strm.wait();
+    forward_done = false;
+    backward_done = true;
+  }
+
+  PeerRun info() const {
+    PeerRun r;
+    const dnnl_version_t* v = dnnl_version();
+    r.library = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                std::to_string(v->patch) +
+                (v->cpu_runtime == DNNL_RUNTIME_OMP   ? " (cpu runtime: OpenMP)"
+                 : v->cpu_runtime == DNNL_RUNTIME_TBB ? " (cpu runtime: TBB)"
+                 : v->cpu_runtime == DNNL_RUNTIME_SEQ ? " (cpu runtime: sequential)"
+                                                      : " (cpu runtime: other)");
+    r.isa = isa_name(dnnl::get_effective_cpu_isa());
+    r.threads = threads > 0 ? threads : ThreadScope::current();
+    const Prims& p = prims.front();
+    r.forward_impl = p.fwd_pd.impl_info_str();
+    r.forward_weights = format_name(query(p.fwd_pd, DNNL_ARG_WEIGHTS_LAYER));
+    if (training()) {
+      r.backward_impl = p.bwd_pd.impl_info_str();
+      r.backward_weights = format_name(query(p.bwd_pd, DNNL_ARG_WEIGHTS_LAYER));
+    }
+    r.primitives = static_cast<int>(prims.size()) * (training() ? 2 : 1);
+    for (const Layer& ly : layers) {
+      r.executions_per_forward += 1 + static_cast<int>(ly.fwd_reorders.size()) * (training() ? 1 : 0);
+      if (training())
+        r.executions_per_backward += 1 + static_cast<int>(ly.bwd_reorders.size() + ly.grad_reorders.size());
+    }
+    return r;
+  }
+};
+
+OnednnRnn::OnednnRnn(const RnnConfig& config, const Shape& shape, Mode mode, std::span<const float> canonical_weights,
+                     int threads) {
+  try {
+    auto impl = std::make_unique<Impl>(config, shape, mode, threads);
+    const ThreadScope scope(threads);
+    impl->setup();
+    impl->convert_weights(canonical_weights);
+    impl_ = std::move(impl);
+  } catch (const dnnl::error& e) {
+    rethrow("setting up the primitives", e);
+  }
+}
+
+OnednnRnn::OnednnRnn(OnednnRnn&&) noexcept = default;
+OnednnRnn& OnednnRnn::operator=(OnednnRnn&&) noexcept = default;
+OnednnRnn::~OnednnRnn() = default;
+
+const RnnConfig& OnednnRnn::config() const { return impl_->cfg; }
+Shape OnednnRnn::shape() const { return impl_->shape; }
+Mode OnednnRnn::mode() const { return impl_->mode; }
+
+PeerRun OnednnRnn::run_info() const {
+  try {
+    return impl_->info();
+  } catch (const dnnl::error& e) {
+    rethrow("querying the primitives", e);
+  }
+}
+
+void OnednnRnn::set_weights(std::span<const float> canonical_weights) {
+  try {
+    const ThreadScope scope(impl_->threads);
+    impl_->convert_weights(canonical_weights);
+  } catch (const dnnl::error& e) {
+    rethrow("reordering the weights", e);
+  }
+}
+
+void OnednnRnn::forward(const ForwardIo& io) {
+  try {
+    const ThreadScope scope(impl_->threads);
+    impl_->forward(io);
+  } catch (const dnnl::error& e) {
+    rethrow("forward", e);
+  }
+}
+
+void OnednnRnn::backward(const BackwardDataIo& io) {
+  try {
+    const ThreadScope scope(impl_->threads);
+    impl_->backward(io);
+  } catch (const dnnl::error& e) {
+    rethrow("backward", e);
+  }
+}
+
+void OnednnRnn::weight_gradients(std::span<float> dweights) const {
+  if (!impl_->training()) throw Error("OnednnRnn::weight_gradients needs Mode::training");
+  if (!impl_->backward_done) throw Error("OnednnRnn::weight_gradients needs a backward call first");
+  impl_->gradients(dweights);
+}
+
+}  // namespace rnnjit::bench

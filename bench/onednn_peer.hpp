@@ -1,0 +1,129 @@
+// rnnjit bench: oneDNN (2.x) as a peer, so that the benchmark can time the same network through
+// oneDNN's fused RNN primitives. Optional at configure time: without oneDNN the library
+// rnnjit_bench_peers is built from bench/onednn_peer_none.cpp, onednn_available() is false and
+// constructing an OnednnRnn throws rnnjit::Error. No oneDNN type appears in this header.
+//
+// Usage, like rnnjit's Execution (same ForwardIo/BackwardDataIo structs, same empty-span rules):
+//   rnnjit::bench::OnednnRnn peer(config, {T, N}, Mode::training, weights, threads);  // setup, untimed
+//   rnnjit::ForwardIo io{};       io.x = x; io.y = y; io.hx = hx; ...                  // empty: optional
+//   rnnjit::BackwardDataIo bio{}; bio.dy = dy; bio.dx = dx; ...
+//   peer.forward(io); peer.backward(bio);                                              // timed
+//   peer.weight_gradients(dw);                                                         // canonical, untimed
+//   std::puts(peer.run_info().summary().c_str());                                      // what ran
+//
+// Mapping (done once, in the constructor or set_weights, not in a timed call):
+//   cells: rnn_relu/rnn_tanh -> vanilla_rnn with eltwise_relu/eltwise_tanh; lstm -> lstm (gate order
+//   i,f,c~,o = PyTorch's i,f,g,o); gru -> lbr_gru (PyTorch's GRU is linear-before-reset) whose gate
+//   order is u(=z),r,o(=n): the z and r blocks swap. Weights go from PyTorch's [G*H, I] to oneDNN's
+//   ldigo (transposed); the bias (ldgo) is b_ih + b_hh per gate, except lbr_gru's four bias gates
+//   u, r, o, u' = b_iz+b_hz, b_ir+b_hr, b_in, b_hn.
+//   Layers: one primitive per layer (shared by the layers of equal shape). A multi-layer oneDNN
+//   primitive cannot be used: with bidirectional_concat it runs each direction's stack of layers
+//   independently and concatenates only the last layer's outputs, while rnnjit (cuDNN, PyTorch)
+//   feeds every layer the concatenation [fwd, rev] of the layer below.
+//
+// What a timed call does:
+//   inference forward: one forward_inference primitive execution per layer on weights already
+//     reordered (at setup) into the format oneDNN picked from format_tag::any (2.6.3 on AVX-512:
+//     brgemm-blocked for vanilla RNN and LSTM; ldigo with a padded leading dimension for lbr_gru,
+//     which runs its gemm-based "ref" implementation).
+//   training forward: per layer, the reorder of the weights from oneDNN's user layout (dense ldigo)
+//     into the forward_training primitive's format when that differs (weights change every step;
+//     oneDNN usually pads the leading dimension, so it does), then forward_training (writes the
+//     workspace kept for backward).
+//   backward: per layer, top to bottom: reorder of the weights into the backward primitive's format
+//     (ldgoi), zeroing of the weight gradients (oneDNN 2.x accumulates into them; there is no
+//     overwrite flag before 3.0), the backward primitive, and the reorder of the weight gradients
+//     to ldigo when oneDNN produced another format. So one forward + backward is a full training
+//     step of a framework that keeps its master weights in oneDNN's layout. The conversion between
+//     rnnjit's canonical layout and oneDNN's (gate permutation, transposition, bias sums) is not part
+//     of it; call set_weights()/weight_gradients() for that.
+//
+// Threads: oneDNN's runtime (Debian's is OpenMP). threads > 0 runs the constructor and every call
+// with omp_set_num_threads(threads) (the caller's setting is restored after); 0 leaves OpenMP's
+// default (OMP_NUM_THREADS, else every hardware thread). OpenMP threads spin at barriers: more
+// threads than free cores makes oneDNN's times erratic (100x seen on a loaded 2-core machine).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "rnnjit/config.hpp"
+#include "rnnjit/error.hpp"
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit::bench {
+
+// True when this build has the oneDNN peer (oneDNN was found at configure time).
+bool onednn_available();
+
+// What an OnednnRnn runs, for the benchmark's report.
+struct PeerRun {
+  std::string library;           // "oneDNN 2.6.3 (cpu runtime: OpenMP)"
+  int threads = 0;               // threads oneDNN runs with (0: unknown, the runtime is not OpenMP)
+  std::string isa;               // oneDNN's effective CPU ISA, e.g. "avx512_core_amx"
+  std::string forward_impl;      // oneDNN's implementation of the forward primitives: "brgemm", "ref"
+  std::string backward_impl;     // training only, else empty
+  std::string forward_weights;   // the forward primitives' weights format: "ldigo", "ldgoi" (+ "/padded"
+                                 // when oneDNN pads the leading dimension), "packed", "blocked"
+  std::string backward_weights;  // training only: format of the backward primitives' weights
+  int primitives = 0;            // RNN primitives created (forward + backward; layers of equal shape share one)
+  int executions_per_forward = 0;   // primitive executions (RNN + reorders) in one forward call
+  int executions_per_backward = 0;  // in one backward call (training), plus one memset per layer
+
+  // One line with all of the above.
+  std::string summary() const {
+    std::string s = library + ", " + (threads > 0 ? std::to_string(threads) : std::string("?")) + " threads, isa " +
+                    isa + ", forward " + forward_impl + " [weights " + forward_weights + "]";
+    if (!backward_impl.empty()) s += ", backward " + backward_impl + " [weights " + backward_weights + "]";
+    s += ", " + std::to_string(primitives) + " RNN primitives, " + std::to_string(executions_per_forward) +
+         " executions per forward";
+    if (!backward_impl.empty()) s += ", " + std::to_string(executions_per_backward) + " per backward";
+    return s;
+  }
+};
+
+class OnednnRnn {
+ public:
+  // Validates config and shape, builds the primitives for this shape and mode, and converts the
+  // canonical weights (rnnjit/weights.hpp; size checked). threads: see above (negative: Error).
+  // Throws Error (also for oneDNN's errors, and when oneDNN was not found at build time).
+  OnednnRnn(const RnnConfig& config, const Shape& shape, Mode mode, std::span<const float> canonical_weights,
+            int threads = 0);
+  OnednnRnn(OnednnRnn&&) noexcept;
+  OnednnRnn& operator=(OnednnRnn&&) noexcept;
+  ~OnednnRnn();
+
+  const RnnConfig& config() const;
+  Shape shape() const;
+  Mode mode() const;
+  PeerRun run_info() const;
+
+  // Replaces the weights (canonical layout) and, in inference, reorders them into the primitives'
+  // format. Not meant to be timed.
+  void set_weights(std::span<const float> canonical_weights);
+
+  // Forward (inference or training, by the mode). Sizes are checked as in rnnjit::Execution:
+  // x [T,N,I] and y [T,N,D*H] required; hx/cx [L*D,N,H] or empty (zeros); hy/cy or empty (not
+  // written); cx/cy for LSTM only. Other ForwardIo fields (rnnjit's own) are ignored.
+  // Training: backward reads x, hx, cx, y, hy and cy again, so these buffers must stay alive and
+  // unchanged until it (as with cuDNN).
+  void forward(const ForwardIo& io);
+
+  // Training only, after forward: dy required, dhy/dcy or empty (zeros), dx required,
+  // dhx/dcx or empty (not written). Leaves the weight gradients inside (see weight_gradients).
+  void backward(const BackwardDataIo& io);
+
+  // The weight gradients of the last backward, converted to the canonical layout (overwrites dw;
+  // weights_size elements). db_ih and db_hh get the same values wherever oneDNN's bias is their
+  // sum: every gate except lbr_gru's n gate, whose b_in and b_hn oneDNN keeps separate.
+  void weight_gradients(std::span<float> dweights) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rnnjit::bench

@@ -1,0 +1,33 @@
+// rnnjit bench: the oneDNN peer when oneDNN was not found at configure time (see onednn_peer.hpp).
+// onednn_available() is false and constructing an OnednnRnn throws; nothing else is reachable.
+#include "bench/onednn_peer.hpp"
+
+namespace rnnjit::bench {
+
+bool onednn_available() { return false; }
+
+struct OnednnRnn::Impl {
+  RnnConfig config;
+  Shape shape;
+  Mode mode = Mode::inference;
+};
+
+namespace {
+[[noreturn]] void unavailable() { throw Error("oneDNN was not found at build time"); }
+}  // namespace
+
+OnednnRnn::OnednnRnn(const RnnConfig&, const Shape&, Mode, std::span<const float>, int) { unavailable(); }
+OnednnRnn::OnednnRnn(OnednnRnn&&) noexcept = default;
+OnednnRnn& OnednnRnn::operator=(OnednnRnn&&) noexcept = default;
+OnednnRnn::~OnednnRnn() = default;
+
+const RnnConfig& OnednnRnn::config() const { unavailable(); }
+Shape OnednnRnn::shape() const { unavailable(); }
+Mode OnednnRnn::mode() const { unavailable(); }
+PeerRun OnednnRnn::run_info() const { unavailable(); }
+void OnednnRnn::set_weights(std::span<const float>) { unavailable(); }
+void OnednnRnn::forward(const ForwardIo&) { unavailable(); }
+void OnednnRnn::backward(const BackwardDataIo&) { unavailable(); }
+void OnednnRnn::weight_gradients(std::span<float>) const { unavailable(); }
+
+}  // namespace rnnjit::bench

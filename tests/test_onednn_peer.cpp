@@ -1,0 +1,291 @@
+// Tests of the oneDNN bench peer (bench/onednn_peer.hpp): small networks of every cell run through
+// oneDNN and through the double-precision scalar reference. Matching y, hy, cy (inference and
+// training forward), dx, dhx, dcx and the weight gradients converted back to the canonical layout
+// proves the weight mapping: gate permutation (lbr_gru's u,r,o = PyTorch's z,r,n), transposition
+// into ldigo, bias folding (b_ih + b_hh; lbr_gru's separate b_in, b_hn), one primitive per layer
+// with bidirectional_concat. Every bias gradient maps back (a summed bias's gradient is each
+// summand's), so the whole canonical gradient is compared.
+// Without oneDNN at build time, only the stub's behaviour is checked and the rest is skipped.
+#include "bench/onednn_peer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tests/rnn_case.hpp"
+
+namespace rnnjit {
+namespace {
+
+using bench::OnednnRnn;
+using bench::onednn_available;
+using test::expect_close;
+using test::RnnCase;
+using test::Tensors;
+
+struct PeerCase {
+  CellKind cell;
+  std::int64_t input, hidden, layers;
+  bool bidirectional;
+  std::int64_t seq_len, batch;
+};
+
+std::ostream& operator<<(std::ostream& os, const PeerCase& c) {
+  return os << to_string(c.cell) << " I=" << c.input << " H=" << c.hidden << " L=" << c.layers
+            << " D=" << (c.bidirectional ? 2 : 1) << " T=" << c.seq_len << " N=" << c.batch;
+}
+
+std::string case_name(const testing::TestParamInfo<PeerCase>& info) {
+  const PeerCase& c = info.param;
+  return std::string(to_string(c.cell)) + "_I" + std::to_string(c.input) + "_H" + std::to_string(c.hidden) + "_L" +
+         std::to_string(c.layers) + (c.bidirectional ? "_bi" : "_uni") + "_T" + std::to_string(c.seq_len) + "_N" +
+         std::to_string(c.batch);
+}
+
+RnnConfig config_of(const PeerCase& c) {
+  RnnConfig cfg;
+  cfg.cell = c.cell;
+  cfg.input_size = c.input;
+  cfg.hidden_size = c.hidden;
+  cfg.num_layers = c.layers;
+  cfg.bidirectional = c.bidirectional;
+  return cfg;
+}
+
+// The Io structs field by field (rnnjit's structs may grow fields that the peer ignores).
+ForwardIo fwd_io(std::span<const float> x, std::span<const float> hx, std::span<const float> cx, std::span<float> y,
+                 std::span<float> hy, std::span<float> cy) {
+  ForwardIo io{};
+  io.x = x;
+  io.hx = hx;
+  io.cx = cx;
+  io.y = y;
+  io.hy = hy;
+  io.cy = cy;
+  return io;
+}
+
+BackwardDataIo bwd_io(std::span<const float> dy, std::span<const float> dhy, std::span<const float> dcy,
+                      std::span<float> dx, std::span<float> dhx, std::span<float> dcx) {
+  BackwardDataIo io{};
+  io.dy = dy;
+  io.dhy = dhy;
+  io.dcy = dcy;
+  io.dx = dx;
+  io.dhx = dhx;
+  io.dcx = dcx;
+  return io;
+}
+
+// oneDNN's vectorized exp/tanh are approximations (a few ulp), on top of float rounding.
+double peer_tolerance(const RnnCase& rc, bool gradient) { return std::max(rc.tolerance(gradient), 1e-5); }
+
+// Runs the case through the peer: forward (inference or training), then backward and the
+// canonical weight gradients when training.
+Tensors run_peer(OnednnRnn& peer, const RnnCase& rc) {
+  Tensors t;
+  t.y.assign(rc.dy.size(), std::numeric_limits<float>::quiet_NaN());
+  t.hy.assign(rc.hx.size(), std::numeric_limits<float>::quiet_NaN());
+  t.cy.assign(rc.cx.size(), std::numeric_limits<float>::quiet_NaN());
+  peer.forward(fwd_io(rc.x, rc.hx, rc.cx, t.y, t.hy, t.cy));
+  if (peer.mode() != Mode::training) return t;
+  t.dx.assign(rc.x.size(), std::numeric_limits<float>::quiet_NaN());
+  t.dhx.assign(rc.hx.size(), std::numeric_limits<float>::quiet_NaN());
+  t.dcx.assign(rc.cx.size(), std::numeric_limits<float>::quiet_NaN());
+  t.dw.assign(rc.w.size(), std::numeric_limits<float>::quiet_NaN());
+  peer.backward(bwd_io(rc.dy, rc.dhy, rc.dcy, t.dx, t.dhx, t.dcx));
+  peer.weight_gradients(t.dw);
+  return t;
+}
+
+void expect_forward(const Tensors& got, const Tensors& want, const RnnCase& rc) {
+  const double tol = peer_tolerance(rc, false);
+  expect_close(got.y, want.y, tol, "y");
+  expect_close(got.hy, want.hy, tol, "hy");
+  if (rc.lstm()) expect_close(got.cy, want.cy, tol, "cy");
+}
+
+void expect_backward(const Tensors& got, const Tensors& want, const RnnCase& rc) {
+  const double tol = peer_tolerance(rc, true);
+  expect_close(got.dx, want.dx, tol, "dx");
+  expect_close(got.dhx, want.dhx, tol, "dhx");
+  if (rc.lstm()) expect_close(got.dcx, want.dcx, tol, "dcx");
+  // Per named block, so that a failure says which parameter is off.
+  const WeightLayout layout(rc.config);
+  for (const ParamBlock& b : layout.blocks()) {
+    const auto from = static_cast<std::ptrdiff_t>(b.offset), to = static_cast<std::ptrdiff_t>(b.offset + b.size);
+    expect_close(std::vector<float>(got.dw.begin() + from, got.dw.begin() + to),
+                 std::vector<float>(want.dw.begin() + from, want.dw.begin() + to), tol, "d" + b.name);
+  }
+}
+
+class OnednnPeer : public testing::TestWithParam<PeerCase> {
+ protected:
+  void SetUp() override {
+    if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
+  }
+};
+
+TEST_P(OnednnPeer, InferenceMatchesReference) {
+  const PeerCase& c = GetParam();
+  const RnnCase rc(config_of(c), {c.seq_len, c.batch}, 11);
+  OnednnRnn peer(rc.config, rc.shape, Mode::inference, rc.w);
+  SCOPED_TRACE(peer.run_info().summary());
+  expect_forward(run_peer(peer, rc), rc.reference(false), rc);
+}
+
+TEST_P(OnednnPeer, TrainingMatchesReference) {
+  const PeerCase& c = GetParam();
+  const RnnCase rc(config_of(c), {c.seq_len, c.batch}, 12);
+  OnednnRnn peer(rc.config, rc.shape, Mode::training, rc.w);
+  SCOPED_TRACE(peer.run_info().summary());
+  const Tensors want = rc.reference(true);
+  const Tensors first = run_peer(peer, rc);
+  expect_forward(first, want, rc);
+  expect_backward(first, want, rc);
+  // A second step gives the same results: oneDNN accumulates weight gradients, the peer zeroes them.
+  const Tensors second = run_peer(peer, rc);
+  expect_close(second.dw, first.dw, 1e-6, "dw of a second step");
+  expect_close(second.dx, first.dx, 1e-6, "dx of a second step");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cells, OnednnPeer,
+    testing::Values(
+        // The brief's case: every cell, two bidirectional layers (layer 1's input 2H != I).
+        PeerCase{CellKind::rnn_relu, 5, 17, 2, true, 4, 3}, PeerCase{CellKind::rnn_tanh, 5, 17, 2, true, 4, 3},
+        PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3}, PeerCase{CellKind::gru, 5, 17, 2, true, 4, 3},
+        // One unidirectional layer.
+        PeerCase{CellKind::rnn_tanh, 5, 17, 1, false, 4, 3}, PeerCase{CellKind::lstm, 5, 17, 1, false, 4, 3},
+        PeerCase{CellKind::gru, 5, 17, 1, false, 4, 3},
+        // Three layers whose shapes are all equal (I = D*H: one primitive for every layer), T = 1.
+        PeerCase{CellKind::lstm, 6, 3, 3, true, 1, 2}, PeerCase{CellKind::gru, 6, 3, 3, true, 5, 2},
+        // Three unidirectional layers, I != H.
+        PeerCase{CellKind::rnn_relu, 7, 9, 3, false, 6, 1}, PeerCase{CellKind::gru, 7, 9, 3, false, 6, 4}),
+    case_name);
+
+// Optional buffers: no hx/cx means zeros, no hy/cy/dhx/dcx means not written, no dhy/dcy zeros.
+TEST(OnednnPeerBuffers, OptionalStatesMatchReference) {
+  if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
+  RnnConfig cfg;
+  cfg.cell = CellKind::lstm;
+  cfg.input_size = 5;
+  cfg.hidden_size = 17;
+  cfg.num_layers = 2;
+  cfg.bidirectional = true;
+  const Shape shape{4, 3};
+  RnnCase rc(cfg, shape, 13);
+  std::fill(rc.hx.begin(), rc.hx.end(), 0.0f);
+  std::fill(rc.cx.begin(), rc.cx.end(), 0.0f);
+  std::fill(rc.dhy.begin(), rc.dhy.end(), 0.0f);
+  std::fill(rc.dcy.begin(), rc.dcy.end(), 0.0f);
+  const Tensors want = rc.reference(true);
+
+  OnednnRnn peer(cfg, shape, Mode::training, rc.w);
+  std::vector<float> y(rc.dy.size()), dx(rc.x.size()), dw(rc.w.size());
+  peer.forward(fwd_io(rc.x, {}, {}, y, {}, {}));
+  peer.backward(bwd_io(rc.dy, {}, {}, dx, {}, {}));
+  peer.weight_gradients(dw);
+  expect_close(y, want.y, peer_tolerance(rc, false), "y");
+  expect_close(dx, want.dx, peer_tolerance(rc, true), "dx");
+  expect_close(dw, want.dw, peer_tolerance(rc, true), "dw");
+}
+
+// set_weights replaces the weights of a built peer (inference: reordered again).
+TEST(OnednnPeerBuffers, SetWeights) {
+  if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
+  RnnConfig cfg;
+  cfg.cell = CellKind::gru;
+  cfg.input_size = 5;
+  cfg.hidden_size = 17;
+  cfg.num_layers = 2;
+  cfg.bidirectional = true;
+  const Shape shape{4, 3};
+  const RnnCase a(cfg, shape, 21), b(cfg, shape, 22);
+  OnednnRnn peer(cfg, shape, Mode::inference, a.w);
+  peer.set_weights(b.w);
+  expect_forward(run_peer(peer, b), b.reference(false), b);
+}
+
+TEST(OnednnPeerBuffers, Errors) {
+  if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
+  RnnConfig cfg;
+  cfg.cell = CellKind::rnn_tanh;
+  cfg.input_size = 5;
+  cfg.hidden_size = 17;
+  const Shape shape{4, 3};
+  const RnnCase rc(cfg, shape, 31);
+  std::vector<float> short_w(rc.w.begin(), rc.w.end() - 1);
+  EXPECT_THROW(OnednnRnn(cfg, shape, Mode::inference, short_w), Error);
+  RnnConfig bad = cfg;
+  bad.hidden_size = 0;
+  EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, rc.w), Error);
+
+  OnednnRnn infer(cfg, shape, Mode::inference, rc.w);
+  std::vector<float> y(rc.dy.size()), dx(rc.x.size()), dw(rc.w.size());
+  std::vector<float> short_x(rc.x.begin(), rc.x.end() - 1), cx(rc.hx.size());
+  EXPECT_THROW(infer.forward(fwd_io(short_x, {}, {}, y, {}, {})), Error);
+  EXPECT_THROW(infer.forward(fwd_io(rc.x, {}, cx, y, {}, {})), Error);  // cx is for LSTM only
+  EXPECT_THROW(infer.backward(bwd_io(rc.dy, {}, {}, dx, {}, {})), Error);
+  EXPECT_THROW(infer.weight_gradients(dw), Error);
+
+  OnednnRnn train(cfg, shape, Mode::training, rc.w);
+  EXPECT_THROW(train.backward(bwd_io(rc.dy, {}, {}, dx, {}, {})), Error);  // no forward yet
+  train.forward(fwd_io(rc.x, {}, {}, y, {}, {}));
+  train.backward(bwd_io(rc.dy, {}, {}, dx, {}, {}));
+  EXPECT_THROW(train.backward(bwd_io(rc.dy, {}, {}, dx, {}, {})), Error);  // the workspace is used up
+}
+
+// threads > 0 runs oneDNN with that many threads (same results as the default, within rounding)
+// and restores the caller's OpenMP setting; run_info() describes what runs.
+TEST(OnednnPeerBuffers, ThreadsAndRunInfo) {
+  if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
+  RnnConfig cfg;
+  cfg.cell = CellKind::lstm;
+  cfg.input_size = 5;
+  cfg.hidden_size = 17;
+  cfg.num_layers = 2;
+  cfg.bidirectional = true;
+  const Shape shape{4, 3};
+  const RnnCase rc(cfg, shape, 41);
+  EXPECT_THROW(OnednnRnn(cfg, shape, Mode::training, rc.w, -1), Error);
+  OnednnRnn peer(cfg, shape, Mode::training, rc.w, 1);
+  const bench::PeerRun info = peer.run_info();
+  EXPECT_NE(info.library.find("oneDNN"), std::string::npos) << info.summary();
+  EXPECT_FALSE(info.isa.empty());
+  EXPECT_FALSE(info.forward_impl.empty());
+  EXPECT_FALSE(info.backward_impl.empty());
+  EXPECT_EQ(info.primitives, 4) << info.summary();  // forward + backward, for layer 0 and for layer 1
+  EXPECT_GE(info.executions_per_forward, 2);
+  EXPECT_GE(info.executions_per_backward, 2);
+  EXPECT_TRUE(info.threads == 1 || info.threads == 0) << info.summary();  // 0: not an OpenMP build
+  const Tensors want = rc.reference(true), got = run_peer(peer, rc);
+  expect_forward(got, want, rc);
+  expect_backward(got, want, rc);
+}
+
+// Without oneDNN: the stub says so and refuses to build a peer, with the documented message.
+TEST(OnednnPeerStub, ThrowsWithoutOnednn) {
+  if (onednn_available()) GTEST_SKIP() << "oneDNN is available: the stub is not built";
+  RnnConfig cfg;
+  cfg.cell = CellKind::lstm;
+  cfg.input_size = 5;
+  cfg.hidden_size = 17;
+  std::vector<float> w(static_cast<std::size_t>(WeightLayout(cfg).total_elements()));
+  try {
+    OnednnRnn peer(cfg, {4, 3}, Mode::inference, w);
+    FAIL() << "constructed an OnednnRnn without oneDNN";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "oneDNN was not found at build time");
+  }
+}
+
+}  // namespace
+}  // namespace rnnjit

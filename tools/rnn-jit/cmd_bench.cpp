@@ -1,0 +1,181 @@
+// rnn-jit bench: times the whole forward (inference) or forward + backward data + backward
+// weights (train) of one configuration after a warm-up, and prints median and min ms and
+// GFLOPS. With --compare, peers run interleaved with rnnjit, rep by rep, in the same process,
+// and the ratio peer/rnnjit is printed (noise on a shared machine hits both alike).
+//
+// FLOPs count the GEMMs only: forward 2*T*N*G*H*(I_l + H) per layer and direction; training
+// three times that (forward, backward data, backward weights).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <random>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/onednn_peer.hpp"
+#include "rnnjit/rnn.hpp"
+#include "tools/rnn-jit/cli_common.hpp"
+
+namespace rnnjit::cli {
+namespace {
+
+struct BenchFlags {
+  ConfigFlags config{.cell = "lstm", .input_size = 800, .hidden_size = 800, .layers = 1, .bidirectional = false};
+  ShapeFlags shape{.seq = 300, .batch = 20, .mode = "infer"};
+  BackendFlags backend;
+  int reps = 10;
+  int warmup = 2;
+  bool json = false;
+  std::vector<std::string> compare;
+};
+
+using Clock = std::chrono::steady_clock;
+
+struct Timings {
+  std::string name;
+  std::vector<double> ms;
+  double median() const {
+    std::vector<double> v = ms;
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+  }
+  double min() const { return ms.empty() ? 0.0 : *std::min_element(ms.begin(), ms.end()); }
+};
+
+// One contender: a closure that runs one full iteration.
+struct Contender {
+  std::string name;
+  std::function<void()> iteration;
+};
+
+struct Data {
+  std::vector<float> w, x, y, hy, cy, dy, dx, dw;
+};
+
+Data make_data(const RnnConfig& config, const Shape& shape) {
+  std::mt19937_64 rng(1);
+  auto fill = [&](std::vector<float>& v, std::int64_t n, float bound) {
+    std::uniform_real_distribution<float> u(-bound, bound);
+    v.resize(static_cast<std::size_t>(n));
+    for (float& e : v) e = u(rng);
+  };
+  Data d;
+  fill(d.w, WeightLayout(config).total_elements(), 1.0f / std::sqrt(static_cast<float>(config.hidden_size)));
+  fill(d.x, x_elements(config, shape), 1.0f);
+  fill(d.dy, y_elements(config, shape), 1.0f);
+  d.y.resize(static_cast<std::size_t>(y_elements(config, shape)));
+  d.hy.resize(static_cast<std::size_t>(state_elements(config, shape)));
+  if (config.cell == CellKind::lstm) d.cy.resize(d.hy.size());
+  d.dx.resize(d.x.size());
+  d.dw.resize(d.w.size());
+  return d;
+}
+
+// Inference packs the weights once, as an engine with fixed weights does (oneDNN likewise
+// reorders its weights once at set-up); training packs them in every iteration.
+Contender rnnjit_contender(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode,
+                           Options options, Data& d) {
+  auto ex = std::make_shared<Execution>(Rnn(config, options).prepare(shape, mode));
+  auto packed = std::make_shared<std::vector<std::byte>>(mode == Mode::inference ? ex->packed_weights_size() : 0);
+  if (!packed->empty()) ex->pack_weights(d.w, *packed);
+  return {name, [ex, mode, packed, &d] {
+            ex->forward(d.w, {.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy, .packed_weights = *packed});
+            if (mode == Mode::training) {
+              ex->backward_data(d.w, {.dy = d.dy, .dx = d.dx});
+              ex->backward_weights({.x = d.x, .dweights = d.dw});
+            }
+          }};
+}
+
+Contender peer(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode, int threads,
+               Data& d) {
+  if (name == "onednn") {
+    if (!bench::onednn_available()) throw UsageError("--compare onednn: oneDNN was not found when rnn-jit was built");
+    auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads);
+    return {name, [dnnl, mode, &d] {
+              dnnl->forward({.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy});
+              if (mode == Mode::training) dnnl->backward({.dy = d.dy, .dx = d.dx});
+            }};
+  }
+  if (name == "baseline")  // MXNet's CPU design: OpenBLAS GEMMs and plain C++ gate loops
+    return rnnjit_contender(name, config, shape, mode, {Backend::jit, Isa::reference}, d);
+  if (name == "reference") return rnnjit_contender(name, config, shape, mode, {Backend::reference, Isa::detect}, d);
+  throw UsageError(fmt::format("--compare: unknown peer '{}' (expected onednn, baseline or reference)", name));
+}
+
+int bench(const BenchFlags& f) {
+  const RnnConfig config = build_config(f.config);
+  const Shape shape = build_shape(f.shape);
+  const Mode mode = build_mode(f.shape);
+  const Options options = build_options(f.backend);
+  validate_flags(config, shape);
+  if (f.reps < 1) throw UsageError(fmt::format("--reps must be positive, got {}", f.reps));
+  if (f.warmup < 0) throw UsageError(fmt::format("--warmup must not be negative, got {}", f.warmup));
+
+  Data d = make_data(config, shape);
+  std::vector<Contender> contenders{rnnjit_contender("rnnjit", config, shape, mode, options, d)};
+  const int threads = Rnn(config, options).options().threads;
+  for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, threads, d));
+
+  const bool progress = !f.json && isatty(STDERR_FILENO);
+  std::vector<Timings> timings;
+  for (const Contender& c : contenders) timings.push_back({c.name, {}});
+  for (int w = 0; w < f.warmup; ++w)
+    for (const Contender& c : contenders) c.iteration();
+  for (int r = 0; r < f.reps; ++r) {
+    for (std::size_t i = 0; i < contenders.size(); ++i) {
+      const auto start = Clock::now();
+      contenders[i].iteration();
+      timings[i].ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+    if (progress) fmt::print(stderr, "\rrep {}/{}", r + 1, f.reps);
+  }
+  if (progress) fmt::print(stderr, "\n");
+
+  const double flops = forward_flops(config, shape) * (mode == Mode::training ? 3.0 : 1.0);
+  const Timings& ours = timings.front();
+  if (f.json) {
+    nlohmann::json j{{"cell", std::string(to_string(config.cell))}, {"input_size", config.input_size},
+                     {"hidden_size", config.hidden_size}, {"layers", config.num_layers},
+                     {"bidirectional", config.bidirectional}, {"seq", shape.seq_len}, {"batch", shape.batch},
+                     {"mode", mode == Mode::training ? "train" : "infer"}, {"reps", f.reps},
+                     {"backend", std::string(to_string(options.backend))}, {"median_ms", ours.median()},
+                     {"min_ms", ours.min()}, {"gflops", flops / (ours.median() * 1e6)}};
+    for (std::size_t i = 1; i < timings.size(); ++i)
+      j["peers"][timings[i].name] = {{"median_ms", timings[i].median()}, {"min_ms", timings[i].min()},
+                                     {"gflops", flops / (timings[i].median() * 1e6)},
+                                     {"ratio", timings[i].median() / ours.median()}};
+    fmt::print("{}\n", j.dump());
+    return kExitOk;
+  }
+  fmt::print("{} {} mode={} reps={} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape),
+             mode == Mode::training ? "train" : "infer", f.reps, flops * 1e-9);
+  for (const Timings& t : timings)
+    fmt::print("  {:<10} median {:9.2f} ms  min {:9.2f} ms  {:7.1f} GFLOPS{}\n", t.name, t.median(), t.min(),
+               flops / (t.median() * 1e6),
+               &t == &ours ? std::string() : fmt::format("  ratio {}/rnnjit {:.2f}", t.name, t.median() / ours.median()));
+  return kExitOk;
+}
+
+CommandAction setup_bench(CLI::App& sub) {
+  auto f = std::make_shared<BenchFlags>();
+  add_config_flags(sub, f->config, false);
+  add_shape_flags(sub, f->shape, false);
+  add_backend_flags(sub, f->backend);
+  sub.add_option("--reps", f->reps, "timed iterations (default 10)");
+  sub.add_option("--warmup", f->warmup, "untimed iterations first (default 2)");
+  sub.add_flag("--json", f->json, "print exactly one JSON object for the case");
+  sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
+                                          "gate loops, MXNet's design), reference")->delimiter(',');
+  return [f] { return bench(*f); };
+}
+
+}  // namespace
+
+RNNJIT_CLI_COMMAND(bench, "time forward (infer) or forward+backward (train), optionally against peers", setup_bench);
+
+}  // namespace rnnjit::cli
