@@ -1,0 +1,26 @@
+// The README's API example is examples/train_step.cpp verbatim (which ctest builds and runs as
+// example_train_step), so the documentation cannot drift from code that compiles and runs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(Readme, ShowsTheExampleThatTheTestsRun) {
+  const std::string readme = slurp(std::string(RNNJIT_SOURCE_DIR) + "/README.md");
+  const std::string example = slurp(std::string(RNNJIT_SOURCE_DIR) + "/examples/train_step.cpp");
+  ASSERT_FALSE(example.empty());
+  EXPECT_NE(readme.find(example), std::string::npos) << "README.md must embed examples/train_step.cpp verbatim";
+  EXPECT_NE(readme.find("tools/run.sh"), std::string::npos);
+  EXPECT_NE(readme.find("tools/test.sh"), std::string::npos);
+}
+
+}  // namespace
