@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tools/setup.sh
+rnnjit_build build
 exec build/bin/rnn-jit demo "$@"

@@ -30,12 +30,14 @@ rnnjit_install_packages() {
   apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
+# rnnjit_build [BUILD_DIR [CMAKE_ARGS...]]: a Release build, in build/ unless told otherwise.
 rnnjit_build() {
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-  cmake --build build -j"$(nproc)"
+  local dir=${1:-build}
+  shift || true
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake --build "$dir" -j"$(nproc)"
 }
 
 if command -v dpkg-query >/dev/null 2>&1; then
   rnnjit_install_packages
 fi
-rnnjit_build

@@ -115,7 +115,7 @@ void Activations::tanh(std::span<const Zmm> regs) {
     for (std::size_t i = 0; i < k; ++i) g_.vcmpps(regs_.masks[i], a[i], constant(Constant::tanh_small), 0x11 /*LT_OQ*/);
     for (std::size_t i = 0; i < k; ++i) g_.vminps(b[i], regs_.tanh_clamp, a[i]);
     for (std::size_t i = 0; i < k; ++i) g_.vaddps(b[i], b[i], b[i]);
-    exp(b, a, c, false);  // 2|x| is in [0, 18] or NaN: no clamp needed
+    exp(b, a, c, false);  // 2|x| is in [0, 20] or NaN: no clamp needed
     for (std::size_t i = 0; i < k; ++i) g_.vaddps(b[i], b[i], regs_.one);
     for (std::size_t i = 0; i < k; ++i) g_.vdivps(b[i], regs_.two, b[i]);
     for (std::size_t i = 0; i < k; ++i) g_.vsubps(b[i], regs_.one, b[i]);  // |tanh(x)|

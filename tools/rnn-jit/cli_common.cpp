@@ -6,6 +6,8 @@
 #include <cstring>
 #include <utility>
 
+#include <unistd.h>
+
 namespace rnnjit::cli {
 namespace {
 
@@ -144,6 +146,23 @@ Options build_options(const BackendFlags& f) {
   }
   return o;
 }
+
+void add_isa_flag(CLI::App& app, std::string& isa) {
+  app.add_option("--isa", isa,
+                 "instruction set of the generated code: avx512, avx2 or reference (default: the CPU's best, or "
+                 "RNNJIT_ISA when set)");
+}
+
+Isa build_isa(const std::string& value, const char* flag) {
+  if (value.empty()) return detect_isa();  // a bad RNNJIT_ISA is a runtime error (exit 1), not a flag's
+  try {
+    return parse_isa(value);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("{}: {}", flag, e.what()));
+  }
+}
+
+bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
 std::string describe(const Shape& shape) { return fmt::format("T={} N={}", shape.seq_len, shape.batch); }
 

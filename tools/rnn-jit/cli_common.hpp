@@ -91,6 +91,22 @@ struct BackendFlags {
 void add_backend_flags(CLI::App& app, BackendFlags& flags);
 Options build_options(const BackendFlags& flags);  // throws UsageError naming --backend
 
+// ---- defaults and flags of the subcommands that need a shape (demo, plan, dump) ----
+
+// The LSTM of DeepSpeech2: cell lstm, I=H=800, one unidirectional layer; T=300, N=20, infer.
+inline ConfigFlags ds2_config_flags() {
+  return ConfigFlags{.cell = "lstm", .input_size = 800, .hidden_size = 800, .layers = 1, .bidirectional = false};
+}
+inline ShapeFlags ds2_shape_flags() { return ShapeFlags{.seq = 300, .batch = 20, .mode = "infer"}; }
+
+// --isa avx512|avx2|reference; empty means detected (RNNJIT_ISA honoured).
+void add_isa_flag(CLI::App& app, std::string& isa);
+// The ISA named by `value` (throws UsageError naming `flag`), or detect_isa() when empty.
+Isa build_isa(const std::string& value, const char* flag = "--isa");
+
+// Whether stdout is a terminal (refuse to write raw bytes there).
+bool stdout_is_terminal();
+
 // ---- small helpers for subcommands ----
 
 // "T=300 N=20"

@@ -1,0 +1,345 @@
+// Accuracy of the AVX-512 activation fragments (codegen/x64/activations.hpp) against double
+// precision: max ulp error of sigmoid and tanh over a sweep of [-20, 20] (a stride through all
+// float bit patterns, a dense linear grid, and every float around the tanh branch point), plus
+// special values (+-0, +-inf, NaN, denormals, tiny and huge values, the clamps).
+//
+// The fragments run inside a test-only JitGenerator with the register split of GateEmitter
+// (scratch zmm16..26, constants zmm27..31, masks k2..k4) on 12 zmm registers at once, more than
+// one group of each fragment, and on a single register.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <xbyak/xbyak_util.h>
+
+#include "codegen/x64/activations.hpp"
+#include "codegen/x64/jit_generator.hpp"
+#include "rnnjit/error.hpp"
+
+namespace rnnjit::test {
+namespace {
+
+using x64::Activations;
+
+enum class Op { sigmoid, tanh, relu };
+
+bool cpu_has_avx512() {
+  static const bool has = [] {
+    Xbyak::util::Cpu cpu;
+    return cpu.has(Xbyak::util::Cpu::tAVX512F);  // Xbyak also checks that the OS saves zmm state
+  }();
+  return has;
+}
+
+// out[i] = op(in[i]) for `blocks` blocks of regs * 16 floats.
+class ActivationKernel : public x64::JitGenerator {
+ public:
+  struct Args {
+    const float* in;
+    float* out;
+    std::int64_t blocks;
+  };
+
+  ActivationKernel(Op op, int regs) : regs_(regs), act_(*this, registers()) {
+    using Xbyak::Zmm;
+    preamble();
+    act_.load_constants();
+    mov(r8, ptr[abi_arg + offsetof(Args, in)]);
+    mov(r9, ptr[abi_arg + offsetof(Args, out)]);
+    mov(r10, ptr[abi_arg + offsetof(Args, blocks)]);
+    std::vector<Zmm> v;
+    for (int i = 0; i < regs; ++i) v.emplace_back(i);
+    Xbyak::Label loop;
+    L(loop);
+    for (int i = 0; i < regs; ++i) vmovups(v[i], ptr[r8 + i * 64]);
+    switch (op) {
+      case Op::sigmoid: act_.sigmoid(v); break;
+      case Op::tanh: act_.tanh(v); break;
+      case Op::relu: act_.relu(v); break;
+    }
+    for (int i = 0; i < regs; ++i) vmovups(ptr[r9 + i * 64], v[i]);
+    add(r8, regs * 64);
+    add(r9, regs * 64);
+    dec(r10);
+    jnz(loop, T_NEAR);
+    postamble();
+    act_.emit_constant_table();
+    finalize();
+  }
+
+  int floats_per_block() const { return regs_ * 16; }
+
+  // Runs over any number of values (pads the last block).
+  std::vector<float> operator()(const std::vector<float>& in) const {
+    const std::size_t per = static_cast<std::size_t>(floats_per_block());
+    const std::size_t blocks = std::max<std::size_t>(1, (in.size() + per - 1) / per);
+    std::vector<float> src(blocks * per, 0.0f), dst(blocks * per);
+    std::copy(in.begin(), in.end(), src.begin());
+    const Args args{src.data(), dst.data(), static_cast<std::int64_t>(blocks)};
+    entry()(&args);
+    dst.resize(in.size());
+    return dst;
+  }
+
+ private:
+  static x64::ActivationRegisters registers() {
+    using Xbyak::Zmm;
+    x64::ActivationRegisters r{Zmm(27), Zmm(28), Zmm(29), Zmm(30), Zmm(31), {},
+                               {Xbyak::Opmask(2), Xbyak::Opmask(3), Xbyak::Opmask(4)}};
+    for (int i = 16; i <= 26; ++i) r.scratch.emplace_back(i);
+    return r;
+  }
+
+  int regs_;
+  Activations act_;
+};
+
+double reference(Op op, float xf) {
+  const double x = xf;
+  switch (op) {
+    case Op::sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Op::tanh: return std::tanh(x);
+    case Op::relu: return x > 0 ? x : 0.0;
+  }
+  return 0.0;
+}
+
+// The spacing of floats at the magnitude of y (the float binade y falls in; 2^-149 below FLT_MIN).
+double float_ulp(double y) {
+  y = std::fabs(y);
+  if (y < FLT_MIN) return std::ldexp(1.0, -149);
+  int e = 0;
+  std::frexp(y, &e);  // y = m 2^e, m in [0.5, 1): the float exponent is e - 1
+  return std::ldexp(1.0, e - 1 - 23);
+}
+
+// Error of `got` against the exact value `want`, in ulps of the float result.
+double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
+  if (std::isnan(got)) return std::numeric_limits<double>::infinity();
+  if (std::isinf(want) || std::isinf(got))
+    return static_cast<double>(got) == want ? 0.0 : std::numeric_limits<double>::infinity();
+  // At a power of two the float spacing differs on its two sides: take the finer one (1 - 2^-24
+  // against an exact 1 is one ulp, not half of one).
+  return std::fabs(static_cast<double>(got) - want) / std::min(float_ulp(want), float_ulp(got));
+}
+
+struct Worst {
+  double ulp = -1.0;
+  float at = 0.0f;
+  float got = 0.0f;
+  std::size_t points = 0;
+  void add(float x, float g, double e) {
+    ++points;
+    if (!(e <= ulp)) {  // also takes a NaN error
+      ulp = e;
+      at = x;
+      got = g;
+    }
+  }
+};
+
+// The sweep of [-20, 20]: every 97th float bit pattern from 0 to 20 with both signs (so every
+// binade, denormals included, gets the same density), a dense linear grid, and every float
+// within [0.5, 0.6] with both signs (the tanh fragment switches from polynomial to exp at 0.55).
+template <typename F>
+void for_each_sweep_chunk(F&& f) {
+  constexpr std::size_t kChunk = 1 << 20;
+  std::vector<float> xs;
+  xs.reserve(kChunk);
+  auto push = [&](float x) {
+    xs.push_back(x);
+    if (xs.size() == kChunk) {
+      f(xs);
+      xs.clear();
+    }
+  };
+  const std::uint32_t hi = std::bit_cast<std::uint32_t>(20.0f);
+  for (std::uint32_t b = 0; b <= hi; b += 97) {
+    push(std::bit_cast<float>(b));
+    push(-std::bit_cast<float>(b));
+  }
+  push(20.0f);
+  push(-20.0f);
+  constexpr int kGrid = 4'000'000;
+  for (int i = 0; i <= kGrid; ++i) push(static_cast<float>(-20.0 + 40.0 * i / kGrid));
+  for (std::uint32_t b = std::bit_cast<std::uint32_t>(0.5f); b <= std::bit_cast<std::uint32_t>(0.6f); ++b) {
+    push(std::bit_cast<float>(b));
+    push(-std::bit_cast<float>(b));
+  }
+  if (!xs.empty()) f(xs);
+}
+
+std::vector<float> special_values() {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float den_min = std::numeric_limits<float>::denorm_min();
+  std::vector<float> v = {0.0f, -0.0f, inf, -inf, den_min, -den_min, 7 * den_min, -7 * den_min,
+                          std::bit_cast<float>(0x007fffffu), -std::bit_cast<float>(0x007fffffu), FLT_MIN, -FLT_MIN,
+                          1e-30f, -1e-30f, 1e-10f, -1e-10f, 0.55f, -0.55f, std::nextafter(0.55f, 0.0f),
+                          -std::nextafter(0.55f, 0.0f), 1.0f, -1.0f, 9.0f, -9.0f, 9.1f, -9.1f, 10.0f, -10.0f,
+                          15.0f, -15.0f, 87.0f, -87.0f, 88.0f, -88.0f, 88.7f, -88.7f, 88.72f, -88.72f, 89.0f,
+                          -89.0f, 100.0f, -100.0f, 103.0f, -103.0f, 104.0f, -104.0f, 105.0f, -105.0f, 1e6f,
+                          -1e6f, 1e30f, -1e30f, FLT_MAX, -FLT_MAX};
+  return v;
+}
+
+std::vector<float> nan_values() {
+  return {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+          std::bit_cast<float>(0x7fc12345u), std::bit_cast<float>(0xffc00001u),
+          std::bit_cast<float>(0x7f800001u) /* signalling */, std::bit_cast<float>(0xffbfffffu)};
+}
+
+// Subnormal results: sigmoid(x) for x < -87.3 lies below FLT_MIN. Between about -88.7 and -103.9
+// exp(-x) overflows float, so the fragment returns 0 instead of a subnormal of at most 3e-39;
+// there only an absolute error below FLT_MIN is required. Every normal result must be within
+// kMaxUlp.
+constexpr double kMaxUlp = 4.0;
+
+bool underflow_accepted(float got, double want) {
+  return std::fabs(want) < FLT_MIN && !std::isnan(got) && std::fabs(static_cast<double>(got) - want) < FLT_MIN;
+}
+
+double contract_error(float got, double want) { return underflow_accepted(got, want) ? 0.0 : ulp_error(got, want); }
+
+class ActivationTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU (or OS) has no AVX-512F: the fragments cannot run";
+  }
+};
+
+TEST_F(ActivationTest, SweepWithinFourUlp) {
+  const ActivationKernel sigmoid(Op::sigmoid, 12), tanh(Op::tanh, 12), relu(Op::relu, 12);
+  Worst ws, wt;
+  std::size_t relu_bad = 0;
+  float relu_bad_at = 0.0f;
+  for_each_sweep_chunk([&](const std::vector<float>& xs) {
+    const std::vector<float> s = sigmoid(xs), t = tanh(xs), r = relu(xs);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      ws.add(xs[i], s[i], ulp_error(s[i], reference(Op::sigmoid, xs[i])));
+      wt.add(xs[i], t[i], ulp_error(t[i], reference(Op::tanh, xs[i])));
+      if (r[i] != (xs[i] > 0 ? xs[i] : 0.0f)) {
+        ++relu_bad;
+        relu_bad_at = xs[i];
+      }
+    }
+  });
+  const std::string report =
+      fmt::format("sweep of [-20, 20], {} points: sigmoid max {:.3f} ulp at x={:a} ({}), tanh max {:.3f} ulp at "
+                  "x={:a} ({})",
+                  ws.points, ws.ulp, ws.at, ws.at, wt.ulp, wt.at, wt.at);
+  std::printf("%s\n", report.c_str());
+  RecordProperty("sigmoid_max_ulp", fmt::format("{:.3f}", ws.ulp));
+  RecordProperty("tanh_max_ulp", fmt::format("{:.3f}", wt.ulp));
+  EXPECT_LE(ws.ulp, kMaxUlp) << "sigmoid(" << ws.at << ") = " << ws.got << ", want " << reference(Op::sigmoid, ws.at);
+  EXPECT_LE(wt.ulp, kMaxUlp) << "tanh(" << wt.at << ") = " << wt.got << ", want " << reference(Op::tanh, wt.at);
+  EXPECT_EQ(relu_bad, 0u) << "relu wrong, e.g. at x=" << relu_bad_at;
+}
+
+// Beyond the sweep: every 61st bit pattern of |x| in (20, 200] for both functions.
+TEST_F(ActivationTest, WideRangeWithinFourUlpOrUnderflow) {
+  const ActivationKernel sigmoid(Op::sigmoid, 12), tanh(Op::tanh, 12);
+  std::vector<float> xs;
+  for (std::uint32_t b = std::bit_cast<std::uint32_t>(20.0f); b <= std::bit_cast<std::uint32_t>(200.0f); b += 61) {
+    xs.push_back(std::bit_cast<float>(b));
+    xs.push_back(-std::bit_cast<float>(b));
+  }
+  const std::vector<float> s = sigmoid(xs), t = tanh(xs);
+  Worst ws, wt;
+  std::size_t flushed = 0;
+  double flushed_abs = 0.0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double want = reference(Op::sigmoid, xs[i]);
+    if (underflow_accepted(s[i], want) && ulp_error(s[i], want) > kMaxUlp) {
+      ++flushed;
+      flushed_abs = std::max(flushed_abs, std::fabs(static_cast<double>(s[i]) - want));
+    }
+    ws.add(xs[i], s[i], contract_error(s[i], want));
+    wt.add(xs[i], t[i], ulp_error(t[i], reference(Op::tanh, xs[i])));
+  }
+  std::printf("|x| in [20, 200], %zu points: sigmoid max %.3f ulp at x=%a (%zu subnormal results flushed toward 0, "
+              "max abs error %.3g), tanh max %.3f ulp at x=%a\n",
+              ws.points, ws.ulp, ws.at, flushed, flushed_abs, wt.ulp, wt.at);
+  EXPECT_LE(ws.ulp, kMaxUlp) << "sigmoid(" << ws.at << ") = " << ws.got << ", want " << reference(Op::sigmoid, ws.at);
+  EXPECT_LE(wt.ulp, kMaxUlp) << "tanh(" << wt.at << ") = " << wt.got << ", want " << reference(Op::tanh, wt.at);
+}
+
+TEST_F(ActivationTest, SpecialValues) {
+  for (int regs : {1, 12}) {
+    SCOPED_TRACE(fmt::format("{} registers", regs));
+    const ActivationKernel sigmoid(Op::sigmoid, regs), tanh(Op::tanh, regs), relu(Op::relu, regs);
+    const std::vector<float> xs = special_values();
+    const std::vector<float> s = sigmoid(xs), t = tanh(xs), r = relu(xs);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const float x = xs[i];
+      EXPECT_LE(contract_error(s[i], reference(Op::sigmoid, x)), kMaxUlp)
+          << fmt::format("sigmoid({:a} = {}) = {} ({:a}), want {}", x, x, s[i], s[i], reference(Op::sigmoid, x));
+      EXPECT_LE(ulp_error(t[i], reference(Op::tanh, x)), kMaxUlp)
+          << fmt::format("tanh({:a} = {}) = {} ({:a}), want {}", x, x, t[i], t[i], reference(Op::tanh, x));
+      EXPECT_EQ(r[i], x > 0 ? x : 0.0f) << fmt::format("relu({})", x);
+      // tanh is odd down to the sign of zero and of denormals.
+      if (x == 0.0f || std::fabs(x) < FLT_MIN) {
+        EXPECT_EQ(std::signbit(t[i]), std::signbit(x)) << "tanh(" << x << ")";
+      }
+    }
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> ends = {inf, -inf};
+    const std::vector<float> se = sigmoid(ends), te = tanh(ends), re = relu(ends);
+    EXPECT_EQ(se[0], 1.0f);
+    EXPECT_EQ(se[1], 0.0f);
+    EXPECT_EQ(te[0], 1.0f);
+    EXPECT_EQ(te[1], -1.0f);
+    EXPECT_EQ(re[0], inf);
+    EXPECT_EQ(re[1], 0.0f);
+    const std::vector<float> nans = nan_values();
+    const std::vector<float> sn = sigmoid(nans), tn = tanh(nans), rn = relu(nans);
+    for (std::size_t i = 0; i < nans.size(); ++i) {
+      EXPECT_TRUE(std::isnan(sn[i])) << fmt::format("sigmoid(NaN {:#x}) = {}", std::bit_cast<std::uint32_t>(nans[i]), sn[i]);
+      EXPECT_TRUE(std::isnan(tn[i])) << fmt::format("tanh(NaN {:#x}) = {}", std::bit_cast<std::uint32_t>(nans[i]), tn[i]);
+      EXPECT_TRUE(std::isnan(rn[i])) << fmt::format("relu(NaN {:#x}) = {}", std::bit_cast<std::uint32_t>(nans[i]), rn[i]);
+    }
+  }
+}
+
+// NaN mixed into a register with finite lanes stays in its lane.
+TEST_F(ActivationTest, NaNStaysInItsLane) {
+  const ActivationKernel sigmoid(Op::sigmoid, 12), tanh(Op::tanh, 12), relu(Op::relu, 12);
+  std::vector<float> xs(12 * 16);
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    xs[i] = i % 5 == 2 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(i) * 0.37f - 30.0f;
+  const std::vector<float> s = sigmoid(xs), t = tanh(xs), r = relu(xs);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_EQ(std::isnan(s[i]), std::isnan(xs[i])) << i;
+    EXPECT_EQ(std::isnan(t[i]), std::isnan(xs[i])) << i;
+    EXPECT_EQ(std::isnan(r[i]), std::isnan(xs[i])) << i;
+  }
+}
+
+// The table's constants are what the comments claim.
+TEST(ActivationConstants, Table) {
+  const float* c = x64::activation_constants();
+  auto at = [&](x64::Constant k) { return c[static_cast<int>(k)]; };
+  EXPECT_EQ(at(x64::Constant::one), 1.0f);
+  EXPECT_EQ(at(x64::Constant::two), 2.0f);
+  EXPECT_EQ(at(x64::Constant::zero), 0.0f);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(at(x64::Constant::sign_mask)), 0x80000000u);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(at(x64::Constant::abs_mask)), 0x7fffffffu);
+  // ln2_hi + ln2_lo is ln 2 to well beyond float precision, and ln2_hi has few enough bits that
+  // n * ln2_hi is exact for the |n| <= 150 the clamps allow.
+  EXPECT_NEAR(static_cast<double>(at(x64::Constant::ln2_hi)) + at(x64::Constant::ln2_lo), std::log(2.0), 1e-11);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(at(x64::Constant::ln2_hi)) & 0x3fffu, 0u);
+  // tanh saturates to exactly 1 in float from the clamp on.
+  EXPECT_EQ(static_cast<float>(std::tanh(static_cast<double>(at(x64::Constant::tanh_clamp)))), 1.0f);
+}
+
+}  // namespace
+}  // namespace rnnjit::test

@@ -1,0 +1,600 @@
+// Every generated AVX-512 gate kernel against its scalar twin (kernels/gate_reference.hpp):
+// cells x {forward inference, forward training, backward} x H (tails around the vector width
+// of 16, primes, a large one) x rows x ld_h in {H, 2H} (bidirectional layout) x every unroll the
+// emitters allow, plus launches covering only part of the hidden units (cols < H).
+//
+// Every array lives in its own GuardedBuffer of exactly the extent the kernel may touch, run
+// once with the guard page after the end and once with it before the start, so a single
+// element read or written out of bounds faults. Inputs are write-protected. Elements a kernel
+// must not write (columns between cols and ld_h, the reserve in inference, inputs-only carries)
+// must keep their bits. LSTM forward is also run in place (c_out == c_prev).
+//
+// Also: generated code is never writable and executable at once, and the emitters refuse
+// descriptors they cannot encode.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <xbyak/xbyak_util.h>
+
+#include "codegen/kernel_args.hpp"
+#include "codegen/kernel_desc.hpp"
+#include "codegen/x64/gate_emitter.hpp"
+#include "kernels/gate_reference.hpp"
+#include "rnnjit/error.hpp"
+#include "runtime/kernel.hpp"
+#include "tests/guarded_buffer.hpp"
+
+namespace rnnjit {
+// How gtest shows a parameter (found by ADL); its default, a hex dump, is slow for 3500 cases.
+void PrintTo(const KernelDesc& d, std::ostream* os) { *os << describe(d); }
+}  // namespace rnnjit
+
+namespace rnnjit::test {
+namespace {
+
+bool cpu_has_avx512() {
+  static const bool has = [] {
+    Xbyak::util::Cpu cpu;
+    return cpu.has(Xbyak::util::Cpu::tAVX512F);  // Xbyak also checks that the OS saves zmm state
+  }();
+  return has;
+}
+
+KernelDesc gate_desc(CellKind cell, Pass pass, bool training, std::uint32_t H, std::uint32_t N, std::uint32_t ld,
+                     std::uint32_t unroll, std::uint32_t cols = 0, Isa isa = Isa::avx512) {
+  KernelDesc d;
+  d.isa = static_cast<std::uint8_t>(isa);
+  d.cell = static_cast<std::uint8_t>(cell);
+  d.pass = static_cast<std::uint8_t>(pass);
+  d.training = training;
+  d.hidden = H;
+  d.rows = N;
+  d.ld_h = ld;
+  d.unroll = unroll;
+  d.cols = cols ? cols : H;
+  return d;
+}
+
+// ---- The arrays of one launch ----------------------------------------------------------------
+
+enum class Role {
+  input,      // read only (write-protected)
+  inout,      // read and written where touched
+  output,     // written where touched; starts as the sentinel
+  untouched,  // must not be written at all; starts as the sentinel
+};
+
+// A row-major array: `blocks` gate blocks of H columns per row of `stride` elements; the kernel
+// touches columns [0, cols) of every block of every row.
+struct Array {
+  std::string name;
+  Role role;
+  std::size_t stride;
+  int blocks;
+  std::vector<float> init;  // contents before the launch
+
+  std::size_t extent(const KernelDesc& d) const {
+    return (d.rows - 1) * stride + static_cast<std::size_t>(blocks - 1) * d.hidden + d.cols;
+  }
+  bool touched(const KernelDesc& d, std::size_t i) const {
+    const std::size_t in_row = stride ? i % stride : i;
+    return in_row < static_cast<std::size_t>(blocks) * d.hidden && in_row % d.hidden < d.cols;
+  }
+};
+
+constexpr std::uint32_t kSentinelBits = 0x7fa0beefu;  // a signalling NaN: reading it poisons results
+const float kSentinel = std::bit_cast<float>(kSentinelBits);
+
+struct Launch {
+  KernelDesc desc;
+  std::map<std::string, Array> arrays;  // absent arrays are not in the map (their pointer is null)
+
+  void add(const std::string& name, Role role, std::size_t stride, int blocks,
+           const std::function<float(int block)>& value = {}) {
+    Array a{name, role, stride, blocks, {}};
+    a.init.resize(a.extent(desc));
+    for (std::size_t i = 0; i < a.init.size(); ++i) {
+      const std::size_t in_row = stride ? i % stride : i;
+      a.init[i] = role == Role::output || role == Role::untouched ? kSentinel
+                                                                  : value(static_cast<int>(in_row / desc.hidden));
+    }
+    arrays.emplace(name, std::move(a));
+  }
+};
+
+Launch make_launch(const KernelDesc& d) {
+  Launch l{d, {}};
+  std::mt19937 rng(static_cast<std::uint32_t>(KernelDescHash{}(d)));
+  auto uniform = [&](float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); };
+  auto range = [&](float lo, float hi) { return [&, lo, hi](int) { return uniform(lo, hi); }; };
+  const std::size_t H = d.hidden, G = static_cast<std::size_t>(d.gates()), R = static_cast<std::size_t>(d.reserve_gates());
+  const CellKind cell = d.cell_kind();
+  const bool lstm = cell == CellKind::lstm, gru = cell == CellKind::gru, rnn = !lstm && !gru;
+  if (d.pass_kind() == Pass::forward) {
+    l.add("gx", Role::input, G * H, static_cast<int>(G), range(-2, 2));
+    l.add("gh", Role::input, G * H, static_cast<int>(G), range(-2, 2));
+    l.add("bias_ih", Role::input, 0, static_cast<int>(G), range(-1, 1));
+    l.add("bias_hh", Role::input, 0, static_cast<int>(G), range(-1, 1));
+    l.add("h_prev", Role::input, d.ld_h, 1, range(-1, 1));
+    if (lstm) l.add("c_prev", Role::input, H, 1, range(-2, 2));
+    l.add("h_out", Role::output, d.ld_h, 1);
+    if (lstm) l.add("c_out", Role::output, H, 1);
+    // The reserve: only LSTM and GRU training forwards write it.
+    l.add("gates", d.training && !rnn ? Role::output : Role::untouched, R * H, static_cast<int>(R));
+  } else {
+    l.add("dy", Role::input, d.ld_h, 1, range(-1, 1));
+    if (cell == CellKind::rnn_tanh) l.add("h", Role::input, d.ld_h, 1, range(-1, 1));
+    if (cell == CellKind::rnn_relu) l.add("h", Role::input, d.ld_h, 1, [&](int) { return std::max(0.0f, uniform(-1, 1)); });
+    if (gru) l.add("h_prev", Role::input, d.ld_h, 1, range(-1, 1));
+    if (lstm) {
+      l.add("c", Role::input, H, 1, range(-2, 2));
+      l.add("c_prev", Role::input, H, 1, range(-2, 2));
+    }
+    // The forward's activations: LSTM i, f, g, o; GRU r, z, hn, n; RNN nothing (output only).
+    l.add("gates", Role::inout, R * H, static_cast<int>(R), [&](int block) {
+      if (lstm) return block == 2 ? uniform(-1, 1) : uniform(0, 1);
+      if (gru) return block == 2 ? uniform(-3, 3) : block == 3 ? uniform(-1, 1) : uniform(0, 1);
+      return uniform(-4, 4);
+    });
+    l.add("dh_carry", gru ? Role::inout : Role::input, H, 1, range(-1, 1));
+    if (lstm) l.add("dc_carry", Role::inout, H, 1, range(-1, 1));
+  }
+  return l;
+}
+
+// ---- Tolerances ------------------------------------------------------------------------------
+//
+// Kernel and twin compute the same formulas in float; they differ in three ways, each bounded
+// per element from the element's own operands (first-order forward error analysis; u = 2^-24
+// is the unit roundoff, |x| u bounds the rounding of a result x):
+//  * activations: the fragments are within 4 ulp (tests/test_activations.cpp), the twin's
+//    tanhf and 1 / (1 + expf(-x)) within about 2; an ulp is at most 2u relative, so the same
+//    input gives activations differing by at most A = 12u |value|.
+//  * the order of the four pre-activation addends: ((gx + gh) + b_ih) + b_hh against
+//    ((gx + b_ih) + gh) + b_hh, 3 roundings each side at partial sums of at most
+//    P = |gx| + |gh| + |b_ih| + |b_hh|: 6u P, carried through the activation by its slope.
+//  * fused multiply-adds (f c_prev + i g, 1 - x^2, r hn + x, z d + n) round once where the twin
+//    rounds twice or three times, and products are associated differently: a few u times the
+//    magnitude of each partial product, as noted at each formula.
+// Errors then propagate through the cell's math by its partial derivatives. The comparison
+// allows twice the first-order bound (second-order terms are below u^2, the factor 2 is
+// margin for the bounds' own rounding) plus 4u |value| (two roundings of the output itself,
+// even where both sides evaluate the same expression, in case the compiler contracts the
+// twin's a * b + c).
+constexpr double kU = 0x1p-24;
+constexpr double kAct = 12 * kU;
+
+using Bounds = std::map<std::string, std::vector<double>>;
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+Bounds error_bounds(const Launch& l) {
+  const KernelDesc& d = l.desc;
+  const std::size_t H = d.hidden;
+  Bounds b;
+  for (const auto& [name, a] : l.arrays)
+    if (a.role == Role::output || a.role == Role::inout) b[name].assign(a.init.size(), 0.0);
+  // Element (row n, gate block g, column j) of an array, and its bound.
+  auto in = [&](const char* name, std::size_t n, std::size_t g, std::size_t j) -> double {
+    const Array& a = l.arrays.at(name);
+    return a.init[n * a.stride + g * H + j];
+  };
+  auto bound = [&](const char* name, std::size_t n, std::size_t g, std::size_t j) -> double& {
+    return b.at(name)[n * l.arrays.at(name).stride + g * H + j];
+  };
+  const bool training_reserve = d.training && (d.cell_kind() == CellKind::lstm || d.cell_kind() == CellKind::gru);
+  for (std::size_t n = 0; n < d.rows; ++n)
+    for (std::size_t j = 0; j < d.cols; ++j) {
+      if (d.pass_kind() == Pass::forward) {
+        auto pre = [&](std::size_t g) { return in("gx", n, g, j) + in("gh", n, g, j) + in("bias_ih", 0, g, j) + in("bias_hh", 0, g, j); };
+        auto dpre = [&](std::size_t g) {
+          return 6 * kU * (std::fabs(in("gx", n, g, j)) + std::fabs(in("gh", n, g, j)) + std::fabs(in("bias_ih", 0, g, j)) +
+                           std::fabs(in("bias_hh", 0, g, j)));
+        };
+        auto sig = [&](std::size_t g, double& v) { v = sigmoid(pre(g)); return v * (1 - v) * dpre(g) + kAct * v; };
+        auto th = [&](std::size_t g, double& v) { v = std::tanh(pre(g)); return (1 - v * v) * dpre(g) + kAct * std::fabs(v); };
+        switch (d.cell_kind()) {
+          case CellKind::rnn_relu: bound("h_out", n, 0, j) = dpre(0); break;
+          case CellKind::rnn_tanh: { double h; bound("h_out", n, 0, j) = th(0, h); break; }
+          case CellKind::lstm: {
+            double i, f, g, o;
+            const double di = sig(0, i), df = sig(1, f), dg = th(2, g), dO = sig(3, o);
+            const double cp = in("c_prev", n, 0, j), c = f * cp + i * g;
+            // c = f c_prev + i g: kernel rounds f c_prev and the fma, the twin both products and the sum.
+            const double dc = std::fabs(cp) * df + std::fabs(g) * di + i * dg + 3 * kU * (std::fabs(f * cp) + std::fabs(i * g));
+            const double t = std::tanh(c), dt = (1 - t * t) * dc + kAct * std::fabs(t);
+            bound("c_out", n, 0, j) = dc;
+            bound("h_out", n, 0, j) = std::fabs(t) * dO + o * dt;
+            if (training_reserve) {
+              bound("gates", n, 0, j) = di;
+              bound("gates", n, 1, j) = df;
+              bound("gates", n, 2, j) = dg;
+              bound("gates", n, 3, j) = dO;
+            }
+            break;
+          }
+          case CellKind::gru: {
+            double r, z;
+            const double dr = sig(0, r), dz = sig(1, z);
+            const double hn = in("gh", n, 2, j) + in("bias_hh", 0, 2, j);  // same two operands, same order: exact match
+            const double x = in("gx", n, 2, j) + in("bias_ih", 0, 2, j);   // likewise
+            // pre_n = x + r hn: one fma in the kernel, a product and a sum in the twin.
+            const double dpn = std::fabs(hn) * dr + 3 * kU * (std::fabs(x) + std::fabs(r * hn));
+            const double nn = std::tanh(x + r * hn), dn = (1 - nn * nn) * dpn + kAct * std::fabs(nn);
+            // h = n + z (h_prev - n): dh/dn = 1 - z, dh/dz = h_prev - n; one sub and an fma against
+            // a sub, a product and a sum.
+            const double dd = in("h_prev", n, 0, j) - nn;
+            bound("h_out", n, 0, j) = (1 - z) * dn + std::fabs(dd) * dz + 4 * kU * std::fabs(z * dd);
+            if (training_reserve) {
+              bound("gates", n, 0, j) = dr;
+              bound("gates", n, 1, j) = dz;
+              bound("gates", n, 2, j) = 0;
+              bound("gates", n, 3, j) = dn;
+            }
+            break;
+          }
+        }
+      } else {
+        const double dh = in("dy", n, 0, j) + in("dh_carry", n, 0, j);
+        switch (d.cell_kind()) {
+          case CellKind::rnn_relu: bound("gates", n, 0, j) = 0; break;  // dh or 0 on both sides
+          case CellKind::rnn_tanh: {
+            // dh (1 - h^2): 1 - h^2 fused in the kernel; the twin rounds h^2 (u h^2) and the difference.
+            const double h = in("h", n, 0, j);
+            bound("gates", n, 0, j) = std::fabs(dh) * (kU * h * h + 2 * kU * (1 - h * h));
+            break;
+          }
+          case CellKind::lstm: {
+            const double i = in("gates", n, 0, j), f = in("gates", n, 1, j), g = in("gates", n, 2, j), o = in("gates", n, 3, j);
+            const double cp = in("c_prev", n, 0, j), tc = std::tanh(in("c", n, 0, j)), dtc = kAct * std::fabs(tc);
+            // s = 1 - tanh(c)^2: fused in the kernel, two roundings in the twin.
+            const double s = 1 - tc * tc, ds = 2 * std::fabs(tc) * dtc + kU * tc * tc + 2 * kU * s;
+            // dc = dc_carry + (dh o) s: an fma against a product and a sum.
+            const double dc = in("dc_carry", n, 0, j) + dh * o * s;
+            const double ddc = std::fabs(dh * o) * ds + 2 * kU * (std::fabs(dh * o * s) + std::fabs(dc));
+            // Products of four factors associated differently (and i (1 - i) fused): 8u.
+            bound("gates", n, 0, j) = std::fabs(g * i * (1 - i)) * ddc + 8 * kU * std::fabs(dc * g * i * (1 - i));
+            bound("gates", n, 1, j) = std::fabs(cp * f * (1 - f)) * ddc + 8 * kU * std::fabs(dc * cp * f * (1 - f));
+            bound("gates", n, 2, j) = std::fabs(i * (1 - g * g)) * ddc + std::fabs(dc * i) * (kU * g * g + 2 * kU * (1 - g * g)) +
+                                      6 * kU * std::fabs(dc * i * (1 - g * g));
+            bound("gates", n, 3, j) = std::fabs(dh * o * (1 - o)) * dtc + 8 * kU * std::fabs(dh * tc * o * (1 - o));
+            bound("dc_carry", n, 0, j) = f * ddc + 2 * kU * std::fabs(dc * f);
+            break;
+          }
+          case CellKind::gru: {
+            const double r = in("gates", n, 0, j), z = in("gates", n, 1, j), hn = in("gates", n, 2, j), nn = in("gates", n, 3, j);
+            // dn = dh (1 - z)(1 - n^2): the kernel forms dh - dh z and fuses 1 - n^2; the twin rounds
+            // 1 - z, dh (1 - z), n^2, 1 - n^2 and the product.
+            const double s = 1 - nn * nn, dn = dh * (1 - z) * s;
+            const double ddn = s * 3 * kU * std::fabs(dh) * (std::fabs(z) + std::fabs(1 - z)) +
+                               std::fabs(dh * (1 - z)) * (kU * nn * nn + 2 * kU * s) + 2 * kU * std::fabs(dn);
+            bound("gates", n, 0, j) = std::fabs(hn * r * (1 - r)) * ddn + 8 * kU * std::fabs(dn * hn * r * (1 - r));
+            bound("gates", n, 1, j) = 8 * kU * std::fabs(dh * (in("h_prev", n, 0, j) - nn) * z * (1 - z));
+            bound("gates", n, 2, j) = r * ddn + 2 * kU * std::fabs(dn * r);
+            bound("gates", n, 3, j) = ddn;
+            bound("dh_carry", n, 0, j) = 0;  // dh z on both sides
+            break;
+          }
+        }
+      }
+    }
+  return b;
+}
+
+double tolerance(double bound, double want) { return 2 * bound + 4 * kU * std::fabs(want); }
+
+// Largest error seen per cell and pass: in units of u, and as a fraction of its tolerance
+// (printed at the end of the run).
+struct Worst {
+  double u = 0.0, ratio = 0.0;
+  void add(const Worst& o) { u = std::max(u, o.u); ratio = std::max(ratio, o.ratio); }
+};
+
+std::map<std::string, Worst>& worst_errors() {
+  static std::map<std::string, Worst> m;
+  return m;
+}
+
+std::string family(const KernelDesc& d) {
+  return fmt::format("{}_{}", to_string(d.cell_kind()),
+                     d.pass_kind() == Pass::backward ? "bwd" : (d.training ? "fwd_train" : "fwd"));
+}
+
+class PrintWorstErrors : public testing::Environment {
+ public:
+  void TearDown() override {
+    if (worst_errors().empty()) return;
+    std::printf("largest |kernel - twin| per family: in units of u = 2^-24, and as a fraction of its tolerance\n");
+    for (const auto& [name, w] : worst_errors()) std::printf("  %-20s %8.2f u  %6.3f\n", name.c_str(), w.u, w.ratio);
+  }
+};
+[[maybe_unused]] testing::Environment* const kPrintWorst = testing::AddGlobalTestEnvironment(new PrintWorstErrors);
+
+// Pointers of one launch, from a name -> data map (absent: null).
+template <typename Get>
+void run(const CompiledKernel* kernel, const KernelDesc& d, Get&& ptr) {
+  if (d.pass_kind() == Pass::forward) {
+    GateForwardArgs a{ptr("gx"), ptr("gh"), ptr("bias_ih"), ptr("bias_hh"), ptr("h_prev"), ptr("c_prev"),
+                      ptr("h_out"), ptr("c_out"), ptr("gates")};
+    if (kernel) (*kernel)(&a);
+    else gate_forward_reference(d, a);
+  } else {
+    GateBackwardArgs a{ptr("dy"), ptr("h"), ptr("h_prev"), ptr("c"), ptr("c_prev"), ptr("gates"), ptr("dh_carry"),
+                       ptr("dc_carry")};
+    if (kernel) (*kernel)(&a);
+    else gate_backward_reference(d, a);
+  }
+}
+
+// The twin's results on plain vectors.
+std::map<std::string, std::vector<float>> reference(const Launch& l) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, a] : l.arrays) out[name] = a.init;
+  run(nullptr, l.desc, [&](const std::string& name) -> float* {
+    auto it = out.find(name);
+    return it == out.end() ? nullptr : it->second.data();
+  });
+  return out;
+}
+
+// Compares one array after the kernel ran.
+Worst check_array(const KernelDesc& d, const Array& a, std::span<const float> got, const std::vector<float>& want,
+                  const std::vector<double>* bound, const std::string& where) {
+  Worst worst;
+  int failures = 0;
+  for (std::size_t i = 0; i < got.size() && failures < 5; ++i) {
+    const std::size_t row = a.stride ? i / a.stride : 0, in_row = a.stride ? i % a.stride : i;
+    auto at = [&] {
+      return fmt::format("{} {}[row {}, gate {}, col {}]", where, a.name, row, in_row / d.hidden, in_row % d.hidden);
+    };
+    if (a.role == Role::input || a.role == Role::untouched || !a.touched(d, i)) {
+      if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(a.init[i])) {
+        ADD_FAILURE() << at() << " was written (" << got[i] << ", was " << a.init[i] << ") but must not be";
+        ++failures;
+      }
+      continue;
+    }
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double tol = tolerance(bound->at(i), want[i]);
+    if (!(err <= tol)) {
+      ADD_FAILURE() << at() << " = " << got[i] << ", twin " << want[i] << ", |diff| = " << err / kU
+                    << " u, tolerance " << tol / kU << " u";
+      ++failures;
+      continue;
+    }
+    worst.add({err / kU, tol > 0 ? err / tol : 0.0});
+  }
+  return worst;
+}
+
+Worst check_all(const Launch& l, const std::map<std::string, std::vector<float>>& want, const Bounds& bounds,
+                const std::function<std::span<const float>(const std::string&)>& got, const std::string& where) {
+  Worst worst;
+  for (const auto& [name, a] : l.arrays) {
+    const auto b = bounds.find(name);
+    worst.add(check_array(l.desc, a, got(name), want.at(name), b == bounds.end() ? nullptr : &b->second, where));
+  }
+  return worst;
+}
+
+// Runs the kernel on guarded copies of the launch's arrays and checks every array.
+Worst run_guarded(const CompiledKernel& k, const Launch& l, const std::map<std::string, std::vector<float>>& want,
+                  const Bounds& bounds, Guard guard) {
+  std::map<std::string, GuardedBuffer> bufs;
+  for (const auto& [name, a] : l.arrays) {
+    GuardedBuffer b(a.init.size(), guard);
+    b.assign(a.init);
+    if (a.role == Role::input) b.read_only();
+    bufs.emplace(name, std::move(b));
+  }
+  run(&k, l.desc, [&](const std::string& name) -> float* {
+    auto it = bufs.find(name);
+    return it == bufs.end() ? nullptr : it->second.data();
+  });
+  return check_all(l, want, bounds, [&](const std::string& name) { return std::as_const(bufs.at(name)).span(); },
+                   guard == Guard::after ? "[guard after]" : "[guard before]");
+}
+
+// LSTM forward with c_out == c_prev: one buffer "c", read then overwritten element by element.
+Worst run_in_place(const CompiledKernel& k, const Launch& l, Bounds bounds) {
+  Launch in_place = l;
+  Array c = l.arrays.at("c_prev");
+  c.name = "c (c_prev == c_out)";
+  c.role = Role::inout;
+  in_place.arrays.erase("c_prev");
+  in_place.arrays.erase("c_out");
+  in_place.arrays.emplace("c", c);
+  bounds["c"] = bounds.at("c_out");
+  std::map<std::string, std::vector<float>> want;
+  for (const auto& [name, a] : in_place.arrays) want[name] = a.init;
+  auto ptr_of = [](auto& m) {
+    return [&m](const std::string& name) -> float* {
+      auto it = m.find(name == "c_prev" || name == "c_out" ? std::string("c") : name);
+      return it == m.end() ? nullptr : it->second.data();
+    };
+  };
+  run(nullptr, l.desc, ptr_of(want));
+  std::map<std::string, GuardedBuffer> bufs;
+  for (const auto& [name, a] : in_place.arrays) {
+    GuardedBuffer b(a.init.size());
+    b.assign(a.init);
+    if (a.role == Role::input) b.read_only();
+    bufs.emplace(name, std::move(b));
+  }
+  run(&k, l.desc, ptr_of(bufs));
+  return check_all(in_place, want, bounds, [&](const std::string& name) { return std::as_const(bufs.at(name)).span(); },
+                   "[in place]");
+}
+
+// ---- The sweep -------------------------------------------------------------------------------
+
+std::vector<KernelDesc> sweep() {
+  std::vector<KernelDesc> descs;
+  struct PassMode {
+    Pass pass;
+    bool training;
+  };
+  const PassMode passes[] = {{Pass::forward, false}, {Pass::forward, true}, {Pass::backward, false}};
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+    for (const PassMode& pm : passes) {
+      const int max_unroll = x64::max_gate_unroll(cell, pm.pass);
+      for (std::uint32_t H : {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, 800})
+        for (std::uint32_t N : {1, 3, 5})
+          for (std::uint32_t ld : {H, 2 * H})
+            for (int u = 1; u <= max_unroll; ++u) descs.push_back(gate_desc(cell, pm.pass, pm.training, H, N, ld, u));
+      // Launches over part of the hidden units (the pointers start at the first unit covered).
+      for (std::uint32_t H : {33, 100, 800})
+        for (std::uint32_t cols : {1, 15, 16, 17, 47, 64})
+          if (cols < H)
+            for (std::uint32_t ld : {H, 2 * H})
+              descs.push_back(gate_desc(cell, pm.pass, pm.training, H, 3, ld, max_unroll, cols));
+    }
+  return descs;
+}
+
+class GateKernel : public testing::TestWithParam<KernelDesc> {};
+
+TEST_P(GateKernel, MatchesScalarTwin) {
+  const KernelDesc& d = GetParam();
+  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU (or OS) has no AVX-512F: generated kernels cannot run";
+  const CompiledKernel kernel(d);
+  ASSERT_FALSE(kernel.code().empty()) << "no generated code for an avx512 descriptor";
+  const Launch l = make_launch(d);
+  const auto want = reference(l);
+  const Bounds bounds = error_bounds(l);
+  Worst worst = run_guarded(kernel, l, want, bounds, Guard::after);
+  worst.add(run_guarded(kernel, l, want, bounds, Guard::before));
+  if (d.cell_kind() == CellKind::lstm && d.pass_kind() == Pass::forward) worst.add(run_in_place(kernel, l, bounds));
+  RecordProperty("max_error_u", fmt::format("{:.2f}", worst.u));
+  RecordProperty("max_error_over_tolerance", fmt::format("{:.3f}", worst.ratio));
+  worst_errors()[family(d)].add(worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, GateKernel, testing::ValuesIn(sweep()),
+                         [](const testing::TestParamInfo<KernelDesc>& info) { return kernel_name(info.param); });
+
+// ---- The guard pages themselves ------------------------------------------------------------
+
+TEST(GuardedBufferDeathTest, FaultsOneElementOutside) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (std::size_t n : {1u, 5u, 1024u, 1500u}) {
+    GuardedBuffer after(n, Guard::after), before(n, Guard::before);
+    after.fill(1.0f);
+    before.fill(2.0f);
+    EXPECT_EQ(after[n - 1] + after[0], 2.0f);  // both ends accessible
+    EXPECT_EQ(before[n - 1] + before[0], 4.0f);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(after.data() + n) % GuardedBuffer::page_size(), 0u);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(before.data()) % GuardedBuffer::page_size(), 0u);
+    EXPECT_DEATH(static_cast<void>(*static_cast<volatile float*>(after.data() + n)), "") << n;
+    EXPECT_DEATH(static_cast<void>(*static_cast<volatile float*>(before.data() - 1)), "") << n;
+    after.read_only();
+    EXPECT_EQ(after[n - 1], 1.0f);
+    EXPECT_DEATH(*static_cast<volatile float*>(after.data()) = 0.0f, "") << n;
+    after.writable();
+    after[0] = 3.0f;
+    EXPECT_EQ(after[0], 3.0f);
+  }
+}
+
+// ---- W^X ---------------------------------------------------------------------------------------
+
+struct Mapping {
+  std::uintptr_t begin, end;
+  std::string perms, line;
+};
+
+std::vector<Mapping> mappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::vector<Mapping> out;
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream s(line);
+    std::string range, perms;
+    s >> range >> perms;
+    const auto dash = range.find('-');
+    out.push_back({std::stoull(range.substr(0, dash), nullptr, 16), std::stoull(range.substr(dash + 1), nullptr, 16),
+                   perms, line});
+  }
+  return out;
+}
+
+TEST(GateKernelCode, NeverWritableAndExecutable) {
+  // Generating needs no AVX-512, only running does: this test runs on any x86-64.
+  std::vector<std::unique_ptr<CompiledKernel>> kernels;
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+    for (Pass pass : {Pass::forward, Pass::backward})
+      kernels.push_back(std::make_unique<CompiledKernel>(gate_desc(cell, pass, pass == Pass::forward, 100, 3, 200, 2)));
+  const std::vector<Mapping> maps = mappings();
+  ASSERT_FALSE(maps.empty()) << "cannot read /proc/self/maps";
+  for (const auto& k : kernels) {
+    const auto code = reinterpret_cast<std::uintptr_t>(k->code().data());
+    ASSERT_NE(code, 0u);
+    const auto it = std::find_if(maps.begin(), maps.end(), [&](const Mapping& m) { return m.begin <= code && code < m.end; });
+    ASSERT_NE(it, maps.end()) << k->name() << ": its code is in no mapping";
+    EXPECT_EQ(it->perms.substr(0, 3), "r-x") << k->name() << ": " << it->line;
+    // The whole code (constant table included) lies in that one mapping.
+    EXPECT_LE(code + k->code().size(), it->end) << k->name();
+  }
+  for (const Mapping& m : maps)
+    EXPECT_FALSE(m.perms.find('w') != std::string::npos && m.perms.find('x') != std::string::npos)
+        << "writable and executable: " << m.line;
+}
+
+// ---- Refusals ----------------------------------------------------------------------------------
+
+void expect_refused(const KernelDesc& d, const std::string& needle) {
+  try {
+    x64::emit_gate_kernel(d);
+    ADD_FAILURE() << describe(d) << ": emitted, but must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << describe(d) << ": " << e.what();
+  }
+}
+
+TEST(GateKernelRefusals, MoreRegistersThanExist) {
+  // Slot registers per unrolled vector: forward LSTM/GRU 4, RNN 1; backward LSTM/GRU 8, RNN 3.
+  expect_refused(gate_desc(CellKind::lstm, Pass::backward, false, 64, 2, 64, 3), "registers");
+  expect_refused(gate_desc(CellKind::gru, Pass::backward, false, 64, 2, 64, 3), "registers");
+  expect_refused(gate_desc(CellKind::lstm, Pass::forward, true, 64, 2, 64, 5), "registers");
+  expect_refused(gate_desc(CellKind::gru, Pass::forward, false, 64, 2, 64, 5), "registers");
+  expect_refused(gate_desc(CellKind::rnn_tanh, Pass::backward, false, 64, 2, 64, 6), "registers");
+  expect_refused(gate_desc(CellKind::rnn_relu, Pass::forward, false, 64, 2, 64, 17), "registers");
+  // Through the runtime too.
+  EXPECT_THROW(CompiledKernel(gate_desc(CellKind::lstm, Pass::backward, false, 64, 2, 64, 3)), Error);
+  // What max_gate_unroll promises is accepted.
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+    for (Pass pass : {Pass::forward, Pass::backward})
+      EXPECT_NO_THROW(x64::emit_gate_kernel(gate_desc(cell, pass, false, 64, 2, 64, x64::max_gate_unroll(cell, pass))))
+          << to_string(cell);
+}
+
+TEST(GateKernelRefusals, IsaOtherThanAvx512) {
+  for (Isa isa : {Isa::avx2, Isa::reference})
+    expect_refused(gate_desc(CellKind::lstm, Pass::forward, false, 64, 2, 64, 1, 0, isa), "isa");
+  // The runtime binds the scalar twin instead: no generated code.
+  const CompiledKernel twin(gate_desc(CellKind::lstm, Pass::forward, false, 64, 2, 64, 1, 0, Isa::reference));
+  EXPECT_TRUE(twin.code().empty());
+}
+
+TEST(GateKernelRefusals, ZeroUnroll) {
+  expect_refused(gate_desc(CellKind::lstm, Pass::forward, false, 64, 2, 64, 0), "unroll");
+}
+
+}  // namespace
+}  // namespace rnnjit::test

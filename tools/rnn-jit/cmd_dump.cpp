@@ -1,0 +1,211 @@
+// rnn-jit dump: the generated code of a plan's kernels, compiled through the process-wide cache
+// exactly as `rnn-jit run`/`demo` would compile them.
+//
+//   --format asm   Zydis disassembly (Intel syntax, offsets, the kernel's name as header)
+//   --format hex   the code bytes, 16 per line, each line starting with its offset
+//   --format bin   the raw bytes (to a file with -o, or to stdout when it is not a terminal)
+//
+// Without -o everything goes to stdout, each kernel under a line "== <name> ==" (raw bytes are
+// written bare, so --format bin to stdout takes a single kernel); with -o DIR, one file per
+// kernel, <name>.asm / <name>.hex / <name>.bin. Kernels without generated code (the scalar
+// twins that an ISA without an emitter runs) are dumped as a line saying so.
+//
+// --target cuda is parsed (with --format cu|ptx) but not built yet: see dump_cuda().
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "codegen/plan.hpp"
+#include "codegen/planner.hpp"
+#include "runtime/cache.hpp"
+#include "runtime/kernel.hpp"
+#include "tools/rnn-jit/cli_common.hpp"
+
+namespace rnnjit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Format { assembly, hex, bin, cu, ptx };
+
+struct DumpFlags {
+  ConfigFlags config = ds2_config_flags();
+  ShapeFlags shape = ds2_shape_flags();
+  std::string target;  // empty: the detected ISA
+  std::string kernel = "all";
+  std::string format = "asm";
+  std::string out;
+};
+
+Format parse_format(const std::string& name, bool cuda) {
+  if (name == "asm") return Format::assembly;
+  if (name == "hex") return Format::hex;
+  if (name == "bin") return Format::bin;
+  if (name == "cu" || name == "ptx") {
+    if (!cuda) throw UsageError(fmt::format("--format {} is only valid with --target cuda (expected asm, hex or bin)", name));
+    return name == "cu" ? Format::cu : Format::ptx;
+  }
+  throw UsageError(fmt::format("--format: unknown format '{}' (expected asm, hex or bin; cu or ptx for --target cuda)",
+                               name));
+}
+
+const char* extension(Format f) {
+  switch (f) {
+    case Format::assembly: return "asm";
+    case Format::hex: return "hex";
+    case Format::bin: return "bin";
+    case Format::cu: return "cu";
+    case Format::ptx: return "ptx";
+  }
+  return "out";
+}
+
+// The one place the CUDA target plugs in: plan for the device, generate CUDA source (cu), or
+// compile it with NVRTC (ptx), and write it like the CPU kernels below.
+[[noreturn]] void dump_cuda(const RnnConfig&, const Shape&, Mode, Format, const DumpFlags&) {
+  throw Error("the CUDA target is not built into this rnn-jit");
+}
+
+std::string no_code_message(const CompiledKernel& k) {
+  return fmt::format("{}: no generated code: the scalar reference twin (kernels/) runs instead (isa {})", k.name(),
+                     to_string(k.desc().isa_kind()));
+}
+
+std::string hex_text(const CompiledKernel& k) {
+  const std::span<const std::uint8_t> code = k.code();
+  if (code.empty()) return "# " + no_code_message(k) + "\n";
+  std::string out = fmt::format("# {}: {} bytes: {} of instructions, then {} of constant data\n", k.name(), code.size(),
+                                k.text_size(), code.size() - k.text_size());
+  for (std::size_t line = 0; line < code.size(); line += 16) {
+    out += fmt::format("{:08x}:", line);
+    for (std::size_t i = line; i < code.size() && i < line + 16; ++i) out += fmt::format(" {:02x}", code[i]);
+    out += '\n';
+  }
+  return out;
+}
+
+std::string text_of(const CompiledKernel& k, Format f) {
+  return f == Format::assembly ? k.disassembly() : hex_text(k);
+}
+
+void write_file(const fs::path& path, const void* data, std::size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (out) out.close();
+  if (!out) throw Error(fmt::format("{}: cannot write", path.string()));
+}
+
+int dump(const DumpFlags& f) {
+  const RnnConfig config = build_config(f.config);
+  const Shape shape = build_shape(f.shape);
+  const Mode mode = build_mode(f.shape);
+  validate_flags(config, shape);
+  const bool cuda = f.target == "cuda";
+  const Format format = parse_format(f.format, cuda);
+  const Isa isa = cuda ? Isa::reference : build_isa(f.target, "--target");
+  if (format == Format::bin && f.out.empty() && stdout_is_terminal())
+    throw UsageError("--format bin writes raw bytes: give -o DIR or redirect stdout to a file or pipe");
+  if (cuda) dump_cuda(config, shape, mode, format, f);
+
+  const Plan plan = make_plan(config, shape, mode, isa);
+  std::vector<KernelDesc> selected;
+  std::vector<std::string> names;  // every kernel of the plan, once
+  for (const KernelDesc& d : plan.kernels) {
+    const std::string name = kernel_name(d);
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    names.push_back(name);
+    if (f.kernel == "all" || f.kernel == name) selected.push_back(d);
+  }
+  const std::string available = fmt::format("{}", fmt::join(names, ", "));
+  if (selected.empty())
+    throw UsageError(fmt::format("--kernel: no kernel '{}' in this plan (available: {}, or all)", f.kernel, available));
+  if (format == Format::bin && f.out.empty() && selected.size() > 1)
+    throw UsageError(fmt::format("--format bin to stdout writes one kernel's bytes: give --kernel NAME ({}) or -o DIR",
+                                 available));
+
+  std::vector<std::shared_ptr<const CompiledKernel>> kernels;
+  for (const KernelDesc& d : selected) kernels.push_back(Cache::instance().kernel(d));
+
+  std::size_t twins = 0;
+  for (const auto& k : kernels) twins += k->code().empty() ? 1 : 0;
+  std::vector<std::string> notes = plan.notes;
+  if (twins > 0)
+    notes.push_back(fmt::format("target {}: {} of the {} kernels have no generated code (scalar reference twins)",
+                                to_string(isa), twins, kernels.size()));
+
+  const std::string ext = extension(format);
+  if (f.out.empty()) {
+    if (format == Format::bin) {
+      const std::span<const std::uint8_t> code = kernels.front()->code();
+      if (code.empty()) {
+        fmt::print(stderr, "rnn-jit: {}\n", no_code_message(*kernels.front()));  // nothing on stdout
+      } else if (std::fwrite(code.data(), 1, code.size(), stdout) != code.size() || std::fflush(stdout) != 0) {
+        throw Error("cannot write to stdout");
+      }
+      return kExitOk;
+    }
+    for (const std::string& note : notes) fmt::print("note: {}\n", note);
+    for (const auto& k : kernels) fmt::print("== {} ==\n{}", k->name(), text_of(*k, format));
+    return kExitOk;
+  }
+
+  std::error_code ec;
+  fs::create_directories(f.out, ec);
+  if (ec || !fs::is_directory(f.out))
+    throw Error(fmt::format("{}: cannot create output directory: {}", f.out,
+                            ec ? ec.message() : std::string("not a directory")));
+  for (const std::string& note : notes) fmt::print("note: {}\n", note);
+  int files = 0;
+  for (const auto& k : kernels) {
+    const fs::path path = fs::path(f.out) / (k->name() + "." + ext);
+    if (format == Format::bin) {
+      const std::span<const std::uint8_t> code = k->code();
+      if (code.empty()) {
+        fmt::print("{}: no generated code (scalar reference twin): no {} written\n", k->name(), path.string());
+        continue;
+      }
+      write_file(path, code.data(), code.size());
+      fmt::print("wrote {} ({} bytes)\n", path.string(), code.size());
+    } else {
+      const std::string text = text_of(*k, format);
+      write_file(path, text.data(), text.size());
+      fmt::print("wrote {}{}\n", path.string(), k->code().empty() ? " (scalar reference twin: no generated code)" : "");
+    }
+    ++files;
+  }
+  fmt::print("rnn-jit dump: {} kernel{} of {}, {}, {}, target {}: wrote {} file{} to {}\n", kernels.size(),
+             kernels.size() == 1 ? "" : "s", describe(config), describe(shape), to_string(mode), to_string(isa), files,
+             files == 1 ? "" : "s", f.out);
+  return kExitOk;
+}
+
+CommandAction setup_dump(CLI::App& sub) {
+  auto f = std::make_shared<DumpFlags>();
+  add_config_flags(sub, f->config, /*required=*/false);
+  add_shape_flags(sub, f->shape, /*required=*/false);
+  sub.add_option("--target", f->target,
+                 "avx512, avx2, reference or cuda (default: the CPU's best ISA, or RNNJIT_ISA when set)");
+  sub.add_option("--kernel", f->kernel, "a kernel's name (see rnn-jit plan), or all")->capture_default_str();
+  sub.add_option("--format", f->format, "asm (disassembly), hex or bin (raw bytes); cu or ptx for --target cuda")
+      ->capture_default_str();
+  sub.add_option("-o,--output-dir", f->out, "write one file per kernel, <name>.<format>, into this directory");
+  sub.footer(
+      "Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Without -o, everything goes to "
+      "stdout, each kernel under a line '== <name> =='; --format bin to stdout writes one kernel's bytes, and only "
+      "when stdout is not a terminal.");
+  return [f] { return dump(*f); };
+}
+
+}  // namespace
+
+RNNJIT_CLI_COMMAND(dump, "write the generated code of a plan's kernels (disassembly, hex or raw bytes)", setup_dump);
+
+}  // namespace rnnjit::cli

@@ -1,0 +1,58 @@
+// rnn-jit plan: what the planner decides for a network, a shape and a mode, without compiling
+// or running anything: every step (GEMMs, copies, recurrences with their gate kernels), every
+// kernel with its descriptor and name, the workspace and reserve regions with offsets and sizes,
+// and the totals. --json prints the same as exactly one JSON document.
+//
+//   rnn-jit plan                                  # the DeepSpeech2 LSTM, detected ISA
+//   rnn-jit plan --cell gru --input-size 64 --hidden-size 128 --layers 2 --bidirectional
+//                --seq 50 --batch 8 --mode train --isa avx2 --json
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+
+#include "codegen/plan.hpp"
+#include "codegen/planner.hpp"
+#include "tools/rnn-jit/cli_common.hpp"
+
+namespace rnnjit::cli {
+namespace {
+
+struct PlanFlags {
+  ConfigFlags config = ds2_config_flags();
+  ShapeFlags shape = ds2_shape_flags();
+  std::string isa;  // empty: detected
+  bool json = false;
+};
+
+int plan(const PlanFlags& f) {
+  const RnnConfig config = build_config(f.config);
+  const Shape shape = build_shape(f.shape);
+  const Mode mode = build_mode(f.shape);
+  validate_flags(config, shape);
+  const Isa isa = build_isa(f.isa);
+
+  const Plan p = make_plan(config, shape, mode, isa);
+  if (f.json) {
+    fmt::print("{}\n", to_json(p));
+  } else {
+    fmt::print("{}", to_text(p));
+  }
+  return kExitOk;
+}
+
+CommandAction setup_plan(CLI::App& sub) {
+  auto f = std::make_shared<PlanFlags>();
+  add_config_flags(sub, f->config, /*required=*/false);
+  add_shape_flags(sub, f->shape, /*required=*/false);
+  add_isa_flag(sub, f->isa);
+  sub.add_flag("--json", f->json, "print the plan as one JSON document");
+  sub.footer("Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Nothing is compiled.");
+  return [f] { return plan(*f); };
+}
+
+}  // namespace
+
+RNNJIT_CLI_COMMAND(plan, "print the plan (steps, kernels, workspace and reserve regions) for a shape", setup_plan);
+
+}  // namespace rnnjit::cli
