@@ -19,6 +19,9 @@ Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset 
 
 Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offset}; }
 
+// Below this much forward work per thread (FLOPs of the first layer) a plan runs on one thread.
+constexpr double kMinFlopsPerThread = 20e6;
+
 // Index of `d` in `kernels`, appended if new.
 int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d);
 
@@ -32,7 +35,12 @@ class Planner {
  public:
   Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads)
       : config_(config), layout_(config), plan_{config, shape, mode, isa, 1, {}, {}, {}, {}, {}, {}, {}} {
-    plan_.threads = isa == Isa::avx512 ? threads : 1;  // OpenBLAS plans leave threading to OpenBLAS
+    // OpenBLAS plans leave threading to OpenBLAS. Small problems run on one thread: waking the
+    // workers costs tens of microseconds per stage, more than a few MFLOP of work saves.
+    const double flops = 2.0 * static_cast<double>(shape.seq_len * shape.batch) * config.gates() *
+                         static_cast<double>(config.hidden_size) *
+                         static_cast<double>(config.input_size + config.hidden_size) * config.directions();
+    plan_.threads = isa == Isa::avx512 && flops >= kMinFlopsPerThread * threads ? threads : 1;
     const std::int64_t H = config.hidden_size;
     const int G = config.gates();
     s_ = {shape.seq_len, shape.batch, H, G, G * H, config.directions(), config.num_layers,

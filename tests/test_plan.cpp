@@ -62,7 +62,9 @@ TEST_P(PlanTest, RegionsAreAlignedAndDisjoint) {
                                                   : p.workspace.packed_bytes;
     EXPECT_LE(regions.back()->offset + regions.back()->size, total);
   }
-  if (p.mode == Mode::inference) EXPECT_EQ(p.workspace.reserve_bytes, 0u);
+  if (p.mode == Mode::inference) {
+    EXPECT_EQ(p.workspace.reserve_bytes, 0u);
+  }
 }
 
 // The executor touches exactly what the planner sized: each region's highest touched element
@@ -122,6 +124,11 @@ TEST(Planner, RejectsBadInput) {
   EXPECT_THROW(make_plan({CellKind::lstm, 0, 4, 1, false}, {1, 1}, Mode::inference, Isa::avx512), Error);
 }
 
+TEST(Planner, SmallProblemsRunOnOneThread) {
+  EXPECT_EQ(make_plan({CellKind::lstm, 7, 8, 1, false}, {3, 2}, Mode::inference, Isa::avx512, 2).threads, 1);
+  EXPECT_EQ(make_plan({CellKind::lstm, 800, 800, 1, false}, {300, 20}, Mode::inference, Isa::avx512, 2).threads, 2);
+}
+
 TEST(Planner, AvxTwoUsesScalarGateKernelsAndSaysSo) {
   const Plan p = make_plan({CellKind::gru, 8, 8, 1, false}, {2, 2}, Mode::training, Isa::avx2, 2);
   ASSERT_FALSE(p.notes.empty());
@@ -132,16 +139,21 @@ TEST(Planner, AvxTwoUsesScalarGateKernelsAndSaysSo) {
 TEST(Planner, ThreadsSplitHiddenUnitsWithoutGapsOrOverlap) {
   for (std::int64_t H : {1, 17, 100, 800})
     for (int threads : {1, 2, 3, 8}) {
-      const Plan p = make_plan({CellKind::lstm, 7, H, 1, false}, {3, 20}, Mode::inference, Isa::avx512, threads);
+      const Plan p = make_plan({CellKind::lstm, 7, H, 1, false}, {300, 20}, Mode::inference, Isa::avx512, threads);
+      if (H >= 100) {
+        EXPECT_EQ(p.threads, threads) << "big enough to split";
+      }
       for (const Step& s : p.forward[0].lanes[0])
         if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
           std::int64_t next = 0;
-          ASSERT_EQ(r->thread_kernels.size(), static_cast<std::size_t>(threads));
-          for (int t = 0; t < threads; ++t) {
+          ASSERT_EQ(r->thread_kernels.size(), static_cast<std::size_t>(p.threads));
+          for (int t = 0; t < p.threads; ++t) {
             const auto [c0, c1] = r->gemm.blocking.thread_columns(t);
             EXPECT_EQ(c0, next);
             next = c1;
-            if (c1 > c0) EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->thread_kernels[t])].cols, c1 - c0);
+            if (c1 > c0) {
+              EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->thread_kernels[t])].cols, c1 - c0);
+            }
           }
           EXPECT_EQ(next, H);
         }

@@ -138,7 +138,7 @@ int dump(const DumpFlags& f) {
   for (const auto& k : kernels) twins += k->code().empty() ? 1 : 0;
   std::vector<std::string> notes = plan.notes;
   if (twins > 0)
-    notes.push_back(fmt::format("target {}: {} of the {} kernels have no generated code (scalar reference twins)",
+    notes.push_back(fmt::format("target {}: kernels without generated code (scalar reference twins): {} of {}",
                                 to_string(isa), twins, kernels.size()));
 
   const std::string ext = extension(format);

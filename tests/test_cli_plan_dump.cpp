@@ -1,0 +1,442 @@
+// rnn-jit plan, dump and demo, run as the user runs them (RNNJIT_CLI_PATH): the plan as text and
+// as one JSON document holding steps, kernels (name and descriptor) and regions; dump's formats
+// (asm, hex, bin), its -o DIR layout (one file per kernel, named after it), its targets; the demo's
+// tour on a small shape; and status 2 with a one-line message naming the flag for every usage error.
+#include <gtest/gtest.h>
+#include <xbyak/xbyak_util.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+bool cpu_has_avx512() {
+  const Xbyak::util::Cpu cpu;
+  using C = Xbyak::util::Cpu;
+  return cpu.has(C::tAVX512F) && cpu.has(C::tAVX512DQ) && cpu.has(C::tAVX512BW) && cpu.has(C::tAVX512VL);
+}
+
+// A small network: every subcommand runs it in milliseconds. (CLI11 rejects a repeated option,
+// so other cells get their own list.)
+std::vector<std::string> small(const std::string& cell = "lstm") {
+  return {"--cell", cell, "--input-size", "16", "--hidden-size", "24", "--seq", "5", "--batch", "3"};
+}
+const std::vector<std::string> kSmall = small();
+
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The section of `out` under the header "== name ==", up to the next header.
+std::string section(const std::string& out, const std::string& name) {
+  const std::string header = "== " + name + " ==\n";
+  const std::size_t begin = out.find(header);
+  if (begin == std::string::npos) return {};
+  const std::size_t body = begin + header.size();
+  const std::size_t end = out.find("\n== ", body);
+  return out.substr(body, end == std::string::npos ? std::string::npos : end + 1 - body);
+}
+
+// Parses "offset: xx xx ..." lines (comment lines start with '#'), checking the offsets run on.
+std::vector<std::uint8_t> parse_hex(const std::string& text) {
+  std::vector<std::uint8_t> bytes;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t colon = line.find(':');
+    EXPECT_NE(colon, std::string::npos) << line;
+    if (colon == std::string::npos) break;
+    EXPECT_EQ(std::stoul(line.substr(0, colon), nullptr, 16), bytes.size()) << line;
+    std::istringstream rest(line.substr(colon + 1));
+    std::string byte;
+    while (rest >> byte) bytes.push_back(static_cast<std::uint8_t>(std::stoul(byte, nullptr, 16)));
+  }
+  return bytes;
+}
+
+class CliPlanDumpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / ("rnnjit_test_cli_plan_dump_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Runs rnn-jit with stdout and stderr redirected to files (stdout is never a terminal);
+  // `env` is prepended to the command line, e.g. "RNNJIT_ISA=reference".
+  CliResult cli(const std::vector<std::string>& args, const std::string& env = "") const {
+    std::string cmd;
+    if (!env.empty()) {
+      cmd += "env ";
+      cmd += env;
+      cmd += ' ';
+    }
+    cmd += shell_quote(RNNJIT_CLI_PATH);
+    for (const std::string& a : args) {
+      cmd += ' ';
+      cmd += shell_quote(a);
+    }
+    cmd += " >";
+    cmd += shell_quote(path("stdout.txt"));
+    cmd += " 2>";
+    cmd += shell_quote(path("stderr.txt"));
+    const int rc = std::system(cmd.c_str());
+    CliResult r;
+    r.status = (rc != -1 && WIFEXITED(rc)) ? WEXITSTATUS(rc) : -1;
+    r.out = slurp(path("stdout.txt"));
+    r.err = slurp(path("stderr.txt"));
+    return r;
+  }
+
+  // Exit status `status` and exactly one stderr line "rnn-jit: error: ..." containing every
+  // string of `mentions`.
+  void expect_error(const std::vector<std::string>& args, int status, const std::vector<std::string>& mentions) const {
+    std::string cmdline;
+    for (const auto& a : args) cmdline += " " + a;
+    SCOPED_TRACE("rnn-jit" + cmdline);
+    const CliResult r = cli(args);
+    EXPECT_EQ(r.status, status) << "stderr: " << r.err;
+    EXPECT_EQ(r.err.rfind("rnn-jit: error: ", 0), 0u) << r.err;
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.back(), '\n');
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
+    for (const std::string& m : mentions) EXPECT_NE(r.err.find(m), std::string::npos) << "no '" << m << "' in: " << r.err;
+  }
+
+  // The plan's JSON for `args` (plan flags without --json), checked to be one document.
+  json plan_json(const std::vector<std::string>& args) const {
+    const CliResult r = cli(cat(cat({"plan"}, args), {"--json"}));
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+    try {
+      return json::parse(r.out);  // throws on a second document or trailing text
+    } catch (const json::exception& e) {
+      ADD_FAILURE() << "plan --json is not one JSON document: " << e.what() << "\n" << r.out.substr(0, 500);
+      return json::object();
+    }
+  }
+
+  // The distinct kernel names of a plan.
+  static std::vector<std::string> kernel_names(const json& plan) {
+    std::vector<std::string> names;
+    for (const json& k : plan.value("kernels", json::array())) {
+      const std::string n = k.value("name", "");
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+    return names;
+  }
+
+  static std::set<std::string> files_in(const fs::path& dir) {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+    return names;
+  }
+
+  fs::path dir_;
+};
+
+// ---- plan ----
+
+TEST_F(CliPlanDumpTest, PlanJsonHoldsStepsKernelsAndRegions) {
+  for (const std::string mode : {"infer", "train"}) {
+    SCOPED_TRACE(mode);
+    const json p = plan_json(cat(kSmall, {"--mode", mode, "--isa", "avx512"}));
+    ASSERT_TRUE(p.is_object());
+    EXPECT_EQ(p.value("isa", ""), "avx512");
+    EXPECT_EQ(p.value("mode", ""), mode == "train" ? "training" : "inference");
+    ASSERT_TRUE(p.contains("steps"));
+    ASSERT_TRUE(p["steps"].contains("forward"));
+    EXPECT_FALSE(p["steps"]["forward"].empty());
+    for (const json& s : p["steps"]["forward"]) EXPECT_TRUE(s.contains("kind")) << s.dump();
+    EXPECT_EQ(p["steps"]["backward_data"].empty(), mode == "infer");
+    EXPECT_EQ(p["steps"]["backward_weights"].empty(), mode == "infer");
+
+    ASSERT_TRUE(p.contains("kernels"));
+    ASSERT_TRUE(p["kernels"].is_array());
+    ASSERT_FALSE(p["kernels"].empty());
+    bool lstm_forward = false;
+    for (const json& k : p["kernels"]) {
+      ASSERT_TRUE(k.contains("name") && k["name"].is_string()) << k.dump();
+      ASSERT_TRUE(k.contains("descriptor") && k["descriptor"].is_object()) << k.dump();
+      EXPECT_EQ(k["descriptor"].value("isa", ""), "avx512") << k.dump();
+      EXPECT_TRUE(k["descriptor"].contains("generator_version")) << k.dump();
+      lstm_forward = lstm_forward || k["name"].get<std::string>().starts_with("lstm_fwd");
+    }
+    EXPECT_TRUE(lstm_forward) << p["kernels"].dump();
+
+    ASSERT_TRUE(p.contains("regions"));
+    ASSERT_FALSE(p["regions"].empty());
+    for (const json& r : p["regions"]) {
+      EXPECT_TRUE(r.contains("name") && r["name"].is_string()) << r.dump();
+      EXPECT_TRUE(r.contains("offset") && r["offset"].is_number_unsigned()) << r.dump();
+      EXPECT_TRUE(r.contains("size") && r["size"].is_number_unsigned()) << r.dump();
+      EXPECT_EQ(r["offset"].get<std::uint64_t>() % 64, 0u) << r.dump();
+    }
+    EXPECT_TRUE(p.contains("workspace_bytes")) << p.dump();
+    EXPECT_TRUE(p.contains("reserve_bytes")) << p.dump();
+    EXPECT_EQ(p["reserve_bytes"].get<std::uint64_t>() == 0, mode == "infer");
+  }
+}
+
+TEST_F(CliPlanDumpTest, PlanTextListsKernelsRegionsAndSteps) {
+  const std::vector<std::string> flags =
+      cat(small("gru"), {"--layers", "2", "--bidirectional", "--mode", "train", "--isa", "avx512"});
+  const json p = plan_json(flags);
+  const CliResult r = cli(cat({"plan"}, flags));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_NE(r.out.find("gru"), std::string::npos) << r.out;
+  for (const std::string& name : kernel_names(p)) EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  for (const json& region : p["regions"]) {
+    EXPECT_NE(r.out.find(region["name"].get<std::string>()), std::string::npos) << region.dump();
+  }
+  EXPECT_NE(r.out.find("forward"), std::string::npos);
+  EXPECT_NE(r.out.find("backward data"), std::string::npos);
+  EXPECT_NE(r.out.find("backward weights"), std::string::npos);
+  EXPECT_NE(r.out.find(std::to_string(p["workspace_bytes"].get<std::uint64_t>())), std::string::npos);
+  EXPECT_NE(r.out.find(std::to_string(p["reserve_bytes"].get<std::uint64_t>())), std::string::npos);
+}
+
+TEST_F(CliPlanDumpTest, PlanDefaultsAreDeepSpeech2AndTheDetectedIsa) {
+  const json p = plan_json({});  // plans only: nothing is compiled or run
+  ASSERT_TRUE(p.contains("config")) << p.dump();
+  EXPECT_EQ(p["config"].value("cell", ""), "lstm");
+  EXPECT_EQ(p["config"].value("input_size", 0), 800);
+  EXPECT_EQ(p["config"].value("hidden_size", 0), 800);
+  EXPECT_EQ(p["config"].value("num_layers", 0), 1);
+  EXPECT_EQ(p["config"].value("bidirectional", true), false);
+  EXPECT_EQ(p["shape"].value("seq_len", 0), 300);
+  EXPECT_EQ(p["shape"].value("batch", 0), 20);
+  EXPECT_EQ(p.value("mode", ""), "inference");
+  EXPECT_EQ(p.value("isa", ""), std::string(to_string(detect_isa())));
+
+  // RNNJIT_ISA is honoured; --isa wins over it.
+  CliResult r = cli({"plan", "--json", "--seq", "2", "--batch", "1"}, "RNNJIT_ISA=reference");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).value("isa", ""), "reference");
+  r = cli({"plan", "--json", "--seq", "2", "--batch", "1", "--isa", "avx2"}, "RNNJIT_ISA=reference");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).value("isa", ""), "avx2");
+
+  r = cli({"plan", "--help"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* s : {"--cell", "--input-size", "--hidden-size", "--layers", "--bidirectional", "--seq", "--batch",
+                        "--mode", "--isa", "--json", "800", "300", "20"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << " not in: " << r.out;
+}
+
+// ---- dump ----
+
+TEST_F(CliPlanDumpTest, DumpAsmOfTheLstmForwardKernelHasZmmFma) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, DQ, BW, VL)";
+  const std::vector<std::string> flags = kSmall;
+  const std::vector<std::string> names = kernel_names(plan_json(cat(flags, {"--isa", "avx512"})));
+  ASSERT_FALSE(names.empty());
+  const CliResult r = cli(cat(cat({"dump"}, flags), {"--target", "avx512", "--format", "asm"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  std::size_t headers = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) headers += line.starts_with("== ") && line.ends_with(" ==");
+  EXPECT_EQ(headers, names.size()) << "one '== name ==' header per kernel expected";
+  bool found = false;
+  for (const std::string& name : names) {
+    const std::string asm_text = section(r.out, name);
+    EXPECT_FALSE(asm_text.empty()) << "no section for " << name;
+    EXPECT_NE(asm_text.find(name), std::string::npos) << "the disassembly names its kernel: " << name;
+    if (!name.starts_with("lstm_fwd_avx512")) continue;
+    found = true;
+    EXPECT_NE(asm_text.find("vfmadd"), std::string::npos) << asm_text.substr(0, 2000);
+    EXPECT_NE(asm_text.find("zmm"), std::string::npos) << asm_text.substr(0, 2000);
+    EXPECT_NE(asm_text.find("000000"), std::string::npos) << "no offsets: " << asm_text.substr(0, 2000);
+  }
+  EXPECT_TRUE(found) << "no lstm_fwd_avx512 kernel among the plan's kernels";
+}
+
+TEST_F(CliPlanDumpTest, DumpToDirectoryWritesOneFilePerKernel) {
+  const std::vector<std::string> flags = cat(kSmall, {"--mode", "train"});
+  const std::vector<std::string> names = kernel_names(plan_json(cat(flags, {"--isa", "avx512"})));
+  ASSERT_GE(names.size(), 2u);
+  for (const std::string format : {"asm", "hex", "bin"}) {
+    SCOPED_TRACE(format);
+    const fs::path out = dir_ / ("out_" + format);
+    const CliResult r = cli(cat(cat({"dump"}, flags), {"--target", "avx512", "--format", format, "-o", out.string()}));
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::set<std::string> expected;
+    for (const std::string& n : names) expected.insert(n + "." + format);
+    EXPECT_EQ(files_in(out), expected);
+    for (const std::string& n : names) EXPECT_GT(fs::file_size(out / (n + "." + format)), 0u) << n;
+  }
+  // hex and bin hold the same bytes; asm starts with the kernel's name.
+  for (const std::string& n : names) {
+    SCOPED_TRACE(n);
+    const std::string bin = slurp(dir_ / "out_bin" / (n + ".bin"));
+    const std::vector<std::uint8_t> hex = parse_hex(slurp(dir_ / "out_hex" / (n + ".hex")));
+    EXPECT_EQ(std::string(hex.begin(), hex.end()), bin);
+    EXPECT_EQ(slurp(dir_ / "out_asm" / (n + ".asm")).rfind(n, 0), 0u);
+  }
+
+  // Without -o: stdout, one header per kernel; hex there holds the same bytes as the files.
+  const CliResult r = cli(cat(cat({"dump"}, flags), {"--target", "avx512", "--format", "hex"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const std::string& n : names) {
+    const std::vector<std::uint8_t> hex = parse_hex(section(r.out, n));
+    EXPECT_EQ(std::string(hex.begin(), hex.end()), slurp(dir_ / "out_bin" / (n + ".bin"))) << n;
+  }
+}
+
+TEST_F(CliPlanDumpTest, DumpBinToStdoutIsOneKernelsRawBytes) {
+  const std::vector<std::string> names = kernel_names(plan_json(cat(kSmall, {"--isa", "avx512"})));
+  ASSERT_FALSE(names.empty());
+  const std::string& name = names.front();
+  CliResult r = cli(cat(cat({"dump"}, kSmall), {"--target", "avx512", "--format", "bin", "--kernel", name}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  const CliResult hex = cli(cat(cat({"dump"}, kSmall), {"--target", "avx512", "--format", "hex", "--kernel", name}));
+  ASSERT_EQ(hex.status, 0) << hex.err;
+  const std::vector<std::uint8_t> bytes = parse_hex(section(hex.out, name));
+  EXPECT_FALSE(bytes.empty());
+  EXPECT_EQ(r.out, std::string(bytes.begin(), bytes.end()));
+  if (names.size() > 1) expect_error(cat(cat({"dump"}, kSmall), {"--target", "avx512", "--format", "bin"}), 2,
+                                     {"--format bin", "--kernel", name});
+}
+
+TEST_F(CliPlanDumpTest, DumpAvx2SaysItsKernelsAreScalarTwins) {
+  const std::vector<std::string> flags = cat(cat({"dump"}, kSmall), {"--target", "avx2"});
+  CliResult r = cli(flags);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("scalar"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("== "), std::string::npos) << r.out;
+
+  const json p = plan_json(cat(kSmall, {"--isa", "avx2"}));
+  const std::vector<std::string> names = kernel_names(p);
+  ASSERT_FALSE(names.empty());
+  // Kernels without code: hex files hold a line saying so; bin writes no empty file.
+  r = cli(cat(flags, {"--format", "hex", "-o", path("hex")}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = cli(cat(flags, {"--format", "bin", "-o", path("bin")}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const std::string& n : names) {
+    const std::string hex = slurp(dir_ / "hex" / (n + ".hex"));
+    const fs::path bin = dir_ / "bin" / (n + ".bin");
+    if (n.find("_reference_") == std::string::npos) continue;  // a kernel with code (a future AVX2 emitter)
+    EXPECT_NE(hex.find("no generated code"), std::string::npos) << n << ": " << hex;
+    EXPECT_FALSE(fs::exists(bin) && fs::file_size(bin) == 0) << bin;
+    EXPECT_NE(r.out.find(n), std::string::npos) << "no line about " << n << " in: " << r.out;
+  }
+}
+
+TEST_F(CliPlanDumpTest, DumpCudaIsNotBuiltYet) {
+  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda"}), 1,
+               {"the CUDA target is not built into this rnn-jit"});
+  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "ptx"}), 1, {"CUDA"});
+  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "cu"}), 1, {"CUDA"});
+}
+
+// ---- usage errors: status 2, one line naming the flag ----
+
+TEST_F(CliPlanDumpTest, UsageErrorsExitTwo) {
+  for (const std::string cmd : {"plan", "dump", "demo"}) {
+    SCOPED_TRACE(cmd);
+    expect_error({cmd, "--frob"}, 2, {"--frob"});
+    expect_error({cmd, "--hidden-size", "0"}, 2, {"--hidden-size"});
+    expect_error({cmd, "--input-size", "-3"}, 2, {"--input-size"});
+    expect_error({cmd, "--seq", "0"}, 2, {"--seq"});
+    expect_error({cmd, "--batch", "x"}, 2, {"--batch"});
+    expect_error({cmd, "--mode", "foo"}, 2, {"--mode", "'foo'"});
+    expect_error({cmd, "--cell", "lstn"}, 2, {"--cell", "'lstn'"});
+    expect_error({cmd, "--layers", "0"}, 2, {"--layers"});
+  }
+  expect_error({"plan", "--isa", "foo"}, 2, {"--isa", "'foo'"});
+  expect_error({"demo", "--isa", "foo"}, 2, {"--isa", "'foo'"});
+  expect_error({"plan", "--json", "extra"}, 2, {"'extra'"});
+
+  const std::vector<std::string> dump = cat({"dump"}, kSmall);
+  expect_error(cat(dump, {"--target", "foo"}), 2, {"--target", "'foo'"});
+  expect_error(cat(dump, {"--format", "foo"}), 2, {"--format", "'foo'"});
+  expect_error(cat(dump, {"--format", "cu", "--target", "avx512"}), 2, {"--format cu", "--target cuda"});
+  expect_error(cat(dump, {"--format", "ptx", "--target", "avx2"}), 2, {"--format ptx", "--target cuda"});
+  const std::vector<std::string> names = kernel_names(plan_json(cat(kSmall, {"--isa", "avx512"})));
+  ASSERT_FALSE(names.empty());
+  std::vector<std::string> mentions = {"--kernel", "'nosuch'"};
+  mentions.insert(mentions.end(), names.begin(), names.end());  // the available names
+  expect_error(cat(dump, {"--target", "avx512", "--kernel", "nosuch"}), 2, mentions);
+}
+
+// ---- demo ----
+
+TEST_F(CliPlanDumpTest, DemoToursASmallShape) {
+  // The DS2 default takes ~15 s: a smaller shape here, with a check shorter than the sequence.
+  const CliResult r = cli({"demo", "--input-size", "32", "--hidden-size", "48", "--seq", "12", "--batch", "4",
+                           "--check-seq", "5", "--repeats", "1"});
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  for (const char* s : {"1. the plan", "2. generated code", "3. check", "first 5 of 12 time steps", "max-abs-error",
+                        "PASS", "4. timing", "GFLOPS", "reference (estimate)"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << "no '" << s << "' in:\n" << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  if (detect_isa() != Isa::reference) {
+    EXPECT_NE(r.out.find("baseline"), std::string::npos) << r.out;
+  }
+  if (detect_isa() == Isa::avx512) {
+    EXPECT_NE(r.out.find("zmm"), std::string::npos) << r.out;
+  }
+
+  const CliResult help = cli({"demo", "--help"});
+  EXPECT_EQ(help.status, 0) << help.err;
+  for (const char* s : {"--check-seq", "--backend", "--isa", "800", "300", "20"})
+    EXPECT_NE(help.out.find(s), std::string::npos) << s << " not in: " << help.out;
+}
+
+}  // namespace
+}  // namespace rnnjit
