@@ -21,12 +21,17 @@ struct GemmBlocking {
   std::int64_t group = 0;  // columns per group
   int threads = 1;         // threads splitting each group's panels
   bool packed_b = false;   // B is a packed weight buffer (layout above), else row-major with ldb
+  // Cache lines of the next B chunk each k step prefetches (0: none). A chunk is n_r lines per
+  // k row; the row blocks of a panel share the work: row block r prefetches lines
+  // [r*prefetch, (r+1)*prefetch) of each row of the next chunk, in this thread's order.
+  std::int64_t prefetch = 0;
   // Plan kernel indices: [row tail][column tail][beta]; -1 where that case cannot occur.
   int kernels[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
 
   bool generated() const { return m_r > 0; }
   std::int64_t panel_columns() const { return 16 * n_r; }
   std::int64_t panels_per_group() const { return (group + panel_columns() - 1) / panel_columns(); }
+  std::int64_t row_blocks(std::int64_t m) const { return (m + m_r - 1) / m_r; }
   // Panels [first, second) of each group belong to thread `tid`.
   std::pair<std::int64_t, std::int64_t> thread_panels(int tid) const {
     const std::int64_t p = panels_per_group();

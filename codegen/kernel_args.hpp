@@ -39,7 +39,8 @@ struct GemmArgs {
   const float* a;
   const float* b;
   float* c;
-  std::int64_t k;  // >= 1
+  std::int64_t k;        // >= 1
+  const void* prefetch;  // kernels with desc.prefetch: where the next B chunk's lines start
 };
 
 }  // namespace rnnjit

@@ -13,8 +13,9 @@ std::size_t KernelDescHash::operator()(const KernelDesc& d) const {
 
 std::string kernel_name(const KernelDesc& d) {
   if (d.kind_of() == KernelKind::gemm)
-    return fmt::format("sgemm_{}_m{}_v{}_t{}_b{}_ar{}_ak{}_bk{}_cr{}_u{}", to_string(d.isa_kind()), d.rows, d.vectors,
-                       d.n_tail, d.beta, d.a_row_stride, d.a_k_stride, d.b_k_stride, d.c_row_stride, d.unroll);
+    return fmt::format("sgemm_{}_m{}_v{}_t{}_b{}_ar{}_ak{}_bk{}_cr{}_u{}_p{}", to_string(d.isa_kind()), d.rows,
+                       d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride, d.b_k_stride, d.c_row_stride,
+                       d.unroll, d.prefetch);
   return fmt::format("{}_{}{}_{}_h{}_c{}_n{}_ld{}_u{}", to_string(d.cell_kind()),
                      d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training ? "_train" : "",
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll);
@@ -23,9 +24,9 @@ std::string kernel_name(const KernelDesc& d) {
 std::string describe(const KernelDesc& d) {
   if (d.kind_of() == KernelKind::gemm)
     return fmt::format("kind=gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} a_k_stride={} "
-                       "b_k_stride={} c_row_stride={} unroll={} gen={}",
+                       "b_k_stride={} c_row_stride={} unroll={} prefetch={} gen={}",
                        to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride,
-                       d.b_k_stride, d.c_row_stride, d.unroll, d.generator_version);
+                       d.b_k_stride, d.c_row_stride, d.unroll, d.prefetch, d.generator_version);
   return fmt::format("kind=gate cell={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} gen={}",
                      to_string(d.cell_kind()), d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training,
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll, d.generator_version);

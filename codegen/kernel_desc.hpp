@@ -36,6 +36,8 @@ struct KernelDesc {
   std::uint8_t beta = 0;      // gemm: 1 adds to C, 0 overwrites it
   std::uint8_t n_tail = 0;    // gemm: valid lanes of the last vector, 0 when it is full
   std::uint8_t vectors = 0;   // gemm: zmm vectors of C per row (n_r)
+  std::uint8_t prefetch = 0;  // gemm: cache lines of the next B chunk to prefetch into L2 per k step
+  std::uint8_t reserved[3] = {0, 0, 0};
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
   std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
   std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and dy (D*H)

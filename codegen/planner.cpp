@@ -89,16 +89,18 @@ class Planner {
   int add_kernel_desc(const KernelDesc& d) { return append_kernel(plan_.kernels, d); }
 
   // Chooses the tiling of a GEMM over column groups of `group` and registers its kernels.
-  GemmStep generated(GemmStep g, std::int64_t group, int threads = 0) {
+  // `recurrent`: the GEMM runs at every time step with the same B, too large for L2, so its
+  // kernels prefetch the next panel while computing this one.
+  GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false) {
     if (!generate_gemms()) return g;
-    return plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels);
+    return plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent);
   }
 
   // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate.
-  GemmStep with_packed_weights(GemmStep g, const std::string& name) {
+  GemmStep with_packed_weights(GemmStep g, const std::string& name, bool recurrent) {
     if (!generate_gemms()) return g;
     g.blocking.packed_b = true;
-    g = generated(g, s_.H);
+    g = generated(g, s_.H, 0, recurrent);
     const int packed = plan_.workspace.add(
         "packed." + name, Space::packed,
         static_cast<std::size_t>(packed_elements(g.blocking, s_.G, g.k)) * sizeof(float));
@@ -202,7 +204,7 @@ class Planner {
             GemmStep{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
                      config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx, ld_input(l),
                      ld_input(l), s.GH, 0.0f, {}},
-            fmt::format("w_ih.l{}.d{}", l, d)));
+            fmt::format("w_ih.l{}.d{}", l, d), false));
         RecurrenceStep r;
         r.what = fmt::format("forward recurrence l{} d{}", l, d);
         r.pass = Pass::forward;
@@ -215,7 +217,7 @@ class Planner {
         r.gh = region_operand(plan_.workspace, gh_[d]);
         r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, s.N, s.GH, s.H, {},
                                               weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.H, s.GH, 0.0f, {}},
-                                     fmt::format("w_hh.l{}.d{}", l, d));
+                                     fmt::format("w_hh.l{}.d{}", l, d), true);
         split_gate_kernel(r, Pass::forward);
         r.gx = {gx, s.N * s.GH};
         r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
@@ -288,7 +290,7 @@ class Planner {
         r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
         r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.H, s.GH, {},
                                     weight(l, d, ParamKind::weight_hh), dh, s.R, s.H, s.H, s.gru ? 1.0f : 0.0f, {}},
-                           s.H);
+                           s.H, 0, true);
         split_gate_kernel(r, Pass::backward);
         r.dy = {shifted(dy_of_layer(l), d * s.H), s.N * ldh};
         r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
@@ -389,11 +391,13 @@ int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d) {
 
 }  // namespace
 
-GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels) {
+GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
+                             bool prefetch_next) {
   if (group < 1 || g.n % group != 0)
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
   GemmBlocking& b = g.blocking;
   b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b);
+  if (prefetch_next) b.prefetch = (b.n_r + b.row_blocks(g.m) - 1) / b.row_blocks(g.m);
   const std::int64_t tail_rows = g.m % b.m_r;
   const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
   for (int row_tail = 0; row_tail < 2; ++row_tail)
@@ -409,6 +413,7 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
         d.n_tail = static_cast<std::uint8_t>(width % 16);
         d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
         d.unroll = 4;
+        d.prefetch = static_cast<std::uint8_t>(b.prefetch);
         d.a_row_stride = static_cast<std::uint32_t>(g.trans_a ? 1 : g.lda);
         d.a_k_stride = static_cast<std::uint32_t>(g.trans_a ? g.lda : 1);
         d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);

@@ -19,7 +19,9 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
 // Tiles `g` for the generated GEMM (columns in groups of `group`, panels split over `threads`)
 // and appends the microkernels it needs to `kernels`. g.blocking.packed_b says whether B is
 // packed. Used by the planner, and by tests that run a single GEMM.
-GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels);
+// prefetch_next: the kernels prefetch the next B chunk into L2 (for GEMMs repeated every step).
+GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
+                             bool prefetch_next = false);
 
 // The descriptor of the gate kernel for one recurrence (exposed for tests and the CLI).
 KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass);

@@ -111,24 +111,34 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
   const auto [p0, p1] = k.thread_panels(tid);
+  if (p1 <= p0) return;
+  const std::int64_t k_blocks = (g.k + k.k_c - 1) / k.k_c;
+  // This thread's chunks of B in order: (group, panel, k block); the last one is followed by
+  // the first (the next time step of a recurrence uses the same B).
+  const std::int64_t chunks = groups * (p1 - p0) * k_blocks;
+  auto chunk_b = [&](std::int64_t i) {
+    const std::int64_t kb = i % k_blocks, p = p0 + (i / k_blocks) % (p1 - p0), grp = i / k_blocks / (p1 - p0);
+    const float* panel = k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc;
+    return panel + kb * k.k_c * b_k;
+  };
   GemmArgs args{};
-  for (std::int64_t grp = 0; grp < groups; ++grp)
-    for (std::int64_t p = p0; p < p1; ++p) {
-      const std::int64_t col0 = grp * k.group + p * pc;
-      const int col_tail = k.group - p * pc < pc;
-      const float* panel = k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + col0;
-      for (std::int64_t kb = 0; kb < g.k; kb += k.k_c) {
-        const int use_beta = kb > 0 || beta != 0.0f;
-        args.k = std::min(k.k_c, g.k - kb);
-        for (std::int64_t r0 = 0; r0 < g.m; r0 += k.m_r) {
-          const int row_tail = g.m - r0 < k.m_r;
-          args.a = a + r0 * a_row + kb * a_k;
-          args.b = panel + kb * b_k;
-          args.c = c + r0 * g.ldc + col0;
-          (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
-        }
-      }
+  for (std::int64_t i = 0; i < chunks; ++i) {
+    const std::int64_t kb = i % k_blocks, p = p0 + (i / k_blocks) % (p1 - p0), grp = i / k_blocks / (p1 - p0);
+    const std::int64_t col0 = grp * k.group + p * pc;
+    const int col_tail = k.group - p * pc < pc;
+    const int use_beta = kb > 0 || beta != 0.0f;
+    const auto* next = reinterpret_cast<const std::byte*>(chunk_b((i + 1) % chunks));
+    args.b = chunk_b(i);
+    args.k = std::min(k.k_c, g.k - kb * k.k_c);
+    for (std::int64_t r0 = 0, rb = 0; r0 < g.m; r0 += k.m_r, ++rb) {
+      const int row_tail = g.m - r0 < k.m_r;
+      args.a = a + r0 * a_row + kb * k.k_c * a_k;
+      args.c = c + r0 * g.ldc + col0;
+      // Row block rb fetches lines [rb*prefetch, (rb+1)*prefetch) of each row of the next chunk.
+      args.prefetch = rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
+      (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
     }
+  }
 }
 
 void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) const {

@@ -18,8 +18,8 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   if (vectors_ < 1 || rows_ < 1 || rows_ * vectors_ + vectors_ + 2 > kRegisters)
     throw Error(fmt::format("{}: a {}x{} tile needs {} zmm registers, only {} exist", name, rows_, vectors_,
                             rows_ * vectors_ + vectors_ + 2, kRegisters));
-  if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16)
-    throw Error(fmt::format("{}: n_tail must be < 16 and unroll in [1, 16]", name));
+  if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.prefetch > 16)
+    throw Error(fmt::format("{}: n_tail must be < 16, unroll in [1, 16] and prefetch at most 16", name));
   const std::int64_t reach = 4 * (std::int64_t{rows_} * d.a_row_stride + std::int64_t{d.unroll} * d.a_k_stride +
                                   std::int64_t{rows_} * d.c_row_stride + std::int64_t{d.unroll} * d.b_k_stride) + 64 * vectors_;
   if (reach > std::numeric_limits<std::int32_t>::max())
@@ -29,6 +29,7 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   mov(b_, ptr[abi_arg + offsetof(GemmArgs, b)]);
   mov(c_, ptr[abi_arg + offsetof(GemmArgs, c)]);
   mov(k_, ptr[abi_arg + offsetof(GemmArgs, k)]);
+  if (d.prefetch) mov(pf_, ptr[abi_arg + offsetof(GemmArgs, prefetch)]);
   if (d.n_tail) {
     mov(eax, (1u << d.n_tail) - 1);
     kmovw(k1, eax);
@@ -44,6 +45,7 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   for (int kk = 0; kk < u; ++kk) k_step(kk);
   add(a_, u * 4 * static_cast<int>(d.a_k_stride));
   add(b_, u * 4 * static_cast<int>(d.b_k_stride));
+  if (d.prefetch) add(pf_, u * 4 * static_cast<int>(d.b_k_stride));
   sub(k_, u);
   cmp(k_, u);
   jge(main_loop, T_NEAR);
@@ -54,6 +56,7 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   k_step(0);
   add(a_, 4 * static_cast<int>(d.a_k_stride));
   add(b_, 4 * static_cast<int>(d.b_k_stride));
+  if (d.prefetch) add(pf_, 4 * static_cast<int>(d.b_k_stride));
   dec(k_);
   jnz(remainder_loop, T_NEAR);
   L(done);
@@ -79,6 +82,7 @@ void GemmEmitter::k_step(int kk) {
     if (masked(v)) vmovups(bvec(v) | k1 | T_z, ptr[b_ + b_off + 64 * v]);
     else vmovups(bvec(v), ptr[b_ + b_off + 64 * v]);
   }
+  for (int line = 0; line < desc_.prefetch; ++line) prefetcht1(ptr[pf_ + b_off + 64 * line]);
   for (int i = 0; i < rows_; ++i) {
     vbroadcastss(bcast(i), ptr[a_ + 4 * (i * static_cast<int>(desc_.a_row_stride) + kk * static_cast<int>(desc_.a_k_stride))]);
     for (int v = 0; v < vectors_; ++v) vfmadd231ps(acc(i, v), bvec(v), bcast(i));

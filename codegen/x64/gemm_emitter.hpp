@@ -3,6 +3,9 @@
 // A element (i, kk) at a + i*a_row_stride + kk*a_k_stride (so A may be read transposed),
 // B row kk at b + kk*b_k_stride (packed panels or a plain row-major matrix), C row i at
 // c + i*c_row_stride. The last vector of B and C is opmasked to n_tail lanes when n_tail != 0.
+// With prefetch = P, each k step also prefetches P cache lines into L2 from args.prefetch,
+// advancing with B's k stride: in a recurrence the weights do not fit in L2, and fetching the
+// next panel while this one is multiplied hides the trip to L3.
 //
 // Register map: accumulators zmm0 .. zmm(rows*vectors - 1), B vectors next, two broadcast
 // registers last; the emitter refuses tiles that need more than the 32 zmm registers.
@@ -31,7 +34,7 @@ class GemmEmitter final : public JitGenerator {
 
   KernelDesc desc_;
   int rows_, vectors_;
-  const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11;
+  const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11, pf_ = rdx;
 };
 
 }  // namespace rnnjit::x64
