@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/fma_peak.hpp"
 #include "bench/onednn_peer.hpp"
 #include "rnnjit/rnn.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
@@ -30,6 +31,7 @@ struct BenchFlags {
   int reps = 10;
   int warmup = 2;
   bool json = false;
+  bool peak = false;
   std::vector<std::string> compare;
 };
 
@@ -138,13 +140,16 @@ int bench(const BenchFlags& f) {
 
   const double flops = forward_flops(config, shape) * (mode == Mode::training ? 3.0 : 1.0);
   const Timings& ours = timings.front();
+  const double peak = f.peak ? bench::measure_fma_peak(threads) : 0.0;
+  const double ours_gflops = flops / (ours.median() * 1e6);
   if (f.json) {
     nlohmann::json j{{"cell", std::string(to_string(config.cell))}, {"input_size", config.input_size},
                      {"hidden_size", config.hidden_size}, {"layers", config.num_layers},
                      {"bidirectional", config.bidirectional}, {"seq", shape.seq_len}, {"batch", shape.batch},
                      {"mode", mode == Mode::training ? "train" : "infer"}, {"reps", f.reps},
                      {"backend", std::string(to_string(options.backend))}, {"median_ms", ours.median()},
-                     {"min_ms", ours.min()}, {"gflops", flops / (ours.median() * 1e6)}};
+                     {"min_ms", ours.min()}, {"gflops", ours_gflops}, {"threads", threads}};
+    if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
     for (std::size_t i = 1; i < timings.size(); ++i)
       j["peers"][timings[i].name] = {{"median_ms", timings[i].median()}, {"min_ms", timings[i].min()},
                                      {"gflops", flops / (timings[i].median() * 1e6)},
@@ -152,8 +157,11 @@ int bench(const BenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return kExitOk;
   }
-  fmt::print("{} {} mode={} reps={} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape),
-             mode == Mode::training ? "train" : "infer", f.reps, flops * 1e-9);
+  fmt::print("{} {} mode={} reps={} threads={} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape),
+             mode == Mode::training ? "train" : "infer", f.reps, threads, flops * 1e-9);
+  if (peak > 0)
+    fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it\n", peak, threads,
+               100.0 * ours_gflops / peak);
   for (const Timings& t : timings)
     fmt::print("  {:<10} median {:9.2f} ms  min {:9.2f} ms  {:7.1f} GFLOPS{}\n", t.name, t.median(), t.min(),
                flops / (t.median() * 1e6),
@@ -169,6 +177,7 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--reps", f->reps, "timed iterations (default 10)");
   sub.add_option("--warmup", f->warmup, "untimed iterations first (default 2)");
   sub.add_flag("--json", f->json, "print exactly one JSON object for the case");
+  sub.add_flag("--peak", f->peak, "also measure the FMA peak of the same threads, after the timed runs");
   sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
                                           "gate loops, MXNet's design), reference")->delimiter(',');
   return [f] { return bench(*f); };
