@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <utility>
 
 namespace rnnjit {
@@ -21,6 +22,10 @@ struct GemmBlocking {
   std::int64_t group = 0;  // columns per group
   int threads = 1;         // threads splitting each group's panels
   bool packed_b = false;   // B is a packed weight buffer (layout above), else row-major with ldb
+  // A transposed (A^T[i][k] = A[k][i], rows of A far apart) is first copied, one k block at a
+  // time, into row-block panels [row block][k][m_r] in a workspace region: the microkernel then
+  // streams it contiguously instead of touching a new page at every k step.
+  bool pack_a = false;
   // Cache lines of the next B chunk each k step prefetches (0: none). A chunk is n_r lines per
   // k row; the row blocks of a panel share the work: row block r prefetches lines
   // [r*prefetch, (r+1)*prefetch) of each row of the next chunk, in this thread's order.
@@ -43,6 +48,11 @@ struct GemmBlocking {
 
 // Cost-model choice for C[M, columns] = A[M, K] B[K, columns] split into `groups` of `group`.
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b);
+
+// Floats of the A panels of one k block (blocking.pack_a): k_c rows of every row block.
+inline std::int64_t a_panel_elements(const GemmBlocking& b, std::int64_t m, std::int64_t k) {
+  return std::min(b.k_c, k) * b.row_blocks(m) * b.m_r;
+}
 
 // Floats of a packed B for `groups` groups of `group` columns and K rows.
 std::int64_t packed_elements(const GemmBlocking& b, std::int64_t groups, std::int64_t k);

@@ -71,6 +71,7 @@ struct GemmStep {
   std::int64_t lda = 0, ldb = 0, ldc = 0;
   float beta = 0.0f;
   GemmBlocking blocking;  // generated GEMM tiling and its kernels; empty: OpenBLAS
+  Operand a_panels;       // blocking.pack_a: workspace for k_c x (row blocks * m_r) floats
 };
 
 // Packs weights W [groups*group, k] (row-major, one row per output column) into the generated

@@ -21,6 +21,7 @@ void gemm(const std::function<void(const Extent&)>& fn, const GemmStep& g) {
   if (g.blocking.packed_b) matrix(fn, g.b, 1, packed_elements(g.blocking, g.n / g.blocking.group, g.k), 0);
   else matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
   matrix(fn, g.c, g.m, g.n, g.ldc);
+  if (g.blocking.pack_a) matrix(fn, g.a_panels, 1, a_panel_elements(g.blocking, g.m, g.k), 0);
 }
 
 void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, const RecurrenceStep& r) {

@@ -91,9 +91,18 @@ class Planner {
   // Chooses the tiling of a GEMM over column groups of `group` and registers its kernels.
   // `recurrent`: the GEMM runs at every time step with the same B, too large for L2, so its
   // kernels prefetch the next panel while computing this one.
-  GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false) {
+  GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false, int lane = 0) {
     if (!generate_gemms()) return g;
-    return plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent);
+    g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent);
+    if (g.blocking.pack_a) {
+      // One region per lane (lanes run at once), shared by the lane's GEMMs (they run in turn).
+      const std::int64_t elements = a_panel_elements(g.blocking, g.m, g.k);
+      int& region = a_panels_[lane];
+      if (region < 0 || plan_.workspace.regions[static_cast<std::size_t>(region)].size < elements * sizeof(float))
+        region = this->region(fmt::format("a_panels.lane{}.{}", lane, plan_.workspace.regions.size()), false, elements);
+      g.a_panels = region_operand(plan_.workspace, region);
+    }
+    return g;
   }
 
   // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate.
@@ -342,8 +351,8 @@ class Planner {
           lane.push_back(generated(GemmStep{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
                                             shifted(gates, piece.col), layer_input(l),
                                             dweight(l, d, ParamKind::weight_ih, piece.row, in), s.R, ld_input(l), in,
-                                            0.0f, {}},
-                                   in));
+                                            0.0f, {}, {}},
+                                   in, 0, false, d));
           lane.push_back(ColumnSumStep{fmt::format("db_ih l{} d{}", l, d), shifted(gates, piece.col),
                                        dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N, piece.width, s.R,
                                        0.0f});
@@ -356,14 +365,14 @@ class Planner {
         const std::int64_t first_t = reverse ? s.T - 1 : 0;
         lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, s.GH, s.H,
                                           s.N, shifted(gates, first_t * s.N * s.R), h_init,
-                                          dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.H, 0.0f, {}},
-                                 s.H));
+                                          dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.H, 0.0f, {}, {}},
+                                 s.H, 0, false, d));
         if (s.T > 1)
           lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.H, (s.T - 1) * s.N,
                                             shifted(gates, reverse ? 0 : s.N * s.R),
                                             shifted(out, reverse ? s.N * ldh : 0), dweight(l, d, ParamKind::weight_hh),
-                                            s.R, ldh, s.H, 1.0f, {}},
-                                   s.H));
+                                            s.R, ldh, s.H, 1.0f, {}, {}},
+                                   s.H, 0, false, d));
         lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
                                      s.T * s.N, s.GH, s.R, 0.0f});
         stage.lanes.push_back(std::move(lane));
@@ -378,7 +387,7 @@ class Planner {
   Sizes s_{};
   int forward_kernel_ = -1, backward_kernel_ = -1;
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
-  int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1};
+  int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1}, a_panels_[2] = {-1, -1};
   std::vector<int> out_, h_init_, gates_, c_, c_init_;
 };
 
@@ -397,6 +406,7 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
   GemmBlocking& b = g.blocking;
   b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b);
+  b.pack_a = g.trans_a;
   if (prefetch_next) b.prefetch = (b.n_r + b.row_blocks(g.m) - 1) / b.row_blocks(g.m);
   const std::int64_t tail_rows = g.m % b.m_r;
   const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
@@ -414,8 +424,8 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
         d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
         d.unroll = 4;
         d.prefetch = static_cast<std::uint8_t>(b.prefetch);
-        d.a_row_stride = static_cast<std::uint32_t>(g.trans_a ? 1 : g.lda);
-        d.a_k_stride = static_cast<std::uint32_t>(g.trans_a ? g.lda : 1);
+        d.a_row_stride = static_cast<std::uint32_t>(b.pack_a ? 1 : g.lda);
+        d.a_k_stride = static_cast<std::uint32_t>(b.pack_a ? b.m_r : 1);
         d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);
         d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
         b.kernels[row_tail][col_tail][beta] = append_kernel(kernels, d);

@@ -73,7 +73,8 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
   for (const Step& step : lane) {
     if (const auto* g = std::get_if<GemmStep>(&step)) {
       const float beta = accumulate && g->beta == 0.0f ? 1.0f : g->beta;
-      if (g->blocking.generated()) gemm(*g, resolve(g->a, b), resolve(g->b, b), resolve(g->c, b), beta, tid);
+      if (g->blocking.generated())
+        gemm(*g, resolve(g->a, b), resolve(g->b, b), resolve(g->c, b), beta, tid, threads, resolve(g->a_panels, b));
       else if (tid == 0) blas_gemm(*g, resolve(g->a, b), resolve(g->b, b), resolve(g->c, b), beta);
     } else if (const auto* c = std::get_if<CopyStep>(&step)) {
       const float* src = resolve(c->src, b);
@@ -105,38 +106,57 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
   }
 }
 
-void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid) const {
+void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
+                    float* a_panels) const {
   const GemmBlocking& k = g.blocking;
   const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
+  const std::int64_t k_blocks = (g.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(g.m);
   const auto [p0, p1] = k.thread_panels(tid);
-  if (p1 <= p0) return;
-  const std::int64_t k_blocks = (g.k + k.k_c - 1) / k.k_c;
-  // This thread's chunks of B in order: (group, panel, k block); the last one is followed by
-  // the first (the next time step of a recurrence uses the same B).
-  const std::int64_t chunks = groups * (p1 - p0) * k_blocks;
+  const std::int64_t my_panels = p1 - p0;
+  // This thread's chunks of B in order: (k block, group, panel); the last one is followed by the
+  // first (the next time step of a recurrence uses the same B).
+  const std::int64_t chunks = k_blocks * groups * my_panels;
   auto chunk_b = [&](std::int64_t i) {
-    const std::int64_t kb = i % k_blocks, p = p0 + (i / k_blocks) % (p1 - p0), grp = i / k_blocks / (p1 - p0);
+    const std::int64_t kb = i / (groups * my_panels), grp = (i / my_panels) % groups, p = p0 + i % my_panels;
     const float* panel = k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc;
     return panel + kb * k.k_c * b_k;
   };
   GemmArgs args{};
-  for (std::int64_t i = 0; i < chunks; ++i) {
-    const std::int64_t kb = i % k_blocks, p = p0 + (i / k_blocks) % (p1 - p0), grp = i / k_blocks / (p1 - p0);
-    const std::int64_t col0 = grp * k.group + p * pc;
-    const int col_tail = k.group - p * pc < pc;
-    const int use_beta = kb > 0 || beta != 0.0f;
-    const auto* next = reinterpret_cast<const std::byte*>(chunk_b((i + 1) % chunks));
-    args.b = chunk_b(i);
-    args.k = std::min(k.k_c, g.k - kb * k.k_c);
-    for (std::int64_t r0 = 0, rb = 0; r0 < g.m; r0 += k.m_r, ++rb) {
-      const int row_tail = g.m - r0 < k.m_r;
-      args.a = a + r0 * a_row + kb * k.k_c * a_k;
-      args.c = c + r0 * g.ldc + col0;
-      // Row block rb fetches lines [rb*prefetch, (rb+1)*prefetch) of each row of the next chunk.
-      args.prefetch = rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
-      (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+  for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+    const std::int64_t k0 = kb * k.k_c, kn = std::min(k.k_c, g.k - k0);
+    if (k.pack_a) {
+      // All threads copy a share of this k block's rows of A into the row-block panels.
+      if (threads > 1 && kb > 0) ThreadTeam::instance().barrier();  // the last block is consumed
+      const std::int64_t r0 = kn * tid / threads, r1 = kn * (tid + 1) / threads;
+      for (std::int64_t kk = r0; kk < r1; ++kk) {
+        const float* row = a + (k0 + kk) * g.lda;
+        for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+          const std::int64_t rows = std::min(k.m_r, g.m - rb * k.m_r);
+          std::memcpy(a_panels + (rb * kn + kk) * k.m_r, row + rb * k.m_r, static_cast<std::size_t>(rows) * sizeof(float));
+        }
+      }
+      if (threads > 1) ThreadTeam::instance().barrier();
+    }
+    if (my_panels <= 0) continue;
+    for (std::int64_t i = kb * groups * my_panels; i < (kb + 1) * groups * my_panels; ++i) {
+      const std::int64_t grp = (i / my_panels) % groups, p = p0 + i % my_panels;
+      const std::int64_t col0 = grp * k.group + p * pc;
+      const int col_tail = k.group - p * pc < pc;
+      const int use_beta = kb > 0 || beta != 0.0f;
+      const auto* next = reinterpret_cast<const std::byte*>(chunk_b((i + 1) % chunks));
+      args.b = chunk_b(i);
+      args.k = kn;
+      for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+        const std::int64_t r0 = rb * k.m_r;
+        const int row_tail = g.m - r0 < k.m_r;
+        args.a = k.pack_a ? a_panels + rb * kn * k.m_r : a + r0 * a_row + k0 * a_k;
+        args.c = c + r0 * g.ldc + col0;
+        // Row block rb fetches lines [rb*prefetch, (rb+1)*prefetch) of each row of the next chunk.
+        args.prefetch = rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
+        (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+      }
     }
   }
 }
@@ -183,7 +203,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
     const float* h_prev = s == 0 ? h_init : at(r.h, prev, 0);
-    if (generated) gemm(r.gemm, h_prev, w_hh, gh, r.gemm.beta, tid);
+    if (generated) gemm(r.gemm, h_prev, w_hh, gh, r.gemm.beta, tid, threads);
     else blas_gemm(r.gemm, h_prev, w_hh, gh, r.gemm.beta);
     if (kernel) {
       args.gx = at(r.gx, t, col0);
@@ -234,7 +254,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       (*kernel)(&args);
     }
     if (threads > 1) ThreadTeam::instance().barrier();  // every thread's gate gradients are in
-    if (generated) gemm(r.gemm, gates, w_hh, dh_carry, r.gemm.beta, tid);
+    if (generated) gemm(r.gemm, gates, w_hh, dh_carry, r.gemm.beta, tid, threads);
     else blas_gemm(r.gemm, gates, w_hh, dh_carry, r.gemm.beta);
   }
 }

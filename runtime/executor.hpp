@@ -36,7 +36,9 @@ class Executor {
   float* resolve(const Operand& o, const Bindings& b) const;
   // Thread `tid` of `threads` does its share of each step, meeting the others after each.
   void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads) const;
-  void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid) const;
+  // Thread `tid` of `threads` (of this lane) computes its panels of the GEMM.
+  void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
+            float* a_panels = nullptr) const;
   void pack(const PackStep& p, const Bindings& b, int tid, int threads) const;
   void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;
   void backward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;

@@ -50,15 +50,20 @@ void check(const GemmCase& c) {
              lda, ldb, ldc, c.beta, {}};
   g.blocking.packed_b = c.packed_b;
   g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels);
-  std::vector<float> packed;
+  std::vector<float> packed, a_panels;
   Bindings bind;
+  if (g.blocking.pack_a) {  // transposed A is copied into row-block panels first
+    a_panels.resize(static_cast<std::size_t>(a_panel_elements(g.blocking, c.m, c.k)));
+    g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, a_panels.size() * sizeof(float)), 0};
+    bind.workspace = reinterpret_cast<std::byte*>(a_panels.data());
+  }
   if (c.packed_b) {
     // B = W^T from W [n, k]: pack it the way the planner's PackStep does.
     packed.resize(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
-    plan.workspace.add("packed", Space::packed, packed.size() * sizeof(float));
-    plan.pack_weights.push_back(Stage{{{PackStep{"pack", {Buffer::weights, -1, 0}, {Buffer::packed, 0, 0}, c.k, c.groups,
-                                                 g.blocking}}}});
-    g.b = {Buffer::packed, 0, 0};
+    const int region = plan.workspace.add("packed", Space::packed, packed.size() * sizeof(float));
+    plan.pack_weights.push_back(Stage{{{PackStep{"pack", {Buffer::weights, -1, 0}, {Buffer::packed, region, 0}, c.k,
+                                                 c.groups, g.blocking}}}});
+    g.b = {Buffer::packed, region, 0};
     bind.packed = reinterpret_cast<std::byte*>(packed.data());
   }
   plan.forward.push_back(Stage{{{g}}});
