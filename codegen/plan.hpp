@@ -74,13 +74,16 @@ struct GemmStep {
   Operand a_panels;       // blocking.pack_a: workspace for k_c x (row blocks * m_r) floats
 };
 
-// Packs weights W [groups*group, k] (row-major, one row per output column) into the generated
-// GEMM's panels (codegen/gemm_blocking.hpp) so that B = W^T streams contiguously.
+// Packs a GEMM's B into the generated GEMM's panels (codegen/gemm_blocking.hpp) so that it
+// streams contiguously. transpose: src is W [groups*group, k] (one row per output column,
+// B = W^T: the weights of a forward GEMM); else src is B itself, [k, groups*group] with ld.
 struct PackStep {
   std::string what;
   Operand src, dst;
   std::int64_t k = 0, groups = 0;
   GemmBlocking blocking;  // n_r and group define the layout
+  bool transpose = true;
+  std::int64_t ld = 0;    // row stride of a plain (not transposed) src
 };
 
 // dst[r, 0:cols] = src[r, 0:cols] for r < rows; a `none` source writes zeros.

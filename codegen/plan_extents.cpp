@@ -67,7 +67,8 @@ void for_each_extent(const Plan& p, const std::vector<Stage>& stages, const std:
         }
         if (const auto* r = std::get_if<RecurrenceStep>(&step)) recurrence(p, fn, *r);
         if (const auto* k = std::get_if<PackStep>(&step)) {
-          matrix(fn, k->src, k->groups * k->blocking.group, k->k, k->k);
+          if (k->transpose) matrix(fn, k->src, k->groups * k->blocking.group, k->k, k->k);
+          else matrix(fn, k->src, k->k, k->groups * k->blocking.group, k->ld);
           matrix(fn, k->dst, 1, packed_elements(k->blocking, k->groups, k->k), 0);
         }
       }

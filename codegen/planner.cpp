@@ -21,6 +21,8 @@ Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offse
 
 // Below this much forward work per thread (FLOPs of the first layer) a plan runs on one thread.
 constexpr double kMinFlopsPerThread = 20e6;
+// Plain B operands with fewer rows than this are read in place rather than packed.
+constexpr std::int64_t kMinPackedK = 64;
 
 // Index of `d` in `kernels`, appended if new.
 int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d);
@@ -90,19 +92,36 @@ class Planner {
 
   // Chooses the tiling of a GEMM over column groups of `group` and registers its kernels.
   // `recurrent`: the GEMM runs at every time step with the same B, too large for L2, so its
-  // kernels prefetch the next panel while computing this one.
-  GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false, int lane = 0) {
+  // kernels prefetch the next panel while computing this one. With `pack_into`, a plain B (a
+  // row-major matrix whose rows are far apart) is first copied into panels by a PackStep
+  // appended there, so the microkernel streams it instead of touching a page per k step.
+  GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false, int lane = 0,
+                     std::vector<Step>* pack_into = nullptr) {
     if (!generate_gemms()) return g;
+    const bool pack_b = pack_into && !g.blocking.packed_b && g.k >= kMinPackedK;
+    g.blocking.packed_b = g.blocking.packed_b || pack_b;
     g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent);
-    if (g.blocking.pack_a) {
-      // One region per lane (lanes run at once), shared by the lane's GEMMs (they run in turn).
-      const std::int64_t elements = a_panel_elements(g.blocking, g.m, g.k);
-      int& region = a_panels_[lane];
-      if (region < 0 || plan_.workspace.regions[static_cast<std::size_t>(region)].size < elements * sizeof(float))
-        region = this->region(fmt::format("a_panels.lane{}.{}", lane, plan_.workspace.regions.size()), false, elements);
-      g.a_panels = region_operand(plan_.workspace, region);
+    if (g.blocking.pack_a)
+      g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_[lane], "a_panels", lane,
+                                                               a_panel_elements(g.blocking, g.m, g.k)));
+    if (pack_b) {
+      const Operand panels = region_operand(
+          plan_.workspace, lane_region(b_panels_[lane], "b_panels", lane, packed_elements(g.blocking, g.n / group, g.k)));
+      pack_into->push_back(
+          PackStep{"pack B of " + g.what, g.b, panels, g.k, g.n / group, g.blocking, false, g.ldb});
+      g.b = panels;
+      g.ldb = g.blocking.panel_columns();
     }
     return g;
+  }
+
+  // A scratch region per lane (lanes run at once) shared by the lane's GEMMs, which run in turn:
+  // grown (as a new region) when a GEMM needs more than the current one holds.
+  int lane_region(int& region, const char* what, int lane, std::int64_t elements) {
+    if (region < 0 || plan_.workspace.regions[static_cast<std::size_t>(region)].size <
+                          static_cast<std::size_t>(elements) * sizeof(float))
+      region = this->region(fmt::format("{}.lane{}.{}", what, lane, plan_.workspace.regions.size()), false, elements);
+    return region;
   }
 
   // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate.
@@ -299,7 +318,7 @@ class Planner {
         r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
         r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.H, s.GH, {},
                                     weight(l, d, ParamKind::weight_hh), dh, s.R, s.H, s.H, s.gru ? 1.0f : 0.0f, {}},
-                           s.H, 0, true);
+                           s.H, 0, true, d, &lane);
         split_gate_kernel(r, Pass::backward);
         r.dy = {shifted(dy_of_layer(l), d * s.H), s.N * ldh};
         r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
@@ -330,7 +349,7 @@ class Planner {
                        region_operand(plan_.workspace, gates_[ld_index(l, d)], piece.col),
                        shifted(weight(l, d, ParamKind::weight_ih), piece.row * in), dx_of_layer(l), s.R, in, in,
                        first ? 0.0f : 1.0f, {}},
-              in, plan_.threads));
+              in, plan_.threads, false, 0, &lane));
           first = false;
         }
       plan_.backward_data.push_back(Stage{{std::move(lane)}});
@@ -348,11 +367,12 @@ class Planner {
         const Operand gates = region_operand(plan_.workspace, gates_[ld_index(l, d)]);
         const std::int64_t in = config_.layer_input_size(l);
         for (const InputSide& piece : input_side()) {
-          lane.push_back(generated(GemmStep{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
-                                            shifted(gates, piece.col), layer_input(l),
-                                            dweight(l, d, ParamKind::weight_ih, piece.row, in), s.R, ld_input(l), in,
-                                            0.0f, {}, {}},
-                                   in, 0, false, d));
+          GemmStep dw = generated(GemmStep{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
+                                           shifted(gates, piece.col), layer_input(l),
+                                           dweight(l, d, ParamKind::weight_ih, piece.row, in), s.R, ld_input(l), in,
+                                           0.0f, {}, {}},
+                                  in, 0, false, d, &lane);
+          lane.push_back(std::move(dw));
           lane.push_back(ColumnSumStep{fmt::format("db_ih l{} d{}", l, d), shifted(gates, piece.col),
                                        dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N, piece.width, s.R,
                                        0.0f});
@@ -367,12 +387,14 @@ class Planner {
                                           s.N, shifted(gates, first_t * s.N * s.R), h_init,
                                           dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.H, 0.0f, {}, {}},
                                  s.H, 0, false, d));
-        if (s.T > 1)
-          lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.H, (s.T - 1) * s.N,
-                                            shifted(gates, reverse ? 0 : s.N * s.R),
-                                            shifted(out, reverse ? s.N * ldh : 0), dweight(l, d, ParamKind::weight_hh),
-                                            s.R, ldh, s.H, 1.0f, {}, {}},
-                                   s.H, 0, false, d));
+        if (s.T > 1) {
+          GemmStep dw = generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.H, (s.T - 1) * s.N,
+                                           shifted(gates, reverse ? 0 : s.N * s.R),
+                                           shifted(out, reverse ? s.N * ldh : 0), dweight(l, d, ParamKind::weight_hh),
+                                           s.R, ldh, s.H, 1.0f, {}, {}},
+                                  s.H, 0, false, d, &lane);
+          lane.push_back(std::move(dw));
+        }
         lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
                                      s.T * s.N, s.GH, s.R, 0.0f});
         stage.lanes.push_back(std::move(lane));
@@ -387,7 +409,7 @@ class Planner {
   Sizes s_{};
   int forward_kernel_ = -1, backward_kernel_ = -1;
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
-  int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1}, a_panels_[2] = {-1, -1};
+  int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1}, a_panels_[2] = {-1, -1}, b_panels_[2] = {-1, -1};
   std::vector<int> out_, h_init_, gates_, c_, c_init_;
 };
 

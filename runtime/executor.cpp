@@ -168,16 +168,22 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
   const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns();
   const auto [q0, q1] = share(p.groups * ppg, tid, threads);
   for (std::int64_t q = q0; q < q1; ++q) {
-    const std::int64_t grp = q / ppg, panel = q % ppg;
+    const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc, width = std::min(pc, k.group - col0);
     float* dst = out + q * p.k * pc;
-    for (std::int64_t c = 0; c < pc; ++c) {
-      const std::int64_t col = panel * pc + c;
-      if (col >= k.group) {
-        for (std::int64_t kk = 0; kk < p.k; ++kk) dst[kk * pc + c] = 0.0f;
-        continue;
+    if (p.transpose) {  // dst[kk][c] = W[column c][kk]
+      for (std::int64_t c = 0; c < pc; ++c) {
+        if (c >= width) {
+          for (std::int64_t kk = 0; kk < p.k; ++kk) dst[kk * pc + c] = 0.0f;
+          continue;
+        }
+        const float* row = w + (grp * k.group + col0 + c) * p.k;
+        for (std::int64_t kk = 0; kk < p.k; ++kk) dst[kk * pc + c] = row[kk];
       }
-      const float* row = w + (grp * k.group + col) * p.k;
-      for (std::int64_t kk = 0; kk < p.k; ++kk) dst[kk * pc + c] = row[kk];
+    } else {  // dst[kk][c] = B[kk][column c]
+      for (std::int64_t kk = 0; kk < p.k; ++kk) {
+        std::memcpy(dst + kk * pc, w + kk * p.ld + grp * k.group + col0, static_cast<std::size_t>(width) * sizeof(float));
+        std::fill(dst + kk * pc + width, dst + (kk + 1) * pc, 0.0f);
+      }
     }
   }
 }

@@ -1,0 +1,254 @@
+/* rnnjit.h: the C API of rnnjit (C99; also valid C++). The C++ API is rnnjit/rnn.hpp.
+ *
+ * For engines and languages that embed rnnjit through a C ABI. Two opaque handles:
+ *   rnnjit_rnn_t        a configured network (cell, sizes, layers, direction), like rnnjit::Rnn
+ *   rnnjit_execution_t  a call prepared for one shape (T, N) and mode, like rnnjit::Execution:
+ *                       planned and JIT-compiled on creation (through the process-wide cache),
+ *                       owns its workspace, reserve and packed weights unless the caller passes them
+ * and, on top of them, ONNX's RNN, GRU and LSTM operators (rnnjit_onnx_*).
+ *
+ * Conventions
+ *   - Every function that can fail returns rnnjit_status_t. On failure nothing was written to
+ *     output handles, and rnnjit_last_error() returns a one-line message naming the argument,
+ *     attribute or buffer at fault. No C++ exception ever leaves a function of this API.
+ *   - Buffers are caller-owned and passed as (pointer, size) pairs: sizes of float buffers count
+ *     elements, sizes of void buffers count bytes. A NULL pointer with size 0 means "not given"
+ *     (for optional buffers); a NULL pointer with a nonzero size is INVALID_ARGUMENT, as is any
+ *     size other than the expected one (the message names both sizes). A non-NULL pointer with
+ *     size 0 also means "not given".
+ *   - Tensors are sequence-major: x [T, N, I], y [T, N, D*H] (forward direction in the first H
+ *     columns, reverse in the next H), states hx/cx/hy/cy [L*D, N, H] (layer-major, direction-minor).
+ *   - Weights are one float buffer in rnnjit's canonical layout (PyTorch's state_dict order and
+ *     shapes, gate orders LSTM i,f,g,o and GRU r,z,n; see rnnjit/weights.hpp and docs/c-api.md);
+ *     rnnjit_rnn_weight_block() finds a block by its PyTorch name, rnnjit_onnx_import_weights()
+ *     converts ONNX's W, R, B.
+ *
+ * Threading contract
+ *   - Creating and destroying handles, size queries and rnnjit_last_error() are thread-safe:
+ *     any number of threads may create networks and executions at once (also from one rnnjit_rnn_t,
+ *     which is only read), and the compiled-kernel cache is shared and compiles each kernel once.
+ *   - One rnnjit_execution_t must be used by one thread at a time (forward, backward, pack,
+ *     ONNX calls): it holds the reserve and scratch state between calls. Different executions
+ *     may be used by different threads at the same time; they share rnnjit's worker threads and
+ *     take turns (results do not depend on the interleaving).
+ *   - Destroy a handle only when no other thread uses it; destroy executions before or after the
+ *     network they came from, in any order (an execution does not refer to its rnnjit_rnn_t).
+ *   - rnnjit_last_error() is per thread.
+ */
+#ifndef RNNJIT_H
+#define RNNJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Kept equal to the CMake project's version (the build checks it). */
+#define RNNJIT_VERSION_MAJOR 0
+#define RNNJIT_VERSION_MINOR 1
+#define RNNJIT_VERSION_PATCH 0
+
+typedef enum rnnjit_status {
+  RNNJIT_STATUS_OK = 0,
+  RNNJIT_STATUS_INVALID_ARGUMENT = 1, /* NULL handle or buffer, wrong size, bad value, wrong call order */
+  RNNJIT_STATUS_UNSUPPORTED = 2,      /* valid request that rnnjit does not implement (message says what) */
+  RNNJIT_STATUS_OUT_OF_MEMORY = 3,
+  RNNJIT_STATUS_INTERNAL = 4          /* a bug in rnnjit: please report the message */
+} rnnjit_status_t;
+
+typedef enum rnnjit_cell {
+  RNNJIT_CELL_RNN_RELU = 0,
+  RNNJIT_CELL_RNN_TANH = 1,
+  RNNJIT_CELL_LSTM = 2,
+  RNNJIT_CELL_GRU = 3 /* the linear-before-reset GRU of PyTorch, cuDNN and MXNet */
+} rnnjit_cell_t;
+
+typedef enum rnnjit_direction {
+  RNNJIT_DIRECTION_FORWARD = 0,
+  RNNJIT_DIRECTION_BIDIRECTIONAL = 1,
+  RNNJIT_DIRECTION_REVERSE = 2 /* not supported yet: RNNJIT_STATUS_UNSUPPORTED */
+} rnnjit_direction_t;
+
+typedef enum rnnjit_mode {
+  RNNJIT_MODE_INFERENCE = 0,
+  RNNJIT_MODE_TRAINING = 1 /* forward keeps a reserve for backward */
+} rnnjit_mode_t;
+
+typedef struct rnnjit_rnn rnnjit_rnn_t;
+typedef struct rnnjit_execution rnnjit_execution_t;
+
+typedef struct rnnjit_config {
+  rnnjit_cell_t cell;
+  int64_t input_size;           /* I, > 0 */
+  int64_t hidden_size;          /* H, > 0 */
+  int64_t num_layers;           /* L, > 0 */
+  rnnjit_direction_t direction; /* D = 1 (forward) or 2 (bidirectional) */
+  int32_t threads;              /* worker threads; 0: RNNJIT_NUM_THREADS if set, else all hardware threads */
+} rnnjit_config_t;
+
+/* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
+typedef struct rnnjit_tensor_sizes {
+  size_t x;       /* T*N*I */
+  size_t y;       /* T*N*D*H */
+  size_t state;   /* L*D*N*H: each of hx, cx, hy, cy, dhy, dcy, dhx, dcx */
+  size_t weights; /* the canonical weight buffer (and dweights) */
+} rnnjit_tensor_sizes_t;
+
+/* The message of the last failing call of this thread ("" if the last call succeeded). The
+ * pointer stays valid until this thread's next call of this API. Never NULL. */
+const char* rnnjit_last_error(void);
+/* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
+const char* rnnjit_status_string(rnnjit_status_t status);
+/* "0.1.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
+const char* rnnjit_version(void);
+
+/* ---- network ---- */
+
+/* Validates the configuration and creates a network. *rnn is NULL on failure. */
+rnnjit_status_t rnnjit_rnn_create(const rnnjit_config_t* config, rnnjit_rnn_t** rnn);
+void rnnjit_rnn_destroy(rnnjit_rnn_t* rnn); /* NULL is a no-op */
+
+/* Elements of the canonical weight buffer. */
+rnnjit_status_t rnnjit_rnn_weights_size(const rnnjit_rnn_t* rnn, size_t* elements);
+/* Offset and element count of one block of the canonical buffer, by its PyTorch name
+ * ("weight_ih_l0", "bias_hh_l1_reverse", ...). */
+rnnjit_status_t rnnjit_rnn_weight_block(const rnnjit_rnn_t* rnn, const char* name, size_t* offset, size_t* elements);
+
+/* ---- execution ---- */
+
+/* Plans and compiles for one shape (seq_len T, batch N) and mode. *execution is NULL on failure. */
+rnnjit_status_t rnnjit_execution_create(const rnnjit_rnn_t* rnn, int64_t seq_len, int64_t batch, rnnjit_mode_t mode,
+                                        rnnjit_execution_t** execution);
+void rnnjit_execution_destroy(rnnjit_execution_t* execution); /* NULL is a no-op */
+
+rnnjit_status_t rnnjit_execution_tensor_sizes(const rnnjit_execution_t* execution, rnnjit_tensor_sizes_t* sizes);
+/* Bytes of scratch (free between calls), of the reserve kept from forward training to backward
+ * (0 in inference) and of the packed weights (0 when the plan packs nothing). Buffers passed
+ * instead of the execution's own must have at least (workspace, reserve) or exactly (packed)
+ * these sizes and be aligned to 4 bytes (64 is best). */
+rnnjit_status_t rnnjit_execution_workspace_size(const rnnjit_execution_t* execution, size_t* bytes);
+rnnjit_status_t rnnjit_execution_reserve_size(const rnnjit_execution_t* execution, size_t* bytes);
+rnnjit_status_t rnnjit_execution_packed_weights_size(const rnnjit_execution_t* execution, size_t* bytes);
+
+typedef struct rnnjit_forward_io {
+  const float* x; size_t x_size;    /* [T, N, I], required */
+  const float* hx; size_t hx_size;  /* [L*D, N, H] or not given (zeros) */
+  const float* cx; size_t cx_size;  /* LSTM only: [L*D, N, H] or not given (zeros) */
+  float* y; size_t y_size;          /* [T, N, D*H], required */
+  float* hy; size_t hy_size;        /* [L*D, N, H] or not given (not written) */
+  float* cy; size_t cy_size;        /* LSTM only: [L*D, N, H] or not given (not written) */
+  /* From rnnjit_pack_weights with these weights, or not given (this call packs them). */
+  const void* packed_weights; size_t packed_weights_bytes;
+  /* Caller-owned reserve (training only) and workspace, or not given (the execution's own). */
+  void* reserve; size_t reserve_bytes;
+  void* workspace; size_t workspace_bytes;
+} rnnjit_forward_io_t;
+
+typedef struct rnnjit_backward_data_io {
+  const float* dy; size_t dy_size;    /* [T, N, D*H], required */
+  const float* dhy; size_t dhy_size;  /* [L*D, N, H] or not given (zeros) */
+  const float* dcy; size_t dcy_size;  /* LSTM only, or not given (zeros) */
+  float* dx; size_t dx_size;          /* [T, N, I], required */
+  float* dhx; size_t dhx_size;        /* [L*D, N, H] or not given (not written) */
+  float* dcx; size_t dcx_size;        /* LSTM only, or not given (not written) */
+  void* reserve; size_t reserve_bytes;  /* the one forward used, or not given (the execution's own) */
+  void* workspace; size_t workspace_bytes;
+} rnnjit_backward_data_io_t;
+
+typedef struct rnnjit_backward_weights_io {
+  const float* x; size_t x_size;              /* the forward call's x */
+  float* dweights; size_t dweights_size;      /* canonical layout, rnnjit_rnn_weights_size elements */
+  int accumulate;                             /* nonzero: add into dweights instead of overwriting it */
+  const void* reserve; size_t reserve_bytes;  /* the one forward and backward_data used, or not given */
+  void* workspace; size_t workspace_bytes;
+} rnnjit_backward_weights_io_t;
+
+/* Packs weights into the layout of the generated GEMMs (rnnjit_forward_io_t.packed_weights):
+ * inference callers whose weights do not change pack once. packed_bytes must equal
+ * rnnjit_execution_packed_weights_size (nothing to do when that is 0). */
+rnnjit_status_t rnnjit_pack_weights(const rnnjit_execution_t* execution, const float* weights, size_t weights_size,
+                                    void* packed, size_t packed_bytes);
+
+/* Forward inference or forward training, as the execution was created for. Training keeps
+ * what backward needs in the reserve. */
+rnnjit_status_t rnnjit_forward(rnnjit_execution_t* execution, const float* weights, size_t weights_size,
+                               const rnnjit_forward_io_t* io);
+/* Training only, after rnnjit_forward: consumes the reserve (it overwrites the stored gates with
+ * their gradients), so call forward again before the next backward_data. */
+rnnjit_status_t rnnjit_backward_data(rnnjit_execution_t* execution, const float* weights, size_t weights_size,
+                                     const rnnjit_backward_data_io_t* io);
+/* Training only, after rnnjit_backward_data: writes (or accumulates into) dweights. */
+rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnnjit_backward_weights_io_t* io);
+
+/* ---- ONNX operators: RNN, GRU, LSTM (opset 14 semantics) ----
+ *
+ * An ONNX node maps to a one-layer rnnjit network:
+ *   rnnjit_onnx_config(&attrs, I, &config);        rnnjit_rnn_create(&config, &rnn);
+ *   rnnjit_onnx_import_weights(&attrs, I, W, R, B -> canonical weights)   (once per model)
+ *   rnnjit_execution_create(rnn, T, N, RNNJIT_MODE_INFERENCE, &ex);         (once per shape)
+ *   rnnjit_onnx_forward(ex, &attrs, weights, &io);                          (per run)
+ * A zero-initialized rnnjit_onnx_attributes_t holds ONNX's defaults (set op and hidden_size).
+ * Supported: direction forward and bidirectional; layout 0 and 1; RNN with activations Tanh
+ * (default) or Relu; GRU with linear_before_reset=1; LSTM without peepholes (P absent or all
+ * zeros) and input_forget=0; sequence_lens absent or all equal to T; B absent (zeros).
+ * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: GRU
+ * linear_before_reset=0 (ONNX's default; PyTorch's exporter writes 1), direction "reverse",
+ * sequence_lens other than all T, clip, nonzero P, input_forget=1, activations other than the
+ * defaults (and Relu for RNN), activation_alpha/activation_beta. */
+
+typedef enum rnnjit_onnx_op { RNNJIT_ONNX_RNN = 0, RNNJIT_ONNX_GRU = 1, RNNJIT_ONNX_LSTM = 2 } rnnjit_onnx_op_t;
+
+typedef struct rnnjit_onnx_attributes {
+  rnnjit_onnx_op_t op;
+  int64_t hidden_size;                            /* required, > 0 */
+  const char* direction;                          /* NULL or "forward", "bidirectional", "reverse" */
+  int64_t layout;                                 /* 0: X [T, N, I]; 1: batch-first X [N, T, I] */
+  int64_t linear_before_reset;                    /* GRU only */
+  int64_t input_forget;                           /* LSTM only */
+  int has_clip; float clip;                       /* clip given (has_clip nonzero) */
+  const char* const* activations; size_t activations_count; /* NULL, 0: the defaults */
+  const float* activation_alpha; size_t activation_alpha_count;
+  const float* activation_beta; size_t activation_beta_count;
+} rnnjit_onnx_attributes_t;
+
+/* The network equivalent to the node, for input size I (X's last dimension), num_layers 1 and
+ * threads 0. UNSUPPORTED or INVALID_ARGUMENT for the attributes listed above. */
+rnnjit_status_t rnnjit_onnx_config(const rnnjit_onnx_attributes_t* attrs, int64_t input_size, rnnjit_config_t* config);
+
+/* ONNX W [D, G*H, I], R [D, G*H, H] and B [D, 2*G*H] (or B NULL, 0: zeros) into the canonical
+ * buffer of the network of rnnjit_onnx_config (weights_size: rnnjit_rnn_weights_size). Gate
+ * orders are converted (ONNX: LSTM i,o,f,c; GRU z,r,h), B's halves go to bias_ih and bias_hh. */
+rnnjit_status_t rnnjit_onnx_import_weights(const rnnjit_onnx_attributes_t* attrs, int64_t input_size,
+                                           const float* W, size_t W_size, const float* R, size_t R_size,
+                                           const float* B, size_t B_size, float* weights, size_t weights_size);
+
+/* ONNX inputs and outputs of one run. Shapes for layout 0 (layout 1 in brackets):
+ *   X [T, N, I] ([N, T, I]), initial_h/initial_c [D, N, H] ([N, D, H]),
+ *   Y [T, D, N, H] ([N, T, D, H]), Y_h/Y_c [D, N, H] ([N, D, H]).
+ * Every output is optional (not given: not written). */
+typedef struct rnnjit_onnx_io {
+  const float* X; size_t X_size;
+  const int32_t* sequence_lens; size_t sequence_lens_size; /* [N] or not given */
+  const float* initial_h; size_t initial_h_size;
+  const float* initial_c; size_t initial_c_size;           /* LSTM only */
+  const float* P; size_t P_size;                           /* LSTM only: [D, 3*H]; must be all zeros */
+  float* Y; size_t Y_size;
+  float* Y_h; size_t Y_h_size;
+  float* Y_c; size_t Y_c_size;                             /* LSTM only */
+  const void* packed_weights; size_t packed_weights_bytes; /* as in rnnjit_forward_io_t */
+} rnnjit_onnx_io_t;
+
+/* Runs the node on an execution of the network from rnnjit_onnx_config (T and N are the
+ * execution's), with canonical weights from rnnjit_onnx_import_weights. Layout conversions
+ * (batch-first, Y's [T, D, N, H]) are copies through buffers the execution keeps; layout 0 with
+ * one direction runs without any copy. */
+rnnjit_status_t rnnjit_onnx_forward(rnnjit_execution_t* execution, const rnnjit_onnx_attributes_t* attrs,
+                                    const float* weights, size_t weights_size, const rnnjit_onnx_io_t* io);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* RNNJIT_H */
