@@ -209,6 +209,20 @@ class Planner {
   std::size_t ld_index(std::int64_t l, int d) const { return static_cast<std::size_t>(l * s_.D + d); }
   static Operand shifted(Operand o, std::int64_t by) { o.offset += by; return o; }
 
+  // The time loop of layer l, direction d (the reverse direction walks t = T-1..0).
+  RecurrenceStep recurrence(Pass pass, std::int64_t l, int d) const {
+    RecurrenceStep r;
+    r.what = fmt::format("{} recurrence l{} d{}", pass == Pass::forward ? "forward" : "backward", l, d);
+    r.pass = pass;
+    r.layer = l;
+    r.direction = d;
+    r.reverse = d == 1;
+    r.steps = s_.T;
+    r.batch = s_.N;
+    r.kernel = pass == Pass::forward ? forward_kernel_ : backward_kernel_;
+    return r;
+  }
+
   // --- forward -------------------------------------------------------------------------------
   void plan_forward() {
     const auto& s = s_;
@@ -233,15 +247,7 @@ class Planner {
                      config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx, ld_input(l),
                      ld_input(l), s.GH, 0.0f, {}},
             fmt::format("w_ih.l{}.d{}", l, d), false));
-        RecurrenceStep r;
-        r.what = fmt::format("forward recurrence l{} d{}", l, d);
-        r.pass = Pass::forward;
-        r.layer = l;
-        r.direction = d;
-        r.reverse = d == 1;
-        r.steps = s.T;
-        r.batch = s.N;
-        r.kernel = forward_kernel_;
+        RecurrenceStep r = recurrence(Pass::forward, l, d);
         r.gh = region_operand(plan_.workspace, gh_[d]);
         r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, s.N, s.GH, s.H, {},
                                               weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.H, s.GH, 0.0f, {}},
@@ -306,15 +312,7 @@ class Planner {
           lane.push_back(CopyStep{fmt::format("dc_carry d{} <- dcy l{}", d, l),
                                   buffer_operand(Buffer::dcy, ld * s.N * s.H), dc, s.N, s.H, s.H, s.H, true, false});
         }
-        RecurrenceStep r;
-        r.what = fmt::format("backward recurrence l{} d{}", l, d);
-        r.pass = Pass::backward;
-        r.layer = l;
-        r.direction = d;
-        r.reverse = d == 1;
-        r.steps = s.T;
-        r.batch = s.N;
-        r.kernel = backward_kernel_;
+        RecurrenceStep r = recurrence(Pass::backward, l, d);
         r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
         r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.H, s.GH, {},
                                     weight(l, d, ParamKind::weight_hh), dh, s.R, s.H, s.H, s.gru ? 1.0f : 0.0f, {}},

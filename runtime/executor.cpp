@@ -188,16 +188,23 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
   }
 }
 
+Executor::GateShare Executor::gate_share(const RecurrenceStep& r, int tid) const {
+  const bool generated = r.gemm.blocking.generated();
+  const int index = r.thread_kernels[static_cast<std::size_t>(generated ? tid : 0)];
+  return {index >= 0 ? kernels_[static_cast<std::size_t>(index)].get() : nullptr,
+          generated ? r.gemm.blocking.thread_columns(tid).first : 0};
+}
+
+float* Executor::timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col) const {
+  float* base = resolve(t.base, b);
+  return base ? base + time * t.t_stride + col : nullptr;
+}
+
 void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const {
   const bool generated = r.gemm.blocking.generated();
-  if (!generated && tid != 0) return;
-  const int kernel_index = r.thread_kernels[static_cast<std::size_t>(generated ? tid : 0)];
-  const CompiledKernel* kernel = kernel_index >= 0 ? kernels_[static_cast<std::size_t>(kernel_index)].get() : nullptr;
-  const std::int64_t col0 = generated ? r.gemm.blocking.thread_columns(tid).first : 0;
-  auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) -> float* {
-    float* base = resolve(t.base, b);
-    return base ? base + time * t.t_stride + col : nullptr;
-  };
+  if (!generated && tid != 0) return;  // OpenBLAS plans run a recurrence on one thread
+  const auto [kernel, col0] = gate_share(r, tid);
+  auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) { return timed(t, time, b, col); };
   float* const gh = resolve(r.gh, b);
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
@@ -229,14 +236,9 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
 
 void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const {
   const bool generated = r.gemm.blocking.generated();
-  if (!generated && tid != 0) return;
-  const int kernel_index = r.thread_kernels[static_cast<std::size_t>(generated ? tid : 0)];
-  const CompiledKernel* kernel = kernel_index >= 0 ? kernels_[static_cast<std::size_t>(kernel_index)].get() : nullptr;
-  const std::int64_t col0 = generated ? r.gemm.blocking.thread_columns(tid).first : 0;
-  auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) -> float* {
-    float* base = resolve(t.base, b);
-    return base ? base + time * t.t_stride + col : nullptr;
-  };
+  if (!generated && tid != 0) return;  // OpenBLAS plans run a recurrence on one thread
+  const auto [kernel, col0] = gate_share(r, tid);
+  auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) { return timed(t, time, b, col); };
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
   float* const dh_carry = resolve(r.dh_carry, b);

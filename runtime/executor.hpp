@@ -40,6 +40,14 @@ class Executor {
   void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
             float* a_panels = nullptr) const;
   void pack(const PackStep& p, const Bindings& b, int tid, int threads) const;
+  // Thread `tid`'s part of a recurrence: its gate kernel (null: none) and first hidden unit.
+  struct GateShare {
+    const CompiledKernel* kernel;
+    std::int64_t col0;
+  };
+  GateShare gate_share(const RecurrenceStep& r, int tid) const;
+  // The address of a time-indexed operand at time `time`, column `col` (null if unbound).
+  float* timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col = 0) const;
   void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;
   void backward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;
 
