@@ -466,7 +466,7 @@ int WorkspacePlan::add(std::string name, Space space, std::size_t bytes) {
 
 KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass) {
   KernelDesc d;
-  d.isa = static_cast<std::uint8_t>(isa == Isa::avx512 ? Isa::avx512 : Isa::reference);
+  d.isa = static_cast<std::uint8_t>(isa == Isa::avx512 || isa == Isa::cuda ? isa : Isa::reference);
   d.cell = static_cast<std::uint8_t>(config.cell);
   d.pass = static_cast<std::uint8_t>(pass);
   d.training = pass == Pass::forward && mode == Mode::training;

@@ -24,6 +24,7 @@ std::string_view to_string(Isa isa) {
     case Isa::reference: return "reference";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::cuda: return "cuda";
     case Isa::detect: return "detect";
   }
   return "unknown";

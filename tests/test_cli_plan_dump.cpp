@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cuda/nvrtc.hpp"
 #include "rnnjit/rnn.hpp"
 
 namespace rnnjit {
@@ -376,11 +377,21 @@ TEST_F(CliPlanDumpTest, DumpAvx2SaysItsKernelsAreScalarTwins) {
   }
 }
 
-TEST_F(CliPlanDumpTest, DumpCudaIsNotBuiltYet) {
-  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda"}), 1,
-               {"the CUDA target is not built into this rnn-jit"});
-  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "ptx"}), 1, {"CUDA"});
-  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "cu"}), 1, {"CUDA"});
+TEST_F(CliPlanDumpTest, DumpCudaWritesSourceAndPtx) {
+  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda"}), 2, {"--format", "cu or ptx"});
+  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "ptx", "--arch", "90"}), 2, {"--arch"});
+  const CliResult cu = cli(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "cu"}));
+  ASSERT_EQ(cu.status, 0) << cu.err;
+  EXPECT_NE(cu.out.find("extern \"C\" __global__"), std::string::npos) << cu.out.substr(0, 400);
+  EXPECT_NE(cu.out.find("== "), std::string::npos);
+  if (!rnnjit::cuda::nvrtc_available()) {
+    expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "ptx"}), 1, {"NVRTC"});
+    return;
+  }
+  const CliResult ptx = cli(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "ptx", "--arch", "sm_80"}));
+  ASSERT_EQ(ptx.status, 0) << ptx.err;
+  EXPECT_NE(ptx.out.find(".entry"), std::string::npos);
+  EXPECT_NE(ptx.out.find(".target sm_80"), std::string::npos);
 }
 
 // ---- usage errors: status 2, one line naming the flag ----

@@ -10,7 +10,8 @@
 // kernel, <name>.asm / <name>.hex / <name>.bin. Kernels without generated code (the scalar
 // twins that an ISA without an emitter runs) are dumped as a line saying so.
 //
-// --target cuda is parsed (with --format cu|ptx) but not built yet: see dump_cuda().
+// --target cuda writes the CUDA source of the plan's gate kernels (--format cu) or NVRTC's PTX
+// for --arch (default sm_90; no GPU needed): see dump_cuda().
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -23,6 +24,8 @@
 #include <system_error>
 #include <vector>
 
+#include "codegen/cuda/cuda_source.hpp"
+#include "codegen/cuda/nvrtc.hpp"
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
 #include "runtime/cache.hpp"
@@ -43,6 +46,7 @@ struct DumpFlags {
   std::string kernel = "all";
   std::string format = "asm";
   std::string out;
+  std::string arch = "sm_90";
 };
 
 Format parse_format(const std::string& name, bool cuda) {
@@ -68,10 +72,42 @@ const char* extension(Format f) {
   return "out";
 }
 
-// The one place the CUDA target plugs in: plan for the device, generate CUDA source (cu), or
-// compile it with NVRTC (ptx), and write it like the CPU kernels below.
-[[noreturn]] void dump_cuda(const RnnConfig&, const Shape&, Mode, Format, const DumpFlags&) {
-  throw Error("the CUDA target is not built into this rnn-jit");
+void write_file(const fs::path& path, const void* data, std::size_t size);
+
+// The CUDA target: plan for the device, generate CUDA source (cu) or compile it with NVRTC (ptx).
+int dump_cuda(const RnnConfig& config, const Shape& shape, Mode mode, Format format, const DumpFlags& f) {
+  if (format != Format::cu && format != Format::ptx)
+    throw UsageError("--format: the CUDA target writes cu or ptx");
+  if (f.arch.rfind("sm_", 0) != 0 || f.arch.size() < 5)
+    throw UsageError(fmt::format("--arch: expected sm_XY (e.g. sm_90), got '{}'", f.arch));
+  // The device plan's elementwise kernels; its GEMMs are cuBLAS calls, not generated code.
+  const Plan plan = make_plan(config, shape, mode, Isa::cuda);
+  std::vector<KernelDesc> selected;
+  std::vector<std::string> names;
+  for (const KernelDesc& d : plan.kernels) {
+    names.push_back(kernel_name(d));
+    if (f.kernel == "all" || f.kernel == names.back()) selected.push_back(d);
+  }
+  if (selected.empty())
+    throw UsageError(fmt::format("--kernel: no kernel '{}' in this plan (available: {}, or all)", f.kernel,
+                                 fmt::join(names, ", ")));
+  if (!f.out.empty()) {
+    std::error_code ec;
+    fs::create_directories(f.out, ec);
+    if (ec || !fs::is_directory(f.out)) throw Error(fmt::format("{}: cannot create output directory", f.out));
+  }
+  for (const KernelDesc& d : selected) {
+    const std::string name = kernel_name(d), source = cuda::gate_kernel_source(d);
+    const std::string text = format == Format::cu ? source : cuda::compile(source, name, f.arch).ptx;
+    if (f.out.empty()) {
+      fmt::print("== {} ==\n{}\n", name, text);
+    } else {
+      const fs::path path = fs::path(f.out) / (name + "." + extension(format));
+      write_file(path, text.data(), text.size());
+      fmt::print("{}\n", path.string());
+    }
+  }
+  return kExitOk;
 }
 
 std::string no_code_message(const CompiledKernel& k) {
@@ -113,7 +149,7 @@ int dump(const DumpFlags& f) {
   const Isa isa = cuda ? Isa::reference : build_isa(f.target, "--target");
   if (format == Format::bin && f.out.empty() && stdout_is_terminal())
     throw UsageError("--format bin writes raw bytes: give -o DIR or redirect stdout to a file or pipe");
-  if (cuda) dump_cuda(config, shape, mode, format, f);
+  if (cuda) return dump_cuda(config, shape, mode, format, f);
 
   const Plan plan = make_plan(config, shape, mode, isa);
   std::vector<KernelDesc> selected;
@@ -197,6 +233,7 @@ CommandAction setup_dump(CLI::App& sub) {
   sub.add_option("--format", f->format, "asm (disassembly), hex or bin (raw bytes); cu or ptx for --target cuda")
       ->capture_default_str();
   sub.add_option("-o,--output-dir", f->out, "write one file per kernel, <name>.<format>, into this directory");
+  sub.add_option("--arch", f->arch, "--target cuda --format ptx: the GPU architecture NVRTC compiles for (default sm_90)");
   sub.footer(
       "Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Without -o, everything goes to "
       "stdout, each kernel under a line '== <name> =='; --format bin to stdout writes one kernel's bytes, and only "

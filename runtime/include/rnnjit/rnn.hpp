@@ -25,9 +25,10 @@ namespace rnnjit {
 
 enum class Mode : std::uint8_t { inference = 0, training = 1 };
 enum class Backend : std::uint8_t { automatic = 0, reference = 1, jit = 2 };
-// Instruction set for generated CPU code. `detect` reads RNNJIT_ISA (avx512|avx2|reference)
-// and otherwise picks the best the CPU runs.
-enum class Isa : std::uint8_t { reference = 0, avx2 = 1, avx512 = 2, detect = 255 };
+// Instruction set for generated code. `detect` reads RNNJIT_ISA (avx512|avx2|reference) and
+// otherwise picks the best the CPU runs. `cuda` names CUDA source compiled by NVRTC (kernel
+// descriptors and `rnn-jit dump --target cuda`); it is never detected.
+enum class Isa : std::uint8_t { reference = 0, avx2 = 1, avx512 = 2, cuda = 3, detect = 255 };
 
 std::string_view to_string(Mode mode);
 std::string_view to_string(Backend backend);
