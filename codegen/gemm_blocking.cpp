@@ -38,6 +38,10 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.packed_b = packed_b;
   // Keep a k_c x 16*n_r panel of B within half of a 1 MiB L2.
   best.k_c = std::min<std::int64_t>(k, std::max<std::int64_t>(64, (512 * 1024) / (64 * best.n_r)));
+  // And an m block of A of about 768 KiB beside it, so a large M does not stream A from memory
+  // once per panel of B.
+  const std::int64_t a_rows = std::max<std::int64_t>(1, (768 * 1024) / (4 * best.k_c) / best.m_r) * best.m_r;
+  best.m_c = std::min(a_rows, (m + best.m_r - 1) / best.m_r * best.m_r);
   return best;
 }
 

@@ -19,6 +19,8 @@ struct GemmBlocking {
   std::int64_t m_r = 0;    // rows of a tile; 0 means "not generated" (OpenBLAS runs the GEMM)
   std::int64_t n_r = 0;    // zmm vectors of a tile (16 columns each)
   std::int64_t k_c = 0;    // k block: B panels of k_c rows stay in L2
+  std::int64_t m_c = 0;    // rows per m block (a multiple of m_r): that much of A stays in L2
+                           // while every panel of B passes by
   std::int64_t group = 0;  // columns per group
   int threads = 1;         // threads splitting each group's panels
   bool packed_b = false;   // B is a packed weight buffer (layout above), else row-major with ldb

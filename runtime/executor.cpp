@@ -140,22 +140,25 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
       if (threads > 1) ThreadTeam::instance().barrier();
     }
     if (my_panels <= 0) continue;
-    for (std::int64_t i = kb * groups * my_panels; i < (kb + 1) * groups * my_panels; ++i) {
-      const std::int64_t grp = (i / my_panels) % groups, p = p0 + i % my_panels;
-      const std::int64_t col0 = grp * k.group + p * pc;
-      const int col_tail = k.group - p * pc < pc;
-      const int use_beta = kb > 0 || beta != 0.0f;
-      const auto* next = reinterpret_cast<const std::byte*>(chunk_b((i + 1) % chunks));
-      args.b = chunk_b(i);
-      args.k = kn;
-      for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
-        const std::int64_t r0 = rb * k.m_r;
-        const int row_tail = g.m - r0 < k.m_r;
-        args.a = k.pack_a ? a_panels + rb * kn * k.m_r : a + r0 * a_row + k0 * a_k;
-        args.c = c + r0 * g.ldc + col0;
-        // Row block rb fetches lines [rb*prefetch, (rb+1)*prefetch) of each row of the next chunk.
-        args.prefetch = rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
-        (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+    const std::int64_t rows_per_block = k.m_c > 0 ? k.m_c / k.m_r : row_blocks;
+    for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block) {
+      for (std::int64_t i = kb * groups * my_panels; i < (kb + 1) * groups * my_panels; ++i) {
+        const std::int64_t grp = (i / my_panels) % groups, p = p0 + i % my_panels;
+        const std::int64_t col0 = grp * k.group + p * pc;
+        const int col_tail = k.group - p * pc < pc;
+        const int use_beta = kb > 0 || beta != 0.0f;
+        const auto* next = reinterpret_cast<const std::byte*>(chunk_b((i + 1) % chunks));
+        args.b = chunk_b(i);
+        args.k = kn;
+        for (std::int64_t rb = rb0; rb < std::min(row_blocks, rb0 + rows_per_block); ++rb) {
+          const std::int64_t r0 = rb * k.m_r;
+          const int row_tail = g.m - r0 < k.m_r;
+          args.a = k.pack_a ? a_panels + rb * kn * k.m_r : a + r0 * a_row + k0 * a_k;
+          args.c = c + r0 * g.ldc + col0;
+          // Row block rb fetches lines [rb*prefetch, (rb+1)*prefetch) of each row of the next chunk.
+          args.prefetch = rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
+          (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+        }
       }
     }
   }
