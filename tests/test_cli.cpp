@@ -22,88 +22,20 @@
 #include "rnnjit/config.hpp"
 #include "rnnjit/npy.hpp"
 #include "rnnjit/rnn.hpp"
+#include "tests/cli_fixture.hpp"
 #include "rnnjit/weights.hpp"
 
 namespace rnnjit {
 namespace {
 
+using test::CliResult;
+using test::slurp;
+
 namespace fs = std::filesystem;
 using i64 = std::int64_t;
 using Shape3 = std::vector<i64>;
 
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      q += "'\\''";
-    } else {
-      q += c;
-    }
-  }
-  return q + "'";
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
-    std::replace(name.begin(), name.end(), '/', '_');
-    dir_ = fs::temp_directory_path() / ("rnnjit_test_cli_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  CliResult cli(const std::vector<std::string>& args) const {
-    std::string cmd = shell_quote(RNNJIT_CLI_PATH);
-    for (const std::string& a : args) {
-      cmd += ' ';
-      cmd += shell_quote(a);
-    }
-    cmd += " >";
-    cmd += shell_quote(path("stdout.txt"));
-    cmd += " 2>";
-    cmd += shell_quote(path("stderr.txt"));
-    const int rc = std::system(cmd.c_str());
-    CliResult r;
-    r.status = (rc != -1 && WIFEXITED(rc)) ? WEXITSTATUS(rc) : -1;
-    r.out = slurp(path("stdout.txt"));
-    r.err = slurp(path("stderr.txt"));
-    return r;
-  }
-
-  // Exit status `status` and exactly one stderr line "rnn-jit: error: ..." containing every
-  // string of `mentions`.
-  void expect_error(const std::vector<std::string>& args, int status, const std::vector<std::string>& mentions) const {
-    std::string cmdline;
-    for (const auto& a : args) cmdline += " " + a;
-    SCOPED_TRACE("rnn-jit" + cmdline);
-    const CliResult r = cli(args);
-    EXPECT_EQ(r.status, status) << "stderr: " << r.err;
-    EXPECT_EQ(r.err.rfind("rnn-jit: error: ", 0), 0u) << r.err;
-    ASSERT_FALSE(r.err.empty());
-    EXPECT_EQ(r.err.back(), '\n');
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
-    for (const std::string& m : mentions) EXPECT_NE(r.err.find(m), std::string::npos) << "no '" << m << "' in: " << r.err;
-  }
-
-  fs::path dir_;
-};
+using CliTest = test::CliFixture;
 
 // ---- exit statuses and messages ----
 
