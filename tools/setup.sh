@@ -5,9 +5,10 @@
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || return 1
 
-# nlohmann-json3-dev: JSON output of plans and benchmarks; libdnnl-dev: the optional oneDNN peer.
+# nlohmann-json3-dev: JSON output of plans and benchmarks; libdnnl-dev: the optional oneDNN peer;
+# pkgconf: the install test builds a consumer through rnnjit.pc.
 RNNJIT_PACKAGES=(build-essential cmake libxbyak-dev libopenblas-dev libfmt-dev libgtest-dev libcli11-dev libzydis-dev
-                 nlohmann-json3-dev libdnnl-dev)
+                 nlohmann-json3-dev libdnnl-dev pkgconf)
 
 rnnjit_install_packages() {
   local missing=() pkg status

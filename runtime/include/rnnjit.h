@@ -8,9 +8,10 @@
  * and, on top of them, ONNX's RNN, GRU and LSTM operators (rnnjit_onnx_*).
  *
  * Conventions
- *   - Every function that can fail returns rnnjit_status_t. On failure nothing was written to
- *     output handles, and rnnjit_last_error() returns a one-line message naming the argument,
- *     attribute or buffer at fault. No C++ exception ever leaves a function of this API.
+ *   - Every function that can fail returns rnnjit_status_t. On failure rnnjit_last_error()
+ *     returns a one-line message naming the argument, attribute or buffer at fault, a handle
+ *     being created is set to NULL, and arguments that are rejected leave every output untouched
+ *     (they are all checked before any computation). No C++ exception ever leaves this API.
  *   - Buffers are caller-owned and passed as (pointer, size) pairs: sizes of float buffers count
  *     elements, sizes of void buffers count bytes. A NULL pointer with size 0 means "not given"
  *     (for optional buffers); a NULL pointer with a nonzero size is INVALID_ARGUMENT, as is any
@@ -76,15 +77,18 @@ typedef enum rnnjit_mode {
   RNNJIT_MODE_TRAINING = 1 /* forward keeps a reserve for backward */
 } rnnjit_mode_t;
 
+/* Struct fields and parameters that take these enums are int32_t: a fixed size in the ABI, and
+ * any value a caller stores is defined behaviour (out-of-range values are INVALID_ARGUMENT). */
+
 typedef struct rnnjit_rnn rnnjit_rnn_t;
 typedef struct rnnjit_execution rnnjit_execution_t;
 
 typedef struct rnnjit_config {
-  rnnjit_cell_t cell;
+  int32_t cell;                 /* an rnnjit_cell_t */
   int64_t input_size;           /* I, > 0 */
   int64_t hidden_size;          /* H, > 0 */
   int64_t num_layers;           /* L, > 0 */
-  rnnjit_direction_t direction; /* D = 1 (forward) or 2 (bidirectional) */
+  int32_t direction;            /* an rnnjit_direction_t: D = 1 (forward) or 2 (bidirectional) */
   int32_t threads;              /* worker threads; 0: RNNJIT_NUM_THREADS if set, else all hardware threads */
 } rnnjit_config_t;
 
@@ -100,7 +104,7 @@ typedef struct rnnjit_tensor_sizes {
  * pointer stays valid until this thread's next call of this API. Never NULL. */
 const char* rnnjit_last_error(void);
 /* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
-const char* rnnjit_status_string(rnnjit_status_t status);
+const char* rnnjit_status_string(int32_t status);
 /* "0.1.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
 const char* rnnjit_version(void);
 
@@ -119,8 +123,8 @@ rnnjit_status_t rnnjit_rnn_weight_block(const rnnjit_rnn_t* rnn, const char* nam
 /* ---- execution ---- */
 
 /* Plans and compiles for one shape (seq_len T, batch N) and mode. *execution is NULL on failure. */
-rnnjit_status_t rnnjit_execution_create(const rnnjit_rnn_t* rnn, int64_t seq_len, int64_t batch, rnnjit_mode_t mode,
-                                        rnnjit_execution_t** execution);
+rnnjit_status_t rnnjit_execution_create(const rnnjit_rnn_t* rnn, int64_t seq_len, int64_t batch,
+                                        int32_t mode /* an rnnjit_mode_t */, rnnjit_execution_t** execution);
 void rnnjit_execution_destroy(rnnjit_execution_t* execution); /* NULL is a no-op */
 
 rnnjit_status_t rnnjit_execution_tensor_sizes(const rnnjit_execution_t* execution, rnnjit_tensor_sizes_t* sizes);
@@ -201,7 +205,7 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
 typedef enum rnnjit_onnx_op { RNNJIT_ONNX_RNN = 0, RNNJIT_ONNX_GRU = 1, RNNJIT_ONNX_LSTM = 2 } rnnjit_onnx_op_t;
 
 typedef struct rnnjit_onnx_attributes {
-  rnnjit_onnx_op_t op;
+  int32_t op;                                     /* an rnnjit_onnx_op_t */
   int64_t hidden_size;                            /* required, > 0 */
   const char* direction;                          /* NULL or "forward", "bidirectional", "reverse" */
   int64_t layout;                                 /* 0: X [T, N, I]; 1: batch-first X [N, T, I] */
