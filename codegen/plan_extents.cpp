@@ -93,12 +93,15 @@ std::int64_t buffer_elements(const Plan& p, Buffer b) {
 }
 
 void check_extents(const Plan& p) {
+  // Each buffer's size once (WeightLayout is linear in layers: per operand it made this quadratic).
+  std::int64_t limits[kBufferCount];
+  for (int b = 0; b < kBufferCount; ++b) limits[b] = buffer_elements(p, static_cast<Buffer>(b));
   for (const auto* stages : {&p.pack_weights, &p.forward, &p.backward_data, &p.backward_weights})
     for_each_extent(p, *stages, [&](const Extent& e) {
       const std::int64_t limit =
           e.operand.region >= 0
               ? static_cast<std::int64_t>(p.workspace.regions[static_cast<std::size_t>(e.operand.region)].size / sizeof(float))
-              : buffer_elements(p, e.operand.buffer);
+              : limits[static_cast<int>(e.operand.buffer)];
       if (e.begin < 0 || e.end > limit)
         throw Error(fmt::format("plan error: an operand in {} reaches [{}, {}) outside its {} elements",
                                 e.operand.region >= 0 ? p.workspace.regions[static_cast<std::size_t>(e.operand.region)].name

@@ -113,8 +113,9 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
   const std::int64_t k_blocks = (g.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(g.m);
-  const auto [p0, p1] = k.thread_panels(tid);
-  const std::int64_t my_panels = p1 - p0;
+  // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+  const std::pair<std::int64_t, std::int64_t> panels = k.thread_panels(tid);
+  const std::int64_t p0 = panels.first, p1 = panels.second, my_panels = p1 - p0;
   // This thread's chunks of B in order: (k block, group, panel); the last one is followed by the
   // first (the next time step of a recurrence uses the same B).
   const std::int64_t chunks = k_blocks * groups * my_panels;
