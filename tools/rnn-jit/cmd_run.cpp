@@ -98,14 +98,7 @@ int run(const RunFlags& f) {
 
   const std::size_t states = static_cast<std::size_t>(L * D * N * H);
   std::vector<float> y(static_cast<std::size_t>(T * N * D * H)), hy(states), cy(lstm ? states : 0);
-  ForwardIo fio;
-  fio.x = x;
-  fio.hx = h0;
-  fio.cx = c0;
-  fio.y = y;
-  fio.hy = hy;
-  fio.cy = cy;
-  ex.forward(weights, fio);
+  ex.forward(weights, {.x = x, .hx = h0, .cx = c0, .y = y, .hy = hy, .cy = cy});
   int files = 0;
   auto emit = [&](const std::string& file, const std::vector<std::int64_t>& file_shape, std::span<const float> data) {
     npy::write_f32(out_path(file), file_shape, data);
@@ -117,19 +110,9 @@ int run(const RunFlags& f) {
 
   if (backward) {
     std::vector<float> dx(x.size()), dh0(states), dc0(lstm ? states : 0);
-    BackwardDataIo bio;
-    bio.dy = dy;
-    bio.dhy = dhy;
-    bio.dcy = dcy;
-    bio.dx = dx;
-    bio.dhx = dh0;
-    bio.dcx = dc0;
-    ex.backward_data(weights, bio);
+    ex.backward_data(weights, {.dy = dy, .dhy = dhy, .dcy = dcy, .dx = dx, .dhx = dh0, .dcx = dc0});
     std::vector<float> dw(weights.size());
-    BackwardWeightsIo wio;
-    wio.x = x;
-    wio.dweights = dw;
-    ex.backward_weights(wio);
+    ex.backward_weights({.x = x, .dweights = dw});
     emit("dx.npy", xa.shape, dx);
     emit("dh0.npy", state_shape, dh0);
     if (lstm) emit("dc0.npy", state_shape, dc0);
