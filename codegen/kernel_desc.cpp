@@ -16,9 +16,11 @@ std::string kernel_name(const KernelDesc& d) {
     return fmt::format("sgemm_{}_m{}_v{}_t{}_b{}_ar{}_ak{}_bk{}_cr{}_u{}_p{}", to_string(d.isa_kind()), d.rows,
                        d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride, d.b_k_stride, d.c_row_stride,
                        d.unroll, d.prefetch);
-  return fmt::format("{}_{}{}_{}_h{}_c{}_n{}_ld{}_u{}", to_string(d.cell_kind()),
+  // The clip is named by its bits so that every distinct value gives a distinct name.
+  return fmt::format("{}_{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}", to_string(d.cell_kind()),
                      d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training ? "_train" : "",
-                     to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll);
+                     to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll,
+                     d.clip_bits ? fmt::format("_clip{:08x}", d.clip_bits) : "");
 }
 
 std::string describe(const KernelDesc& d) {
@@ -27,9 +29,10 @@ std::string describe(const KernelDesc& d) {
                        "b_k_stride={} c_row_stride={} unroll={} prefetch={} gen={}",
                        to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride,
                        d.b_k_stride, d.c_row_stride, d.unroll, d.prefetch, d.generator_version);
-  return fmt::format("kind=gate cell={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} gen={}",
+  return fmt::format("kind=gate cell={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} clip={} gen={}",
                      to_string(d.cell_kind()), d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training,
-                     to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll, d.generator_version);
+                     to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll, d.clip(),
+                     d.generator_version);
 }
 
 }  // namespace rnnjit

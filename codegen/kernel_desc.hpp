@@ -5,6 +5,7 @@
 // an emitter can never reuse a stale kernel. Emitters follow it; they decide nothing.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,7 +18,7 @@
 namespace rnnjit {
 
 // Bumped whenever any emitter's output changes for an unchanged descriptor.
-inline constexpr std::uint32_t kGeneratorVersion = 2;
+inline constexpr std::uint32_t kGeneratorVersion = 3;
 
 enum class Pass : std::uint8_t { forward = 0, backward = 1 };
 enum class KernelKind : std::uint8_t { gate = 0, gemm = 1 };
@@ -44,6 +45,9 @@ struct KernelDesc {
   std::uint32_t unroll = 0;   // gate: vectors per gate per iteration; gemm: k-loop unroll
   std::uint32_t cols = 0;     // gate: hidden units this launch covers (<= hidden)
   std::uint32_t a_row_stride = 0, a_k_stride = 0, b_k_stride = 0, c_row_stride = 0;  // gemm
+  std::uint32_t clip_bits = 0;  // gate, LSTM: the cell clip as float bits (std::bit_cast), 0: none
+
+  float clip() const { return std::bit_cast<float>(clip_bits); }
 
   KernelKind kind_of() const { return static_cast<KernelKind>(kind); }
   Isa isa_kind() const { return static_cast<Isa>(isa); }

@@ -63,6 +63,9 @@ struct Timed {
 };
 
 // Row-major C = op(A) op(B) + beta C with op(X) = X or X^T; alpha is always 1.
+// A batched GEMM (batch > 1) repeats this for i < batch with A, B and C moved by i times their
+// batch strides; with c_batch_stride == 0 every product adds into the same C (beta applies to
+// the first). Batch-first tensors are read and written in place this way, one batch row at a time.
 struct GemmStep {
   std::string what;  // e.g. "input projection l0 d0"
   bool trans_a = false, trans_b = false;
@@ -72,6 +75,7 @@ struct GemmStep {
   float beta = 0.0f;
   GemmBlocking blocking;  // generated GEMM tiling and its kernels; empty: OpenBLAS
   Operand a_panels;       // blocking.pack_a: workspace for k_c x (row blocks * m_r) floats
+  std::int64_t batch = 1, a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
 };
 
 // Packs a GEMM's B into the generated GEMM's panels (codegen/gemm_blocking.hpp) so that it
@@ -86,13 +90,36 @@ struct PackStep {
   std::int64_t ld = 0;    // row stride of a plain (not transposed) src
 };
 
-// dst[r, 0:cols] = src[r, 0:cols] for r < rows; a `none` source writes zeros.
+// dst[b, r, 0:cols] = src[b, r, 0:cols] for r < rows, b < blocks (rows ld_* apart, blocks
+// block_* apart: [T, N, w] <-> [N, T, w] is blocks = T, rows = N); a `none` source writes zeros.
 struct CopyStep {
   std::string what;
   Operand src, dst;
   std::int64_t rows = 0, cols = 0, ld_src = 0, ld_dst = 0;
   bool optional_src = false;  // the caller may omit src (then zeros); e.g. hx
   bool optional_dst = false;  // the caller may omit dst (then skipped); e.g. hy
+  std::int64_t blocks = 1, block_src = 0, block_dst = 0;
+};
+
+// Variable-length sequences: zeroes row (t, n) of dst, at dst + t*t_stride + n*n_stride, for
+// every t at or past element n's length (nothing when the call has no lengths).
+struct MaskStep {
+  std::string what;
+  Operand dst;
+  std::int64_t steps = 0, batch = 0, cols = 0, t_stride = 0, n_stride = 0;
+};
+
+// Dropout between layers over rows x cols elements (element index r*cols + j, see
+// kernels/dropout.hpp). Forward: mask[e] = keep, dst = src * keep / (1-p). Backward, in place:
+// dst *= mask / (1-p). The mask is one byte per element in a reserve region.
+struct DropoutStep {
+  std::string what;
+  Pass pass = Pass::forward;
+  std::int64_t layer = 0;
+  float p = 0.0f;
+  Operand src, dst;
+  int mask_region = -1;
+  std::int64_t elements = 0;
 };
 
 // dst[j] (+)= sum over r < rows of src[r, j], j < cols (bias gradients).
@@ -107,6 +134,11 @@ struct ColumnSumStep {
 // when reverse): gh = h_prev W_hh^T (gemm, a = h_prev), then the gate kernel with
 // h_prev/c_prev = h/c at the previous time (h_init/c_init at the first step).
 // Backward walks the steps the other way: the gate kernel, then dh_carry (+)= dgates W_hh.
+//
+// LSTM with projection (projection.n > 0): the gate kernel writes o*tanh(c) to cell_out, and
+// h = cell_out W_hr^T (projection, a and c per step). Backward first forms dh_proj = dh_carry +
+// dy (kept for dW_hr), then dcell = dh_proj W_hr (projection_grad) feeds the gate kernel as its
+// dy, with `zeros` as its dh_carry; the recurrent GEMM then writes the new dh_carry.
 struct RecurrenceStep {
   std::string what;
   Pass pass = Pass::forward;
@@ -115,16 +147,27 @@ struct RecurrenceStep {
   bool reverse = false;
   std::int64_t steps = 0;  // T
   std::int64_t batch = 0;  // N
+  std::int64_t state = 0;  // S, the width of h (P with a projection, else H)
+  std::int64_t ld_state = 0;  // row stride of h, h_init and dy (D*S)
   int kernel = -1;         // index into Plan::kernels (OpenBLAS plans: one thread, all H columns)
-  // Generated plans split every step across threads: thread i runs the gate kernel
-  // thread_kernels[i] on the hidden units gemm.blocking.thread_columns(i) (-1: none).
+  // Every step is split across threads: thread i runs the gate kernel thread_kernels[i] (-1:
+  // none) on the hidden units from thread_units[i] (its share of the GEMM that produces or
+  // consumes the gate kernel's columns). OpenBLAS plans: one thread, all H units.
   std::vector<int> thread_kernels;
+  std::vector<std::int64_t> thread_units;
   GemmStep gemm;           // per step; its a (fwd: h_prev, bwd: gates at t) is filled per step
   Timed gx, h, c, gates, dy;
   Operand gh, bias_ih, bias_hh, h_init, c_init, dh_carry, dc_carry;
+  // Variable lengths: an element past its length keeps its state (forward: h and c carried
+  // from the previous step; backward: the gradients carried unchanged, gate gradients zero).
+  // [N, 2H] of scratch for the rows being carried.
+  Operand carry_save;
+  GemmStep projection, projection_grad;
+  Timed cell_out, dh_proj;
+  Operand dcell, zeros;
 };
 
-using Step = std::variant<GemmStep, CopyStep, ColumnSumStep, RecurrenceStep, PackStep>;
+using Step = std::variant<GemmStep, CopyStep, ColumnSumStep, RecurrenceStep, PackStep, MaskStep, DropoutStep>;
 
 // Steps of one lane run in order; the lanes of a stage run concurrently (the two directions
 // of a bidirectional layer), each on one thread; a stage of one lane runs on Plan::threads
@@ -142,6 +185,7 @@ struct Plan {
   std::vector<std::string> notes;  // decisions worth telling the user (e.g. fallbacks)
   std::vector<KernelDesc> kernels;
   WorkspacePlan workspace;
+  int lengths_region = -1;  // training: the call's sequence lengths (N int32) kept for backward
   std::vector<Stage> pack_weights, forward, backward_data, backward_weights;
 };
 

@@ -17,22 +17,27 @@ void matrix(const std::function<void(const Extent&)>& fn, const Operand& o, std:
 }
 
 void gemm(const std::function<void(const Extent&)>& fn, const GemmStep& g) {
-  matrix(fn, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
+  // A batched GEMM's operands move by their batch strides, like a time-indexed one.
+  matrix(fn, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.a_batch_stride, g.batch);
   if (g.blocking.packed_b) matrix(fn, g.b, 1, packed_elements(g.blocking, g.n / g.blocking.group, g.k), 0);
-  else matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
-  matrix(fn, g.c, g.m, g.n, g.ldc);
+  else matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.b_batch_stride, g.batch);
+  matrix(fn, g.c, g.m, g.n, g.ldc, g.c_batch_stride, g.batch);
   if (g.blocking.pack_a) matrix(fn, g.a_panels, 1, a_panel_elements(g.blocking, g.m, g.k), 0);
 }
 
 void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, const RecurrenceStep& r) {
   const KernelDesc& k = p.kernels[static_cast<std::size_t>(r.kernel)];
   const std::int64_t H = k.hidden, GH = k.gates() * H, R = k.reserve_gates() * H, N = r.batch, T = r.steps;
+  const std::int64_t S = r.state, ldh = r.ld_state;
   const bool lstm = k.cell_kind() == CellKind::lstm;
-  GemmStep g = r.gemm;
-  g.a = {};  // the per-step operand is covered by h / gates below
-  gemm(fn, g);
-  matrix(fn, r.h.base, N, H, k.ld_h, r.h.t_stride, T);
-  matrix(fn, r.h_init, N, H, k.ld_h);
+  for (GemmStep g : {r.gemm, r.projection, r.projection_grad}) {
+    if (g.n == 0) continue;
+    g.a = {};  // the per-step operands are covered below (the projection's C is h)
+    gemm(fn, g);
+  }
+  matrix(fn, r.h.base, N, S, ldh, r.h.t_stride, T);
+  matrix(fn, r.h_init, N, S, ldh);
+  matrix(fn, r.carry_save, N, 2 * H, 2 * H);
   if (lstm) {
     matrix(fn, r.c.base, N, H, H, r.c.t_stride, T);
     matrix(fn, r.c_init, N, H, H);
@@ -42,11 +47,15 @@ void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, con
     matrix(fn, r.bias_ih, 1, GH, GH);
     matrix(fn, r.bias_hh, 1, GH, GH);
     if (k.training) matrix(fn, r.gates.base, N, R, R, r.gates.t_stride, T);
+    matrix(fn, r.cell_out.base, N, H, H, r.cell_out.t_stride, T);
   } else {
     matrix(fn, r.gates.base, N, R, R, r.gates.t_stride, T);
-    matrix(fn, r.dy.base, N, H, k.ld_h, r.dy.t_stride, T);
-    matrix(fn, r.dh_carry, N, H, H);
+    matrix(fn, r.dy.base, N, S, ldh, r.dy.t_stride, T);
+    matrix(fn, r.dh_carry, N, S, S);
     if (lstm) matrix(fn, r.dc_carry, N, H, H);
+    matrix(fn, r.dh_proj.base, N, S, S, r.dh_proj.t_stride, T);
+    matrix(fn, r.dcell, N, H, H);
+    matrix(fn, r.zeros, N, H, H);
   }
 }
 
@@ -58,8 +67,15 @@ void for_each_extent(const Plan& p, const std::vector<Stage>& stages, const std:
       for (const Step& step : lane) {
         if (const auto* g = std::get_if<GemmStep>(&step)) gemm(fn, *g);
         if (const auto* c = std::get_if<CopyStep>(&step)) {
-          matrix(fn, c->src, c->rows, c->cols, c->ld_src);
-          matrix(fn, c->dst, c->rows, c->cols, c->ld_dst);
+          matrix(fn, c->src, c->rows, c->cols, c->ld_src, c->block_src, c->blocks);
+          matrix(fn, c->dst, c->rows, c->cols, c->ld_dst, c->block_dst, c->blocks);
+        }
+        if (const auto* m = std::get_if<MaskStep>(&step)) matrix(fn, m->dst, m->batch, m->cols, m->n_stride, m->t_stride, m->steps);
+        if (const auto* d = std::get_if<DropoutStep>(&step)) {
+          matrix(fn, d->src, 1, d->elements, 0);
+          matrix(fn, d->dst, 1, d->elements, 0);
+          if (p.workspace.regions[static_cast<std::size_t>(d->mask_region)].size < static_cast<std::size_t>(d->elements))
+            throw Error(fmt::format("plan error: dropout mask of {} is smaller than its {} elements", d->what, d->elements));
         }
         if (const auto* c = std::get_if<ColumnSumStep>(&step)) {
           matrix(fn, c->src, c->rows, c->cols, c->ld_src);
@@ -80,8 +96,8 @@ std::int64_t buffer_elements(const Plan& p, Buffer b) {
     case Buffer::dx: return x_elements(p.config, p.shape);
     case Buffer::y:
     case Buffer::dy: return y_elements(p.config, p.shape);
-    case Buffer::hx: case Buffer::cx: case Buffer::hy: case Buffer::cy:
-    case Buffer::dhy: case Buffer::dcy: case Buffer::dhx: case Buffer::dcx: return state_elements(p.config, p.shape);
+    case Buffer::hx: case Buffer::hy: case Buffer::dhy: case Buffer::dhx: return state_elements(p.config, p.shape);
+    case Buffer::cx: case Buffer::cy: case Buffer::dcy: case Buffer::dcx: return cell_state_elements(p.config, p.shape);
     case Buffer::weights:
     case Buffer::dweights: return WeightLayout(p.config).total_elements();
     case Buffer::workspace: return static_cast<std::int64_t>(p.workspace.workspace_bytes / sizeof(float));

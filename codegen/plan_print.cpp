@@ -41,16 +41,22 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
 }
 
 std::string gemm_text(const Plan& p, const GemmStep& g) {
-  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}, A={} B={} C={} ldc={} ({})", g.what, g.m,
-                     g.n, g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb, g.k,
-                     g.a.buffer == Buffer::none ? "per step" : operand_text(p, g.a), operand_text(p, g.b),
+  const std::string batch =
+      g.batch > 1 ? fmt::format(" x{} batch (strides A {} B {} C {})", g.batch, g.a_batch_stride, g.b_batch_stride,
+                                g.c_batch_stride)
+                  : "";
+  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}{}, A={} B={} C={} ldc={} ({})", g.what,
+                     g.m, g.n, g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb,
+                     g.k, batch, g.a.buffer == Buffer::none ? "per step" : operand_text(p, g.a), operand_text(p, g.b),
                      operand_text(p, g.c), g.ldc, blocking_text(g.blocking));
 }
 
 nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
   return {{"kind", "gemm"}, {"what", g.what}, {"trans_a", g.trans_a}, {"trans_b", g.trans_b}, {"m", g.m}, {"n", g.n},
           {"k", g.k}, {"a", operand_json(p, g.a)}, {"b", operand_json(p, g.b)}, {"c", operand_json(p, g.c)},
-          {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}, {"blocking", blocking_json(p, g.blocking)}};
+          {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}, {"blocking", blocking_json(p, g.blocking)},
+          {"batch", g.batch}, {"a_batch_stride", g.a_batch_stride}, {"b_batch_stride", g.b_batch_stride},
+          {"c_batch_stride", g.c_batch_stride}};
 }
 
 std::string step_text(const Plan& p, const Step& step) {
@@ -58,8 +64,20 @@ std::string step_text(const Plan& p, const Step& step) {
       Overloaded{
           [&](const GemmStep& g) { return gemm_text(p, g); },
           [&](const CopyStep& c) {
-            return fmt::format("copy {}: [{}x{}] {} (ld {}) -> {} (ld {})", c.what, c.rows, c.cols,
+            const std::string blocks =
+                c.blocks > 1 ? fmt::format(" x{} blocks (strides {} -> {})", c.blocks, c.block_src, c.block_dst) : "";
+            return fmt::format("copy {}: [{}x{}]{} {} (ld {}) -> {} (ld {})", c.what, c.rows, c.cols, blocks,
                                operand_text(p, c.src), c.ld_src, operand_text(p, c.dst), c.ld_dst);
+          },
+          [&](const MaskStep& m) {
+            return fmt::format("mask {}: rows (t, n) with t >= length[n] of [{}x{}x{}] {} (strides t {} n {}) <- 0",
+                               m.what, m.steps, m.batch, m.cols, operand_text(p, m.dst), m.t_stride, m.n_stride);
+          },
+          [&](const DropoutStep& d) {
+            return fmt::format("dropout {}: p={} {} elements, {} mask {}", d.what, d.p, d.elements,
+                               d.pass == Pass::forward ? operand_text(p, d.src) + " -> " + operand_text(p, d.dst)
+                                                       : operand_text(p, d.dst) + " in place,",
+                               p.workspace.regions[static_cast<std::size_t>(d.mask_region)].name);
           },
           [&](const ColumnSumStep& c) {
             return fmt::format("colsum {}: [{}x{}] {} (ld {}) -> {}", c.what, c.rows, c.cols, operand_text(p, c.src),
@@ -87,7 +105,20 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
           [&](const CopyStep& c) {
             return nlohmann::json{{"kind", "copy"}, {"what", c.what}, {"src", operand_json(p, c.src)},
                                   {"dst", operand_json(p, c.dst)}, {"rows", c.rows}, {"cols", c.cols},
-                                  {"ld_src", c.ld_src}, {"ld_dst", c.ld_dst}};
+                                  {"ld_src", c.ld_src}, {"ld_dst", c.ld_dst}, {"blocks", c.blocks},
+                                  {"block_src", c.block_src}, {"block_dst", c.block_dst}};
+          },
+          [&](const MaskStep& m) {
+            return nlohmann::json{{"kind", "mask"}, {"what", m.what}, {"dst", operand_json(p, m.dst)},
+                                  {"steps", m.steps}, {"batch", m.batch}, {"cols", m.cols},
+                                  {"t_stride", m.t_stride}, {"n_stride", m.n_stride}};
+          },
+          [&](const DropoutStep& d) {
+            return nlohmann::json{{"kind", "dropout"}, {"what", d.what},
+                                  {"pass", d.pass == Pass::forward ? "forward" : "backward"}, {"layer", d.layer},
+                                  {"p", d.p}, {"src", operand_json(p, d.src)}, {"dst", operand_json(p, d.dst)},
+                                  {"mask", p.workspace.regions[static_cast<std::size_t>(d.mask_region)].name},
+                                  {"elements", d.elements}};
           },
           [&](const ColumnSumStep& c) {
             return nlohmann::json{{"kind", "column_sum"}, {"what", c.what}, {"src", operand_json(p, c.src)},

@@ -1,6 +1,7 @@
 #include "codegen/planner.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -31,6 +32,7 @@ int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d);
 struct Sizes {
   std::int64_t T, N, H, G, GH, D, L, R;  // R: reserve gate columns (reserve_gates * H)
   bool lstm, gru;
+  std::int64_t S = 0, W = 0, P = 0;  // S: width of h (P or H); W = D*S: a row of a layer's output
 };
 
 class Planner {
@@ -47,6 +49,10 @@ class Planner {
     const int G = config.gates();
     s_ = {shape.seq_len, shape.batch, H, G, G * H, config.directions(), config.num_layers,
           (config.cell == CellKind::gru ? 4 : G) * H, config.cell == CellKind::lstm, config.cell == CellKind::gru};
+    s_.S = config.state_size();
+    s_.W = s_.D * s_.S;
+    s_.P = config.proj_size;
+    dropout_ = mode == Mode::training && config.dropout > 0.0f && config.num_layers > 1;
   }
 
   Plan build() {
@@ -58,9 +64,11 @@ class Planner {
     forward_kernel_ = add_kernel(Pass::forward);
     allocate_forward();
     plan_forward();
+    plan_outputs();
     if (mode == Mode::training) {
       backward_kernel_ = add_kernel(Pass::backward);
       allocate_backward();
+      plan_dy();
       plan_backward_data();
       plan_backward_weights();
     }
@@ -95,8 +103,10 @@ class Planner {
   // kernels prefetch the next panel while computing this one. With `pack_into`, a plain B (a
   // row-major matrix whose rows are far apart) is first copied into panels by a PackStep
   // appended there, so the microkernel streams it instead of touching a page per k step.
+  // `own_panels`: B's panels get a region of their own (the GEMM runs interleaved with another
+  // packed one of the lane, as the two GEMMs of a recurrence with a projection do).
   GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false, int lane = 0,
-                     std::vector<Step>* pack_into = nullptr) {
+                     std::vector<Step>* pack_into = nullptr, bool own_panels = false) {
     if (!generate_gemms()) return g;
     const bool pack_b = pack_into && !g.blocking.packed_b && g.k >= kMinPackedK;
     g.blocking.packed_b = g.blocking.packed_b || pack_b;
@@ -105,8 +115,10 @@ class Planner {
       g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_[lane], "a_panels", lane,
                                                                a_panel_elements(g.blocking, g.m, g.k)));
     if (pack_b) {
+      const std::int64_t elements = packed_elements(g.blocking, g.n / group, g.k);
       const Operand panels = region_operand(
-          plan_.workspace, lane_region(b_panels_[lane], "b_panels", lane, packed_elements(g.blocking, g.n / group, g.k)));
+          plan_.workspace, own_panels ? region(fmt::format("b_panels.{}", g.what), false, elements)
+                                      : lane_region(b_panels_[lane], "b_panels", lane, elements));
       pack_into->push_back(
           PackStep{"pack B of " + g.what, g.b, panels, g.k, g.n / group, g.blocking, false, g.ldb});
       g.b = panels;
@@ -124,33 +136,39 @@ class Planner {
     return region;
   }
 
-  // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate.
-  GemmStep with_packed_weights(GemmStep g, const std::string& name, bool recurrent) {
+  // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate
+  // (`groups` column groups of `group`: G of H for W_ih and W_hh, one of P for W_hr).
+  GemmStep with_packed_weights(GemmStep g, const std::string& name, bool recurrent, std::int64_t group = 0,
+                               std::int64_t groups = 0) {
     if (!generate_gemms()) return g;
+    if (group == 0) group = s_.H, groups = s_.G;
     g.blocking.packed_b = true;
-    g = generated(g, s_.H, 0, recurrent);
+    g = generated(g, group, 0, recurrent);
     const int packed = plan_.workspace.add(
         "packed." + name, Space::packed,
-        static_cast<std::size_t>(packed_elements(g.blocking, s_.G, g.k)) * sizeof(float));
+        static_cast<std::size_t>(packed_elements(g.blocking, groups, g.k)) * sizeof(float));
     const Operand dst = region_operand(plan_.workspace, packed);
-    plan_.pack_weights.push_back(Stage{{{PackStep{"pack " + name, g.b, dst, g.k, s_.G, g.blocking}}}});
+    plan_.pack_weights.push_back(Stage{{{PackStep{"pack " + name, g.b, dst, g.k, groups, g.blocking}}}});
     g.b = dst;
     g.ldb = g.blocking.panel_columns();
     return g;
   }
 
   // The gate kernels of a recurrence: one per thread over the hidden units that thread's share
-  // of the recurrent GEMM produces (forward) or consumes (backward).
-  void split_gate_kernel(RecurrenceStep& r, Pass pass) {
-    if (!r.gemm.blocking.generated()) {
+  // of `units` (the GEMM whose output columns are the gate kernel's hidden units: the recurrent
+  // GEMM forward, and backward the recurrent gradient or, with a projection, dcell) covers.
+  void split_gate_kernel(RecurrenceStep& r, Pass pass, const GemmStep& units) {
+    if (!units.blocking.generated()) {
       r.thread_kernels = {r.kernel};
+      r.thread_units = {0};
       return;
     }
-    for (int t = 0; t < r.gemm.blocking.threads; ++t) {
-      const auto [c0, c1] = r.gemm.blocking.thread_columns(t);
+    for (int t = 0; t < units.blocking.threads; ++t) {
+      const auto [c0, c1] = units.blocking.thread_columns(t);
       KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
       d.cols = static_cast<std::uint32_t>(c1 - c0);
       r.thread_kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
+      r.thread_units.push_back(c0);
     }
   }
 
@@ -161,16 +179,28 @@ class Planner {
     for (int d = 0; d < s.D; ++d) {
       gx_[d] = region(fmt::format("gx.d{}", d), false, s.T * s.N * s.GH);
       gh_[d] = region(fmt::format("gh.d{}", d), false, s.N * s.GH);
+      carry_save_[d] = region(fmt::format("carry_save.d{}", d), false, s.N * 2 * s.H);
     }
     if (train) {
+      plan_.lengths_region = plan_.workspace.add("seq_lengths", Space::reserve, static_cast<std::size_t>(s.N) * 4);
+      if (dropout_)
+        for (std::int64_t l = 0; l + 1 < s.L; ++l) {
+          dropped_.push_back(region(fmt::format("dropped.l{}", l), true, s.T * s.N * s.W));
+          dropout_mask_.push_back(plan_.workspace.add(fmt::format("dropout_mask.l{}", l), Space::reserve,
+                                                      static_cast<std::size_t>(s.T * s.N * s.W)));
+        }
       for (std::int64_t l = 0; l < s.L; ++l) {
-        out_.push_back(region(fmt::format("out.l{}", l), true, s.T * s.N * s.D * s.H));
-        h_init_.push_back(region(fmt::format("h_init.l{}", l), true, s.N * s.D * s.H));
+        out_.push_back(region(fmt::format("out.l{}", l), true, s.T * s.N * s.W));
+        h_init_.push_back(region(fmt::format("h_init.l{}", l), true, s.N * s.W));
         for (int d = 0; d < s.D; ++d) {
           gates_.push_back(region(fmt::format("gates.l{}.d{}", l, d), true, s.T * s.N * s.R));
           if (s.lstm) {
             c_.push_back(region(fmt::format("c.l{}.d{}", l, d), true, s.T * s.N * s.H));
             c_init_.push_back(region(fmt::format("c_init.l{}.d{}", l, d), true, s.N * s.H));
+          }
+          if (s.P) {
+            cell_out_.push_back(region(fmt::format("cell_out.l{}.d{}", l, d), true, s.T * s.N * s.H));
+            dh_proj_.push_back(region(fmt::format("dh_proj.l{}.d{}", l, d), true, s.T * s.N * s.P));
           }
         }
       }
@@ -179,35 +209,64 @@ class Planner {
       // writes y. The LSTM cell state is updated in place in one [N, H] buffer per direction.
       if (s.L > 1)
         for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
-          pingpong_[i] = region(fmt::format("layer_out.{}", i), false, s.T * s.N * s.D * s.H);
-      const int h_init = region("h_init", false, s.N * s.D * s.H);
+          pingpong_[i] = region(fmt::format("layer_out.{}", i), false, s.T * s.N * s.W);
+      if (config_.batch_first) y_seq_ = region("y_seq", false, s.T * s.N * s.W);
+      const int h_init = region("h_init", false, s.N * s.W);
       h_init_.assign(static_cast<std::size_t>(s.L), h_init);
       if (s.lstm)
         for (int d = 0; d < s.D; ++d) cstate_[d] = region(fmt::format("c_state.d{}", d), false, s.N * s.H);
+      if (s.P)
+        for (int d = 0; d < s.D; ++d) cell_state_out_[d] = region(fmt::format("cell_out.d{}", d), false, s.N * s.H);
     }
   }
 
   void allocate_backward() {
     const auto& s = s_;
     for (int d = 0; d < s.D; ++d) {
-      dh_[d] = region(fmt::format("dh_carry.d{}", d), false, s.N * s.H);
+      dh_[d] = region(fmt::format("dh_carry.d{}", d), false, s.N * s.S);
       if (s.lstm) dc_[d] = region(fmt::format("dc_carry.d{}", d), false, s.N * s.H);
+      if (s.P) {
+        dcell_[d] = region(fmt::format("dcell.d{}", d), false, s.N * s.H);
+        zeros_[d] = region(fmt::format("zeros.d{}", d), false, s.N * s.H);
+      }
     }
     if (s.L > 1)
       for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
-        dlayer_[i] = region(fmt::format("dlayer.{}", i), false, s.T * s.N * s.D * s.H);
+        dlayer_[i] = region(fmt::format("dlayer.{}", i), false, s.T * s.N * s.W);
+    if (config_.batch_first) dy_seq_ = region("dy_seq", false, s.T * s.N * s.W);
   }
 
   // Output [T, N, D*H] of layer l (where forward writes it and backward reads it).
+  // Sequence-major [T, N, D*H]; batch-first y is written from it by plan_outputs().
   Operand layer_output(std::int64_t l) const {
     if (training()) return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)]);
-    if (l == s_.L - 1) return buffer_operand(Buffer::y);
+    if (l == s_.L - 1) return config_.batch_first ? region_operand(plan_.workspace, y_seq_) : buffer_operand(Buffer::y);
     return region_operand(plan_.workspace, pingpong_[l % 2]);
   }
-  Operand layer_input(std::int64_t l) const { return l == 0 ? buffer_operand(Buffer::x) : layer_output(l - 1); }
+  // What layer l reads: x, the layer below's output, or (training with dropout) its dropped copy.
+  Operand layer_input(std::int64_t l) const {
+    if (l == 0) return buffer_operand(Buffer::x);
+    if (dropout_) return region_operand(plan_.workspace, dropped_[static_cast<std::size_t>(l - 1)]);
+    return layer_output(l - 1);
+  }
   int ld_input(std::int64_t l) const { return static_cast<int>(config_.layer_input_size(l)); }
   std::size_t ld_index(std::int64_t l, int d) const { return static_cast<std::size_t>(l * s_.D + d); }
   static Operand shifted(Operand o, std::int64_t by) { o.offset += by; return o; }
+  // Whether layer l reads x (or, backward, writes dx) in the caller's batch-first layout.
+  bool batch_first_input(std::int64_t l) const { return l == 0 && config_.batch_first; }
+
+  // A GEMM whose A rows are the T*N (t, n) rows of a [T, N, *] operand, made to read them from
+  // a batch-first [N, T, *] tensor instead: one product of T rows per batch row n, A moved by
+  // T rows of the caller's tensor and C by one row of the sequence-major one.
+  GemmStep batch_first_rows(GemmStep g, bool a_is_caller) const {
+    const std::int64_t caller_ld = a_is_caller ? g.lda : g.ldc, seq_ld = a_is_caller ? g.ldc : g.lda;
+    g.m = s_.T;
+    g.batch = s_.N;
+    (a_is_caller ? g.a_batch_stride : g.c_batch_stride) = s_.T * caller_ld;
+    (a_is_caller ? g.c_batch_stride : g.a_batch_stride) = seq_ld;
+    (a_is_caller ? g.ldc : g.lda) = s_.N * seq_ld;
+    return g;
+  }
 
   // The time loop of layer l, direction d (the reverse direction walks t = T-1..0).
   RecurrenceStep recurrence(Pass pass, std::int64_t l, int d) const {
@@ -216,25 +275,28 @@ class Planner {
     r.pass = pass;
     r.layer = l;
     r.direction = d;
-    r.reverse = d == 1;
+    r.reverse = config_.reversed(d);
     r.steps = s_.T;
     r.batch = s_.N;
+    r.state = s_.S;
+    r.ld_state = s_.W;
     r.kernel = pass == Pass::forward ? forward_kernel_ : backward_kernel_;
+    r.carry_save = region_operand(plan_.workspace, carry_save_[d]);
     return r;
   }
 
   // --- forward -------------------------------------------------------------------------------
   void plan_forward() {
     const auto& s = s_;
-    const std::int64_t ldh = s.D * s.H;
+    const std::int64_t ldh = s.W;
     for (std::int64_t l = 0; l < s.L; ++l) {
       Stage stage;
       for (int d = 0; d < s.D; ++d) {
         std::vector<Step> lane;
         const std::size_t ld = ld_index(l, d);
-        const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.H);
-        lane.push_back(CopyStep{fmt::format("h_init l{} d{} <- hx", l, d), buffer_operand(Buffer::hx, ld * s.N * s.H),
-                                h_init, s.N, s.H, s.H, ldh, true, false});
+        const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.S);
+        lane.push_back(CopyStep{fmt::format("h_init l{} d{} <- hx", l, d), buffer_operand(Buffer::hx, ld * s.N * s.S),
+                                h_init, s.N, s.S, s.S, ldh, true, false});
         Operand c_init;
         if (s.lstm) {
           c_init = region_operand(plan_.workspace, training() ? c_init_[ld] : cstate_[d]);
@@ -242,19 +304,26 @@ class Planner {
                                   c_init, s.N, s.H, s.H, s.H, true, false});
         }
         const Operand gx = region_operand(plan_.workspace, gx_[d]);
-        lane.push_back(with_packed_weights(
-            GemmStep{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
-                     config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx, ld_input(l),
-                     ld_input(l), s.GH, 0.0f, {}},
-            fmt::format("w_ih.l{}.d{}", l, d), false));
+        GemmStep projection{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
+                            config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
+                            ld_input(l), ld_input(l), s.GH, 0.0f, {}};
+        if (batch_first_input(l)) projection = batch_first_rows(projection, true);
+        lane.push_back(with_packed_weights(projection, fmt::format("w_ih.l{}.d{}", l, d), false));
         RecurrenceStep r = recurrence(Pass::forward, l, d);
         r.gh = region_operand(plan_.workspace, gh_[d]);
-        r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, s.N, s.GH, s.H, {},
-                                              weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.H, s.GH, 0.0f, {}},
+        r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, s.N, s.GH, s.S, {},
+                                              weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
                                      fmt::format("w_hh.l{}.d{}", l, d), true);
-        split_gate_kernel(r, Pass::forward);
+        split_gate_kernel(r, Pass::forward, r.gemm);
         r.gx = {gx, s.N * s.GH};
-        r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
+        r.h = {shifted(layer_output(l), d * s.S), s.N * ldh};
+        if (s.P) {
+          r.cell_out = training() ? Timed{region_operand(plan_.workspace, cell_out_[ld]), s.N * s.H}
+                                  : Timed{region_operand(plan_.workspace, cell_state_out_[d]), 0};
+          r.projection = with_packed_weights(GemmStep{"output projection", false, true, s.N, s.P, s.H, {},
+                                                      weight(l, d, ParamKind::weight_hr), {}, s.H, s.H, ldh, 0.0f, {}},
+                                             fmt::format("w_hr.l{}.d{}", l, d), true, s.P, 1);
+        }
         r.bias_ih = weight(l, d, ParamKind::bias_ih);
         r.bias_hh = weight(l, d, ParamKind::bias_hh);
         r.h_init = h_init;
@@ -266,17 +335,46 @@ class Planner {
         const std::int64_t last = r.reverse ? 0 : s.T - 1;
         lane.push_back(r);
         lane.push_back(CopyStep{fmt::format("hy l{} d{}", l, d), shifted(r.h.base, last * r.h.t_stride),
-                                buffer_operand(Buffer::hy, ld * s.N * s.H), s.N, s.H, ldh, s.H, false, true});
+                                buffer_operand(Buffer::hy, ld * s.N * s.S), s.N, s.S, ldh, s.S, false, true});
         if (s.lstm)
           lane.push_back(CopyStep{fmt::format("cy l{} d{}", l, d), shifted(r.c.base, last * r.c.t_stride),
                                   buffer_operand(Buffer::cy, ld * s.N * s.H), s.N, s.H, s.H, s.H, false, true});
         stage.lanes.push_back(std::move(lane));
       }
       plan_.forward.push_back(std::move(stage));
+      if (dropout_ && l + 1 < s.L)
+        plan_.forward.push_back(Stage{{{DropoutStep{fmt::format("dropout l{}", l), Pass::forward, l, config_.dropout,
+                                                    layer_output(l), layer_input(l + 1),
+                                                    dropout_mask_[static_cast<std::size_t>(l)],
+                                                    s.T * s.N * ldh}}}});
     }
-    if (training())
-      plan_.forward.push_back(Stage{{{CopyStep{"y <- out of the top layer", layer_output(s.L - 1),
-                                               buffer_operand(Buffer::y), s.T * s.N, ldh, ldh, ldh, false, false}}}});
+  }
+
+  // y from the top layer's sequence-major output when that is not y itself (training keeps it in
+  // the reserve; batch-first y has its rows in the other order), then zeros past the lengths.
+  void plan_outputs() {
+    const auto& s = s_;
+    const std::int64_t ldh = s.W;
+    std::vector<Step> lane;
+    const Operand top = layer_output(s.L - 1);
+    if (config_.batch_first)
+      lane.push_back(CopyStep{"y [N, T] <- top layer output [T, N]", top, buffer_operand(Buffer::y), s.N, ldh, ldh,
+                              s.T * ldh, false, false, s.T, s.N * ldh, ldh});
+    else if (training())
+      lane.push_back(CopyStep{"y <- top layer output", top, buffer_operand(Buffer::y), s.T * s.N, ldh, ldh, ldh, false,
+                              false});
+    lane.push_back(MaskStep{"y past the sequence lengths", buffer_operand(Buffer::y), s.T, s.N, ldh,
+                            config_.batch_first ? ldh : s.N * ldh, config_.batch_first ? s.T * ldh : ldh});
+    plan_.forward.push_back(Stage{{std::move(lane)}});
+  }
+
+  // Batch-first dy is first copied into sequence-major rows, which the gate kernels read.
+  void plan_dy() {
+    if (!config_.batch_first) return;
+    const std::int64_t ldh = s_.W;
+    plan_.backward_data.push_back(Stage{{{CopyStep{"dy [T, N] <- dy [N, T]", buffer_operand(Buffer::dy),
+                                                   region_operand(plan_.workspace, dy_seq_), s_.N, ldh, s_.T * ldh,
+                                                   ldh, false, false, s_.T, ldh, s_.N * ldh}}}});
   }
 
   // --- backward data -------------------------------------------------------------------------
@@ -289,7 +387,8 @@ class Planner {
   }
 
   Operand dy_of_layer(std::int64_t l) const {
-    return l == s_.L - 1 ? buffer_operand(Buffer::dy) : region_operand(plan_.workspace, dlayer_[l % 2]);
+    if (l < s_.L - 1) return region_operand(plan_.workspace, dlayer_[l % 2]);
+    return config_.batch_first ? region_operand(plan_.workspace, dy_seq_) : buffer_operand(Buffer::dy);
   }
   Operand dx_of_layer(std::int64_t l) const {
     return l == 0 ? buffer_operand(Buffer::dx) : region_operand(plan_.workspace, dlayer_[(l - 1) % 2]);
@@ -297,15 +396,15 @@ class Planner {
 
   void plan_backward_data() {
     const auto& s = s_;
-    const std::int64_t ldh = s.D * s.H;
+    const std::int64_t ldh = s.W;
     for (std::int64_t l = s.L - 1; l >= 0; --l) {
       Stage stage;
       for (int d = 0; d < s.D; ++d) {
         std::vector<Step> lane;
         const std::size_t ld = ld_index(l, d);
         const Operand dh = region_operand(plan_.workspace, dh_[d]);
-        lane.push_back(CopyStep{fmt::format("dh_carry d{} <- dhy l{}", d, l), buffer_operand(Buffer::dhy, ld * s.N * s.H),
-                                dh, s.N, s.H, s.H, s.H, true, false});
+        lane.push_back(CopyStep{fmt::format("dh_carry d{} <- dhy l{}", d, l), buffer_operand(Buffer::dhy, ld * s.N * s.S),
+                                dh, s.N, s.S, s.S, s.S, true, false});
         Operand dc;
         if (s.lstm) {
           dc = region_operand(plan_.workspace, dc_[d]);
@@ -314,13 +413,22 @@ class Planner {
         }
         RecurrenceStep r = recurrence(Pass::backward, l, d);
         r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
-        r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.H, s.GH, {},
-                                    weight(l, d, ParamKind::weight_hh), dh, s.R, s.H, s.H, s.gru ? 1.0f : 0.0f, {}},
-                           s.H, 0, true, d, &lane);
-        split_gate_kernel(r, Pass::backward);
-        r.dy = {shifted(dy_of_layer(l), d * s.H), s.N * ldh};
-        r.h = {shifted(layer_output(l), d * s.H), s.N * ldh};
-        r.h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.H);
+        r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.S, s.GH, {},
+                                    weight(l, d, ParamKind::weight_hh), dh, s.R, s.S, s.S, s.gru ? 1.0f : 0.0f, {}},
+                           s.S, 0, true, d, &lane);
+        if (s.P) {
+          r.dh_proj = {region_operand(plan_.workspace, dh_proj_[ld]), s.N * s.P};
+          r.dcell = region_operand(plan_.workspace, dcell_[d]);
+          r.zeros = region_operand(plan_.workspace, zeros_[d]);
+          lane.push_back(CopyStep{fmt::format("zeros d{}", d), {}, r.zeros, s.N, s.H, s.H, s.H, false, false});
+          r.projection_grad = generated(GemmStep{"projection gradient", false, false, s.N, s.H, s.P, {},
+                                                 weight(l, d, ParamKind::weight_hr), r.dcell, s.P, s.H, s.H, 0.0f, {}},
+                                        s.H, 0, true, d, &lane, true);
+        }
+        split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : r.gemm);
+        r.dy = {shifted(dy_of_layer(l), d * s.S), s.N * ldh};
+        r.h = {shifted(layer_output(l), d * s.S), s.N * ldh};
+        r.h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.S);
         r.dh_carry = dh;
         if (s.lstm) {
           r.c = {region_operand(plan_.workspace, c_[ld]), s.N * s.H};
@@ -328,8 +436,8 @@ class Planner {
           r.dc_carry = dc;
         }
         lane.push_back(r);
-        lane.push_back(CopyStep{fmt::format("dhx l{} d{}", l, d), dh, buffer_operand(Buffer::dhx, ld * s.N * s.H), s.N,
-                                s.H, s.H, s.H, false, true});
+        lane.push_back(CopyStep{fmt::format("dhx l{} d{}", l, d), dh, buffer_operand(Buffer::dhx, ld * s.N * s.S), s.N,
+                                s.S, s.S, s.S, false, true});
         if (s.lstm)
           lane.push_back(CopyStep{fmt::format("dcx l{} d{}", l, d), dc, buffer_operand(Buffer::dcx, ld * s.N * s.H),
                                   s.N, s.H, s.H, s.H, false, true});
@@ -342,22 +450,27 @@ class Planner {
       bool first = true;
       for (int d = 0; d < s.D; ++d)
         for (const InputSide& piece : input_side()) {
-          lane.push_back(generated(
-              GemmStep{fmt::format("input gradient l{} d{}", l, d), false, false, s.T * s.N, in, piece.width,
-                       region_operand(plan_.workspace, gates_[ld_index(l, d)], piece.col),
-                       shifted(weight(l, d, ParamKind::weight_ih), piece.row * in), dx_of_layer(l), s.R, in, in,
-                       first ? 0.0f : 1.0f, {}},
-              in, plan_.threads, false, 0, &lane));
+          GemmStep dx{fmt::format("input gradient l{} d{}", l, d), false, false, s.T * s.N, in, piece.width,
+                      region_operand(plan_.workspace, gates_[ld_index(l, d)], piece.col),
+                      shifted(weight(l, d, ParamKind::weight_ih), piece.row * in), dx_of_layer(l), s.R, in, in,
+                      first ? 0.0f : 1.0f, {}};
+          if (batch_first_input(l)) dx = batch_first_rows(dx, false);
+          lane.push_back(generated(dx, in, plan_.threads, false, 0, &lane));
           first = false;
         }
       plan_.backward_data.push_back(Stage{{std::move(lane)}});
+      if (dropout_ && l > 0)
+        plan_.backward_data.push_back(Stage{{{DropoutStep{fmt::format("dropout l{} backward", l - 1), Pass::backward,
+                                                          l - 1, config_.dropout, {}, dx_of_layer(l),
+                                                          dropout_mask_[static_cast<std::size_t>(l - 1)],
+                                                          s.T * s.N * s.W}}}});
     }
   }
 
   // --- backward weights (beta 0 here; the executor turns it into 1 to accumulate) ------------
   void plan_backward_weights() {
     const auto& s = s_;
-    const std::int64_t ldh = s.D * s.H;
+    const std::int64_t ldh = s.W;
     for (std::int64_t l = 0; l < s.L; ++l) {
       Stage stage;
       for (int d = 0; d < s.D; ++d) {
@@ -365,11 +478,18 @@ class Planner {
         const Operand gates = region_operand(plan_.workspace, gates_[ld_index(l, d)]);
         const std::int64_t in = config_.layer_input_size(l);
         for (const InputSide& piece : input_side()) {
-          GemmStep dw = generated(GemmStep{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
-                                           shifted(gates, piece.col), layer_input(l),
-                                           dweight(l, d, ParamKind::weight_ih, piece.row, in), s.R, ld_input(l), in,
-                                           0.0f, {}, {}},
-                                  in, 0, false, d, &lane);
+          GemmStep dw{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
+                      shifted(gates, piece.col), layer_input(l), dweight(l, d, ParamKind::weight_ih, piece.row, in),
+                      s.R, ld_input(l), in, 0.0f, {}, {}};
+          if (batch_first_input(l)) {
+            // Sum over batch rows n of gates(:, n)^T x[n]: T rows of each, B read in place.
+            dw.k = s.T;
+            dw.batch = s.N;
+            dw.a_batch_stride = s.R;
+            dw.lda = s.N * s.R;
+            dw.b_batch_stride = s.T * in;
+          }
+          dw = generated(dw, in, 0, false, d, batch_first_input(l) ? nullptr : &lane);
           lane.push_back(std::move(dw));
           lane.push_back(ColumnSumStep{fmt::format("db_ih l{} d{}", l, d), shifted(gates, piece.col),
                                        dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N, piece.width, s.R,
@@ -377,19 +497,28 @@ class Planner {
         }
         // dW_hh pairs the gradient at time t with h at the previous time of this direction;
         // the first step of the direction pairs with h_init.
-        const Operand out = shifted(layer_output(l), d * s.H);
-        const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.H);
-        const bool reverse = d == 1;
+        const Operand out = shifted(layer_output(l), d * s.S);
+        const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.S);
+        const bool reverse = config_.reversed(d);
         const std::int64_t first_t = reverse ? s.T - 1 : 0;
-        lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, s.GH, s.H,
+        lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, s.GH, s.S,
                                           s.N, shifted(gates, first_t * s.N * s.R), h_init,
-                                          dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.H, 0.0f, {}, {}},
-                                 s.H, 0, false, d));
+                                          dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}},
+                                 s.S, 0, false, d));
         if (s.T > 1) {
-          GemmStep dw = generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.H, (s.T - 1) * s.N,
+          GemmStep dw = generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.S, (s.T - 1) * s.N,
                                            shifted(gates, reverse ? 0 : s.N * s.R),
                                            shifted(out, reverse ? s.N * ldh : 0), dweight(l, d, ParamKind::weight_hh),
-                                           s.R, ldh, s.H, 1.0f, {}, {}},
+                                           s.R, ldh, s.S, 1.0f, {}, {}},
+                                  s.S, 0, false, d, &lane);
+          lane.push_back(std::move(dw));
+        }
+        if (s.P) {  // dW_hr = sum over (t, n) of dh_proj^T (o * tanh(c))
+          const std::size_t ld = ld_index(l, d);
+          GemmStep dw = generated(GemmStep{fmt::format("dW_hr l{} d{}", l, d), true, false, s.P, s.H, s.T * s.N,
+                                           region_operand(plan_.workspace, dh_proj_[ld]),
+                                           region_operand(plan_.workspace, cell_out_[ld]),
+                                           dweight(l, d, ParamKind::weight_hr), s.P, s.H, s.H, 0.0f, {}, {}},
                                   s.H, 0, false, d, &lane);
           lane.push_back(std::move(dw));
         }
@@ -406,6 +535,11 @@ class Planner {
   Plan plan_;
   Sizes s_{};
   int forward_kernel_ = -1, backward_kernel_ = -1;
+  bool dropout_ = false;  // training with dropout between layers
+  int carry_save_[2] = {-1, -1}, y_seq_ = -1, dy_seq_ = -1;
+  int cell_state_out_[2] = {-1, -1}, dcell_[2] = {-1, -1}, zeros_[2] = {-1, -1};  // projection
+  std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)
+  std::vector<int> dropped_, dropout_mask_;  // per layer below the top (reserve)
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
   int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1}, a_panels_[2] = {-1, -1}, b_panels_[2] = {-1, -1};
   std::vector<int> out_, h_init_, gates_, c_, c_init_;
@@ -472,8 +606,11 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
   d.training = pass == Pass::forward && mode == Mode::training;
   d.hidden = static_cast<std::uint32_t>(config.hidden_size);
   d.rows = static_cast<std::uint32_t>(shape.batch);
-  d.ld_h = static_cast<std::uint32_t>(config.directions() * config.hidden_size);
+  // With a projection the kernel's h is o*tanh(c), [N, H] per step, projected afterwards.
+  d.ld_h = static_cast<std::uint32_t>(config.proj_size > 0 ? config.hidden_size
+                                                          : config.directions() * config.hidden_size);
   d.cols = d.hidden;
+  if (config.cell == CellKind::lstm && config.clip > 0.0f) d.clip_bits = std::bit_cast<std::uint32_t>(config.clip);
   const std::int64_t vectors = (config.hidden_size + 15) / 16;
   d.unroll = d.isa_kind() == Isa::avx512
                  ? static_cast<std::uint32_t>(std::min<std::int64_t>(x64::max_gate_unroll(config.cell, pass), vectors))

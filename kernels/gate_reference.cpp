@@ -24,7 +24,8 @@ void gate_forward_reference(const KernelDesc& d, const GateForwardArgs& a) {
         case CellKind::rnn_relu: { const float v = pre(0); h_out[j] = v > 0.0f ? v : (v == v ? 0.0f : v); break; }
         case CellKind::lstm: {
           const float i = sigmoidf(pre(0)), f = sigmoidf(pre(1)), g = std::tanh(pre(2)), o = sigmoidf(pre(3));
-          const float c = f * a.c_prev[n * H + j] + i * g;
+          float c = f * a.c_prev[n * H + j] + i * g;
+          if (d.clip_bits && (c > d.clip() || c < -d.clip())) c = c > 0.0f ? d.clip() : -d.clip();  // NaN stays
           a.c_out[n * H + j] = c;
           h_out[j] = o * std::tanh(c);
           if (gates) { gates[j] = i; gates[H + j] = f; gates[2 * H + j] = g; gates[3 * H + j] = o; }
@@ -57,7 +58,9 @@ void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
         case CellKind::lstm: {
           const float i = gates[j], f = gates[H + j], g = gates[2 * H + j], o = gates[3 * H + j];
           const float tc = std::tanh(a.c[n * H + j]);
-          const float dc = a.dc_carry[n * H + j] + dh * o * (1.0f - tc * tc);
+          const float c = a.c[n * H + j];
+          float dc = a.dc_carry[n * H + j] + dh * o * (1.0f - tc * tc);
+          if (d.clip_bits && !(-d.clip() < c && c < d.clip())) dc = 0.0f;  // held at a bound
           gates[j] = dc * g * i * (1.0f - i);
           gates[H + j] = dc * a.c_prev[n * H + j] * f * (1.0f - f);
           gates[2 * H + j] = dc * i * (1.0f - g * g);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/dropout.hpp"
 #include "rnnjit/weights.hpp"
 
 namespace rnnjit::reference {
@@ -34,49 +35,96 @@ namespace {
 using Acc = double;
 using i64 = std::int64_t;
 
-// The four canonical blocks of one layer and direction.
+std::size_t sz(i64 n) { return static_cast<std::size_t>(n); }
+
+// The canonical blocks of one layer and direction.
 template <typename T>
 struct LayerWeights {
   const T* w_ih;  // [G*H, in]
-  const T* w_hh;  // [G*H, H]
+  const T* w_hh;  // [G*H, S]
   const T* b_ih;  // [G*H]
   const T* b_hh;  // [G*H]
+  const T* w_hr;  // [P, H] (LSTM with projection; else null)
   i64 in;         // I_l
 };
 
 template <typename T>
 LayerWeights<T> layer_weights(const WeightLayout& layout, const T* w, i64 layer, int dir) {
+  const RnnConfig& config = layout.config();
   return {w + layout.block(layer, dir, ParamKind::weight_ih).offset,
           w + layout.block(layer, dir, ParamKind::weight_hh).offset,
           w + layout.block(layer, dir, ParamKind::bias_ih).offset,
-          w + layout.block(layer, dir, ParamKind::bias_hh).offset, layout.config().layer_input_size(layer)};
+          w + layout.block(layer, dir, ParamKind::bias_hh).offset,
+          config.proj_size > 0 ? w + layout.block(layer, dir, ParamKind::weight_hr).offset : nullptr,
+          config.layer_input_size(layer)};
 }
 
-// Time index of processing step s: forward walks t = 0..T-1, reverse t = T-1..0.
-i64 time_of(int dir, i64 step, i64 seq_len) { return dir == 0 ? step : seq_len - 1 - step; }
+// Time index of processing step s of an element of length len: a forward direction walks
+// t = 0..len-1, a reversed one t = len-1..0.
+i64 time_of(bool reversed, i64 step, i64 len) { return reversed ? len - 1 - step : step; }
 // Processing step of time index t (the same map: it is its own inverse).
-i64 step_of(int dir, i64 t, i64 seq_len) { return time_of(dir, t, seq_len); }
+i64 step_of(bool reversed, i64 t, i64 len) { return time_of(reversed, t, len); }
 
 template <typename T>
 T relu(T x) {
   return x < T(0) ? T(0) : x;  // NaN stays NaN
 }
 
-// State before the step at time t in direction dir, from the reserve: h0 for the first step,
-// otherwise the state kept at the previous processing step's time index.
+// State of element n before the step at time t (t < len) of a direction, from the reserve: the
+// initial state for the first step, otherwise the state kept at the previous processing
+// step's time index. states [T, N, width], initial [N, width].
 template <typename T>
-const T* prev_state(const std::vector<T>& states, const std::vector<T>& initial, int dir, i64 t, i64 seq_len,
-                    i64 n, i64 hidden, i64 batch) {
-  const i64 s = step_of(dir, t, seq_len);
-  if (s == 0) return initial.data() + n * hidden;
-  const i64 tp = time_of(dir, s - 1, seq_len);
-  return states.data() + (tp * batch + n) * hidden;
+const T* prev_state(const std::vector<T>& states, const std::vector<T>& initial, bool reversed, i64 t, i64 len,
+                    i64 n, i64 width, i64 batch) {
+  const i64 s = step_of(reversed, t, len);
+  if (s == 0) return initial.data() + n * width;
+  const i64 tp = time_of(reversed, s - 1, len);
+  return states.data() + (tp * batch + n) * width;
 }
 
-void check_reserve_matches(const RnnConfig& config, const Shape& shape, i64 have_layers, i64 seq_len, i64 batch,
-                           const RnnConfig& reserve_config, const char* who) {
-  if (have_layers != config.num_layers * config.directions() || seq_len != shape.seq_len ||
-      batch != shape.batch || !(reserve_config == config))
+// options.seq_lengths checked against T (all T when null).
+std::vector<i64> checked_lengths(const Shape& shape, const std::int32_t* seq_lengths) {
+  std::vector<i64> lengths(sz(shape.batch), shape.seq_len);
+  if (!seq_lengths) return lengths;
+  for (i64 n = 0; n < shape.batch; ++n) {
+    const i64 len = seq_lengths[n];
+    if (len < 1 || len > shape.seq_len)
+      throw Error(fmt::format("seq_lengths[{}] = {} is outside [1, {}] (1 to the sequence length T)", n, len,
+                              shape.seq_len));
+    lengths[sz(n)] = len;
+  }
+  return lengths;
+}
+
+// A copy of a [T, N, width] tensor in sequence-major order, from the caller's layout
+// ([N, T, width] when batch_first).
+template <typename T>
+std::vector<T> to_seq_major(const T* a, i64 seq_len, i64 batch, i64 width, bool batch_first) {
+  std::vector<T> out(sz(seq_len * batch * width));
+  for (i64 t = 0; t < seq_len; ++t)
+    for (i64 n = 0; n < batch; ++n) {
+      const i64 src = batch_first ? n * seq_len + t : t * batch + n;
+      std::copy(a + src * width, a + (src + 1) * width, out.begin() + (t * batch + n) * width);
+    }
+  return out;
+}
+
+// Writes a sequence-major [T, N, width] tensor in the caller's layout.
+template <typename T, typename U>
+void from_seq_major(const std::vector<U>& a, i64 seq_len, i64 batch, i64 width, bool batch_first, T* out) {
+  for (i64 t = 0; t < seq_len; ++t)
+    for (i64 n = 0; n < batch; ++n) {
+      const i64 dst = batch_first ? n * seq_len + t : t * batch + n;
+      for (i64 k = 0; k < width; ++k) out[dst * width + k] = static_cast<T>(a[sz((t * batch + n) * width + k)]);
+    }
+}
+
+template <typename T>
+void check_reserve_matches(const RnnConfig& config, const Shape& shape, const Reserve<T>& reserve, const char* who) {
+  const auto layers = sz(config.num_layers);
+  if (reserve.h.size() != layers * sz(config.directions()) || reserve.inputs.size() != layers ||
+      reserve.dropout.size() != layers || reserve.seq_len != shape.seq_len || reserve.batch != shape.batch ||
+      reserve.lengths.size() != sz(shape.batch) || !(reserve.config == config))
     throw Error(fmt::format("{}: the reserve was not filled by a forward training call for {} T={} N={}", who,
                             describe(config), shape.seq_len, shape.batch));
 }
@@ -85,170 +133,225 @@ void check_reserve_matches(const RnnConfig& config, const Shape& shape, i64 have
 
 template <typename T>
 void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x, const T* h0, const T* c0,
-             T* y, T* hy, T* cy, Reserve<T>* reserve) {
+             T* y, T* hy, T* cy, Reserve<T>* reserve, const CallOptions& options) {
   validate(config, shape);
+  const std::vector<i64> lengths = checked_lengths(shape, options.seq_lengths);
   const WeightLayout layout(config);
   const i64 TT = shape.seq_len, N = shape.batch, H = config.hidden_size, G = config.gates(), GH = G * H;
+  const i64 S = config.state_size(), P = config.proj_size;
   const i64 L = config.num_layers;
   const int D = config.directions();
   const CellKind cell = config.cell;
-  const bool lstm = cell == CellKind::lstm, gru = cell == CellKind::gru;
+  const bool lstm = cell == CellKind::lstm, gru = cell == CellKind::gru, proj = P > 0;
+  const bool clip = config.clip > 0.0f;
+  const T clip_value = static_cast<T>(config.clip);
+  // Dropout acts in training only, between layers.
+  const bool dropout = reserve != nullptr && config.dropout > 0.0f && L > 1;
+  const T dropout_factor = static_cast<T>(dropout_scale(config.dropout));
 
   if (reserve) {
     *reserve = Reserve<T>{};
     reserve->config = config;
     reserve->seq_len = TT;
     reserve->batch = N;
-    reserve->inputs.resize(static_cast<std::size_t>(L));
-    const auto lds = static_cast<std::size_t>(L * D);
-    reserve->h.assign(lds, std::vector<T>(static_cast<std::size_t>(TT * N * H)));
-    reserve->gates.assign(lds, std::vector<T>(static_cast<std::size_t>(TT * N * GH)));
-    reserve->h0.assign(lds, std::vector<T>(static_cast<std::size_t>(N * H)));
+    reserve->lengths = lengths;
+    reserve->inputs.resize(sz(L));
+    reserve->dropout.resize(sz(L));
+    const auto lds = sz(L * D);
+    reserve->h.assign(lds, std::vector<T>(sz(TT * N * S)));
+    reserve->gates.assign(lds, std::vector<T>(sz(TT * N * GH)));
+    reserve->h0.assign(lds, std::vector<T>(sz(N * S)));
     if (lstm) {
-      reserve->c.assign(lds, std::vector<T>(static_cast<std::size_t>(TT * N * H)));
-      reserve->c0.assign(lds, std::vector<T>(static_cast<std::size_t>(N * H)));
+      reserve->c.assign(lds, std::vector<T>(sz(TT * N * H)));
+      reserve->c0.assign(lds, std::vector<T>(sz(N * H)));
     }
-    if (gru) reserve->gru_hn.assign(lds, std::vector<T>(static_cast<std::size_t>(TT * N * H)));
+    if (proj) reserve->r.assign(lds, std::vector<T>(sz(TT * N * H)));
+    if (gru) reserve->gru_hn.assign(lds, std::vector<T>(sz(TT * N * H)));
   }
 
-  const i64 out_width = D * H;
-  std::vector<T> layer_in(x, x + TT * N * config.input_size);
-  std::vector<T> layer_out(static_cast<std::size_t>(TT * N * out_width));
-  std::vector<T> h_prev(static_cast<std::size_t>(N * H)), c_prev(static_cast<std::size_t>(N * H));
-  std::vector<T> h_new(static_cast<std::size_t>(N * H)), c_new(static_cast<std::size_t>(N * H));
-  std::vector<Acc> gx(static_cast<std::size_t>(GH)), gh(static_cast<std::size_t>(GH));
+  const i64 out_width = D * S;
+  std::vector<T> layer_in = to_seq_major(x, TT, N, config.input_size, config.batch_first);
+  std::vector<T> layer_out(sz(TT * N * out_width));
+  std::vector<T> h_state(sz(N * S)), c_state(sz(N * H));  // per element: the state before its next step
+  std::vector<T> cell_out(sz(H)), c_new(sz(H));           // one element's step: h (or r) and c
+  std::vector<Acc> gx(sz(GH)), gh(sz(GH));
 
   for (i64 l = 0; l < L; ++l) {
     const i64 in_width = config.layer_input_size(l);
-    if (reserve) reserve->inputs[static_cast<std::size_t>(l)] = layer_in;
+    if (l > 0 && dropout) {
+      // layer_in is layer l-1's output, sequence-major, element index (t*N + n)*D*S + j.
+      std::vector<T> factor(layer_in.size());
+      for (std::size_t e = 0; e < layer_in.size(); ++e) {
+        factor[e] = dropout_keep(options.dropout_seed, l - 1, static_cast<i64>(e), config.dropout) ? dropout_factor
+                                                                                                  : T(0);
+        layer_in[e] *= factor[e];
+      }
+      reserve->dropout[sz(l)] = std::move(factor);
+    }
+    if (reserve) reserve->inputs[sz(l)] = layer_in;
     for (int d = 0; d < D; ++d) {
       const i64 ld = l * D + d;
-      const auto uld = static_cast<std::size_t>(ld);
+      const auto uld = sz(ld);
+      const bool rev = config.reversed(d);
       const LayerWeights<T> lw = layer_weights(layout, w, l, d);
-      for (i64 e = 0; e < N * H; ++e) {
-        h_prev[e] = h0 ? h0[ld * N * H + e] : T(0);
-        c_prev[e] = (lstm && c0) ? c0[ld * N * H + e] : T(0);
-      }
+      for (i64 e = 0; e < N * S; ++e) h_state[sz(e)] = h0 ? h0[ld * N * S + e] : T(0);
+      for (i64 e = 0; e < N * H; ++e) c_state[sz(e)] = (lstm && c0) ? c0[ld * N * H + e] : T(0);
       if (reserve) {
-        reserve->h0[uld] = h_prev;
-        if (lstm) reserve->c0[uld] = c_prev;
+        reserve->h0[uld] = h_state;
+        if (lstm) reserve->c0[uld] = c_state;
       }
 
       for (i64 s = 0; s < TT; ++s) {
-        const i64 t = time_of(d, s, TT);
         for (i64 n = 0; n < N; ++n) {
+          const i64 len = lengths[sz(n)];
+          if (s >= len) continue;  // past this element's end: its state stays as it is
+          const i64 t = time_of(rev, s, len);
           const T* xt = layer_in.data() + (t * N + n) * in_width;
-          const T* hp = h_prev.data() + n * H;
+          T* hp = h_state.data() + n * S;  // h_{t-1} [S], overwritten with h_t below
+          T* cp = c_state.data() + n * H;  // c_{t-1} [H] (LSTM)
           // Both GEMV halves, kept apart because GRU needs W_hn h + b_hn on its own.
           for (i64 j = 0; j < GH; ++j) {
             Acc a = lw.b_ih[j];
             for (i64 k = 0; k < in_width; ++k) a += Acc(lw.w_ih[j * in_width + k]) * Acc(xt[k]);
             Acc b = lw.b_hh[j];
-            for (i64 k = 0; k < H; ++k) b += Acc(lw.w_hh[j * H + k]) * Acc(hp[k]);
-            gx[j] = a;
-            gh[j] = b;
+            for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(hp[k]);
+            gx[sz(j)] = a;
+            gh[sz(j)] = b;
           }
-          const i64 row = t * N + n;  // (t, n) row of the [T, N, ...] reserve arrays
+          const i64 row = t * N + n;  // (t, n) row of the [T, N, ...] arrays
           for (i64 k = 0; k < H; ++k) {
             T h = 0, c = 0;
             if (cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh) {
-              const T a = static_cast<T>(gx[k] + gh[k]);
+              const T a = static_cast<T>(gx[sz(k)] + gh[sz(k)]);
               h = cell == CellKind::rnn_relu ? relu(a) : tanh_(a);
-              if (reserve) reserve->gates[uld][row * GH + k] = h;
+              if (reserve) reserve->gates[uld][sz(row * GH + k)] = h;
             } else if (lstm) {
-              const T i = sigmoid(static_cast<T>(gx[k] + gh[k]));
-              const T f = sigmoid(static_cast<T>(gx[H + k] + gh[H + k]));
-              const T g = tanh_(static_cast<T>(gx[2 * H + k] + gh[2 * H + k]));
-              const T o = sigmoid(static_cast<T>(gx[3 * H + k] + gh[3 * H + k]));
-              c = f * c_prev[n * H + k] + i * g;
-              h = o * tanh_(c);
+              const T i = sigmoid(static_cast<T>(gx[sz(k)] + gh[sz(k)]));
+              const T f = sigmoid(static_cast<T>(gx[sz(H + k)] + gh[sz(H + k)]));
+              const T g = tanh_(static_cast<T>(gx[sz(2 * H + k)] + gh[sz(2 * H + k)]));
+              const T o = sigmoid(static_cast<T>(gx[sz(3 * H + k)] + gh[sz(3 * H + k)]));
+              c = f * cp[k] + i * g;
+              if (clip) c = std::clamp(c, -clip_value, clip_value);
+              h = o * tanh_(c);  // r_t with a projection
               if (reserve) {
                 T* gt = reserve->gates[uld].data() + row * GH;
                 gt[k] = i, gt[H + k] = f, gt[2 * H + k] = g, gt[3 * H + k] = o;
-                reserve->c[uld][row * H + k] = c;
+                reserve->c[uld][sz(row * H + k)] = c;
+                if (proj) reserve->r[uld][sz(row * H + k)] = h;
               }
             } else {  // GRU, linear before reset
-              const T r = sigmoid(static_cast<T>(gx[k] + gh[k]));
-              const T z = sigmoid(static_cast<T>(gx[H + k] + gh[H + k]));
-              const T hn = static_cast<T>(gh[2 * H + k]);
-              const T nn = tanh_(static_cast<T>(gx[2 * H + k]) + r * hn);
+              const T r = sigmoid(static_cast<T>(gx[sz(k)] + gh[sz(k)]));
+              const T z = sigmoid(static_cast<T>(gx[sz(H + k)] + gh[sz(H + k)]));
+              const T hn = static_cast<T>(gh[sz(2 * H + k)]);
+              const T nn = tanh_(static_cast<T>(gx[sz(2 * H + k)]) + r * hn);
               h = (T(1) - z) * nn + z * hp[k];
               if (reserve) {
                 T* gt = reserve->gates[uld].data() + row * GH;
                 gt[k] = r, gt[H + k] = z, gt[2 * H + k] = nn;
-                reserve->gru_hn[uld][row * H + k] = hn;
+                reserve->gru_hn[uld][sz(row * H + k)] = hn;
               }
             }
-            h_new[n * H + k] = h;
-            c_new[n * H + k] = c;
-            layer_out[row * out_width + d * H + k] = h;
-            if (reserve) reserve->h[uld][row * H + k] = h;
+            cell_out[sz(k)] = h;
+            c_new[sz(k)] = c;
           }
+          // The new state: h_t = W_hr r_t [P] with a projection, else the cell's output [H].
+          for (i64 p = 0; p < S; ++p) {
+            T h = cell_out[sz(p)];
+            if (proj) {
+              Acc a = 0;
+              for (i64 k = 0; k < H; ++k) a += Acc(lw.w_hr[p * H + k]) * Acc(cell_out[sz(k)]);
+              h = static_cast<T>(a);
+            }
+            hp[p] = h;
+            layer_out[sz(row * out_width + d * S + p)] = h;
+            if (reserve) reserve->h[uld][sz(row * S + p)] = h;
+          }
+          if (lstm) std::copy(c_new.begin(), c_new.end(), cp);
         }
-        std::swap(h_prev, h_new);
-        if (lstm) std::swap(c_prev, c_new);
       }
-      if (hy) std::copy(h_prev.begin(), h_prev.end(), hy + ld * N * H);
-      if (cy && lstm) std::copy(c_prev.begin(), c_prev.end(), cy + ld * N * H);
+      if (hy) std::copy(h_state.begin(), h_state.end(), hy + ld * N * S);
+      if (cy && lstm) std::copy(c_state.begin(), c_state.end(), cy + ld * N * H);
     }
     std::swap(layer_in, layer_out);
-    layer_out.assign(static_cast<std::size_t>(TT * N * out_width), T(0));
+    layer_out.assign(sz(TT * N * out_width), T(0));  // rows past an element's length stay 0
   }
-  if (y) std::copy(layer_in.begin(), layer_in.end(), y);  // the last layer's output
+  // The last layer's output (never dropped).
+  if (y) from_seq_major(layer_in, TT, N, out_width, config.batch_first, y);
 }
 
 template <typename T>
 void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Reserve<T>& reserve, const T* dy,
                    const T* dhy, const T* dcy, T* dx, T* dh0, T* dc0) {
   validate(config, shape);
-  check_reserve_matches(config, shape, static_cast<i64>(reserve.h.size()), reserve.seq_len, reserve.batch,
-                        reserve.config, "backward_data");
+  check_reserve_matches(config, shape, reserve, "backward_data");
   const WeightLayout layout(config);
   const i64 TT = shape.seq_len, N = shape.batch, H = config.hidden_size, G = config.gates(), GH = G * H;
+  const i64 S = config.state_size(), P = config.proj_size;
   const i64 L = config.num_layers;
   const int D = config.directions();
   const CellKind cell = config.cell;
-  const bool lstm = cell == CellKind::lstm;
-  const i64 out_width = D * H;
+  const bool lstm = cell == CellKind::lstm, proj = P > 0;
+  const T clip_value = static_cast<T>(config.clip);
+  const bool clip = config.clip > 0.0f;
+  const i64 out_width = D * S;
+  const std::vector<i64>& lengths = reserve.lengths;
 
-  reserve.dgx.assign(static_cast<std::size_t>(L * D), std::vector<T>(static_cast<std::size_t>(TT * N * GH)));
-  reserve.dgh.assign(static_cast<std::size_t>(L * D), std::vector<T>(static_cast<std::size_t>(TT * N * GH)));
+  reserve.dgx.assign(sz(L * D), std::vector<T>(sz(TT * N * GH)));
+  reserve.dgh.assign(sz(L * D), std::vector<T>(sz(TT * N * GH)));
+  reserve.dh.clear();
+  if (proj) reserve.dh.assign(sz(L * D), std::vector<T>(sz(TT * N * P)));
 
-  // Gradient w.r.t. the current layer's output [T, N, D*H].
-  std::vector<T> dout(static_cast<std::size_t>(TT * N * out_width), T(0));
-  if (dy) std::copy(dy, dy + TT * N * out_width, dout.begin());
-  std::vector<T> dh_next(static_cast<std::size_t>(N * H)), dc_next(static_cast<std::size_t>(N * H));
-  std::vector<Acc> dh_prev(static_cast<std::size_t>(N * H));
-  std::vector<T> dc_prev(static_cast<std::size_t>(N * H));
+  // Gradient w.r.t. the current layer's output [T, N, D*S], sequence-major. Rows past an
+  // element's length are never read (dy there is ignored).
+  std::vector<T> dout(sz(TT * N * out_width), T(0));
+  if (dy) dout = to_seq_major(dy, TT, N, out_width, config.batch_first);
+  std::vector<T> dh_next(sz(N * S)), dc_next(sz(N * H));  // per element: gradient w.r.t. its current state
+  std::vector<T> dh_total(sz(S)), dcell(sz(H));
+  std::vector<Acc> dh_prev(sz(S));
 
   for (i64 l = L - 1; l >= 0; --l) {
     const i64 in_width = config.layer_input_size(l);
-    std::vector<Acc> din(static_cast<std::size_t>(TT * N * in_width), Acc(0));  // both directions add here
+    std::vector<Acc> din(sz(TT * N * in_width), Acc(0));  // both directions add here
     for (int d = 0; d < D; ++d) {
       const i64 ld = l * D + d;
-      const auto uld = static_cast<std::size_t>(ld);
+      const auto uld = sz(ld);
+      const bool rev = config.reversed(d);
       const LayerWeights<T> lw = layer_weights(layout, w, l, d);
       const std::vector<T>& hs = reserve.h[uld];
       const std::vector<T>& gates = reserve.gates[uld];
       std::vector<T>& dgx = reserve.dgx[uld];
       std::vector<T>& dgh = reserve.dgh[uld];
-      for (i64 e = 0; e < N * H; ++e) {
-        dh_next[e] = dhy ? dhy[ld * N * H + e] : T(0);
-        dc_next[e] = (lstm && dcy) ? dcy[ld * N * H + e] : T(0);
-      }
+      for (i64 e = 0; e < N * S; ++e) dh_next[sz(e)] = dhy ? dhy[ld * N * S + e] : T(0);
+      for (i64 e = 0; e < N * H; ++e) dc_next[sz(e)] = (lstm && dcy) ? dcy[ld * N * H + e] : T(0);
 
       for (i64 s = TT - 1; s >= 0; --s) {
-        const i64 t = time_of(d, s, TT);
         for (i64 n = 0; n < N; ++n) {
+          const i64 len = lengths[sz(n)];
+          if (s >= len) continue;  // dhy/dcy wait for the element's last processed step
+          const i64 t = time_of(rev, s, len);
           const i64 row = t * N + n;
-          const T* hp = prev_state(hs, reserve.h0[uld], d, t, TT, n, H, N);
+          const T* hp = prev_state(hs, reserve.h0[uld], rev, t, len, n, S, N);
           const T* g = gates.data() + row * GH;
           T* gx = dgx.data() + row * GH;
           T* gh = dgh.data() + row * GH;
+          T* dhn = dh_next.data() + n * S;
+          T* dcn = dc_next.data() + n * H;
+          // Total gradient reaching h_t: from this layer's output and from the next step.
+          for (i64 p = 0; p < S; ++p) dh_total[sz(p)] = dhn[p] + dout[sz(row * out_width + d * S + p)];
+          // Gradient reaching the cell's output (r_t = o*tanh(c_t) through h_t = W_hr r_t).
           for (i64 k = 0; k < H; ++k) {
-            // Total gradient reaching h_t: from this layer's output and from the next step.
-            const T dh = dh_next[n * H + k] + dout[row * out_width + d * H + k];
-            Acc direct = 0;  // part of dL/dh_{t-1} that does not go through W_hh
+            if (!proj) {
+              dcell[sz(k)] = dh_total[sz(k)];
+              continue;
+            }
+            Acc a = 0;
+            for (i64 p = 0; p < P; ++p) a += Acc(lw.w_hr[p * H + k]) * Acc(dh_total[sz(p)]);
+            dcell[sz(k)] = static_cast<T>(a);
+          }
+          if (proj) std::copy(dh_total.begin(), dh_total.end(), reserve.dh[uld].begin() + row * P);
+          std::fill(dh_prev.begin(), dh_prev.end(), Acc(0));  // the part that does not go through W_hh
+          for (i64 k = 0; k < H; ++k) {
+            const T dh = dcell[sz(k)];
             if (cell == CellKind::rnn_relu) {
               const T da = g[k] > T(0) ? dh : T(0);
               gx[k] = gh[k] = da;
@@ -257,10 +360,12 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
               gx[k] = gh[k] = da;
             } else if (lstm) {
               const T i = g[k], f = g[H + k], gg = g[2 * H + k], o = g[3 * H + k];
-              const T c = reserve.c[uld][row * H + k];
-              const T cp = prev_state(reserve.c[uld], reserve.c0[uld], d, t, TT, n, H, N)[k];
+              const T c = reserve.c[uld][sz(row * H + k)];
+              const T cp = prev_state(reserve.c[uld], reserve.c0[uld], rev, t, len, n, H, N)[k];
               const T tc = tanh_(c);
-              const T dc = dc_next[n * H + k] + dh * o * (T(1) - tc * tc);
+              T dc = dcn[k] + dh * o * (T(1) - tc * tc);  // w.r.t. c_t
+              // Through the clamp: only where c_t is strictly inside (-clip, clip).
+              if (clip && !(c > -clip_value && c < clip_value)) dc = T(0);
               const T di = dc * gg * i * (T(1) - i);
               const T df = dc * cp * f * (T(1) - f);
               const T dg = dc * i * (T(1) - gg * gg);
@@ -269,10 +374,10 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
               gx[H + k] = gh[H + k] = df;
               gx[2 * H + k] = gh[2 * H + k] = dg;
               gx[3 * H + k] = gh[3 * H + k] = dO;
-              dc_prev[n * H + k] = dc * f;
+              dcn[k] = dc * f;  // becomes dc_{t-1}
             } else {  // GRU
               const T r = g[k], z = g[H + k], nn = g[2 * H + k];
-              const T hn = reserve.gru_hn[uld][row * H + k];
+              const T hn = reserve.gru_hn[uld][sz(row * H + k)];
               const T dn = dh * (T(1) - z) * (T(1) - nn * nn);  // d/d(pre-activation of n)
               const T dz = dh * (hp[k] - nn) * z * (T(1) - z);
               const T dr = dn * hn * r * (T(1) - r);
@@ -280,28 +385,31 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
               gx[H + k] = gh[H + k] = dz;
               gx[2 * H + k] = dn;
               gh[2 * H + k] = dn * r;
-              direct = Acc(dh * z);
+              dh_prev[sz(k)] = Acc(dh * z);
             }
-            dh_prev[n * H + k] = direct;
           }
           // Through the GEMMs: dh_{t-1} += W_hh^T dgh, dx_t += W_ih^T dgx.
           for (i64 j = 0; j < GH; ++j) {
-            for (i64 k = 0; k < H; ++k) dh_prev[n * H + k] += Acc(lw.w_hh[j * H + k]) * Acc(gh[j]);
+            for (i64 k = 0; k < S; ++k) dh_prev[sz(k)] += Acc(lw.w_hh[j * S + k]) * Acc(gh[j]);
             for (i64 k = 0; k < in_width; ++k)
-              din[row * in_width + k] += Acc(lw.w_ih[j * in_width + k]) * Acc(gx[j]);
+              din[sz(row * in_width + k)] += Acc(lw.w_ih[j * in_width + k]) * Acc(gx[j]);
           }
+          for (i64 k = 0; k < S; ++k) dhn[k] = static_cast<T>(dh_prev[sz(k)]);
         }
-        for (i64 e = 0; e < N * H; ++e) dh_next[e] = static_cast<T>(dh_prev[e]);
-        if (lstm) std::swap(dc_next, dc_prev);
       }
-      if (dh0) std::copy(dh_next.begin(), dh_next.end(), dh0 + ld * N * H);
+      if (dh0) std::copy(dh_next.begin(), dh_next.end(), dh0 + ld * N * S);
       if (dc0 && lstm) std::copy(dc_next.begin(), dc_next.end(), dc0 + ld * N * H);
     }
     if (l > 0) {
+      // Layer l read dropout(out_{l-1}): the gradient w.r.t. out_{l-1} goes through the same factor.
+      const std::vector<T>& factor = reserve.dropout[sz(l)];
       dout.assign(din.size(), T(0));
-      for (std::size_t e = 0; e < din.size(); ++e) dout[e] = static_cast<T>(din[e]);
+      for (std::size_t e = 0; e < din.size(); ++e) {
+        dout[e] = static_cast<T>(din[e]);
+        if (!factor.empty()) dout[e] *= factor[e];
+      }
     } else if (dx) {
-      for (std::size_t e = 0; e < din.size(); ++e) dx[e] = static_cast<T>(din[e]);
+      from_seq_major(din, TT, N, in_width, config.batch_first, dx);  // 0 past each element's length
     }
   }
 }
@@ -309,19 +417,23 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
 template <typename T>
 void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve<T>& reserve, T* dw) {
   validate(config, shape);
-  check_reserve_matches(config, shape, static_cast<i64>(reserve.h.size()), reserve.seq_len, reserve.batch,
-                        reserve.config, "backward_weights");
-  if (reserve.dgx.size() != reserve.h.size() || reserve.dgh.size() != reserve.h.size())
+  check_reserve_matches(config, shape, reserve, "backward_weights");
+  const bool proj = config.proj_size > 0;
+  if (reserve.dgx.size() != reserve.h.size() || reserve.dgh.size() != reserve.h.size() ||
+      (proj && reserve.dh.size() != reserve.h.size()))
     throw Error("backward_weights: the reserve holds no gate gradients (call backward_data first)");
   const WeightLayout layout(config);
   const i64 TT = shape.seq_len, N = shape.batch, H = config.hidden_size, G = config.gates(), GH = G * H;
+  const i64 S = config.state_size(), P = config.proj_size;
   const int D = config.directions();
+  const std::vector<i64>& lengths = reserve.lengths;
 
   for (i64 l = 0; l < config.num_layers; ++l) {
     const i64 in_width = config.layer_input_size(l);
-    const std::vector<T>& in = reserve.inputs[static_cast<std::size_t>(l)];
+    const std::vector<T>& in = reserve.inputs[sz(l)];  // after dropout
     for (int d = 0; d < D; ++d) {
-      const auto uld = static_cast<std::size_t>(l * D + d);
+      const auto uld = sz(l * D + d);
+      const bool rev = config.reversed(d);
       const std::vector<T>& dgx = reserve.dgx[uld];
       const std::vector<T>& dgh = reserve.dgh[uld];
       T* dw_ih = dw + layout.block(l, d, ParamKind::weight_ih).offset;
@@ -330,25 +442,42 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
       T* db_hh = dw + layout.block(l, d, ParamKind::bias_hh).offset;
       for (i64 j = 0; j < GH; ++j) {
         // dW_ih = sum_t dgx_t^T x_t, db_ih = sum_t dgx_t (and the same on the recurrent side
-        // with h_{t-1}, the state before step t in this direction's processing order).
-        std::vector<Acc> a_ih(static_cast<std::size_t>(in_width), 0), a_hh(static_cast<std::size_t>(H), 0);
+        // with h_{t-1}, the state before step t in this direction's processing order), over
+        // the valid steps t < L_n of each element.
+        std::vector<Acc> a_ih(sz(in_width), 0), a_hh(sz(S), 0);
         Acc b_ih = 0, b_hh = 0;
         for (i64 t = 0; t < TT; ++t) {
           for (i64 n = 0; n < N; ++n) {
+            const i64 len = lengths[sz(n)];
+            if (t >= len) continue;
             const i64 row = t * N + n;
-            const Acc gx = dgx[row * GH + j], gh = dgh[row * GH + j];
+            const Acc gx = dgx[sz(row * GH + j)], gh = dgh[sz(row * GH + j)];
             const T* xt = in.data() + row * in_width;
-            const T* hp = prev_state(reserve.h[uld], reserve.h0[uld], d, t, TT, n, H, N);
-            for (i64 k = 0; k < in_width; ++k) a_ih[k] += gx * Acc(xt[k]);
-            for (i64 k = 0; k < H; ++k) a_hh[k] += gh * Acc(hp[k]);
+            const T* hp = prev_state(reserve.h[uld], reserve.h0[uld], rev, t, len, n, S, N);
+            for (i64 k = 0; k < in_width; ++k) a_ih[sz(k)] += gx * Acc(xt[k]);
+            for (i64 k = 0; k < S; ++k) a_hh[sz(k)] += gh * Acc(hp[k]);
             b_ih += gx;
             b_hh += gh;
           }
         }
-        for (i64 k = 0; k < in_width; ++k) dw_ih[j * in_width + k] = static_cast<T>(a_ih[k]);
-        for (i64 k = 0; k < H; ++k) dw_hh[j * H + k] = static_cast<T>(a_hh[k]);
+        for (i64 k = 0; k < in_width; ++k) dw_ih[j * in_width + k] = static_cast<T>(a_ih[sz(k)]);
+        for (i64 k = 0; k < S; ++k) dw_hh[j * S + k] = static_cast<T>(a_hh[sz(k)]);
         db_ih[j] = static_cast<T>(b_ih);
         db_hh[j] = static_cast<T>(b_hh);
+      }
+      if (proj) {
+        // dW_hr = sum_t dh_t^T r_t over the valid steps.
+        T* dw_hr = dw + layout.block(l, d, ParamKind::weight_hr).offset;
+        const std::vector<T>& dh = reserve.dh[uld];
+        const std::vector<T>& r = reserve.r[uld];
+        for (i64 p = 0; p < P; ++p)
+          for (i64 k = 0; k < H; ++k) {
+            Acc a = 0;
+            for (i64 t = 0; t < TT; ++t)
+              for (i64 n = 0; n < N; ++n)
+                if (t < lengths[sz(n)]) a += Acc(dh[sz((t * N + n) * P + p)]) * Acc(r[sz((t * N + n) * H + k)]);
+            dw_hr[p * H + k] = static_cast<T>(a);
+          }
       }
     }
   }
@@ -358,7 +487,7 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
   template T sigmoid<T>(T);                                                                                 \
   template T tanh_<T>(T);                                                                                   \
   template void forward<T>(const RnnConfig&, const Shape&, const T*, const T*, const T*, const T*, T*, T*, T*, \
-                           Reserve<T>*);                                                                    \
+                           Reserve<T>*, const CallOptions&);                                                \
   template void backward_data<T>(const RnnConfig&, const Shape&, const T*, Reserve<T>&, const T*, const T*,   \
                                  const T*, T*, T*, T*);                                                     \
   template void backward_weights<T>(const RnnConfig&, const Shape&, const Reserve<T>&, T*);

@@ -1,5 +1,6 @@
 #include "runtime/cache.hpp"
 
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 
@@ -19,6 +20,11 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(static_cast<std::uint64_t>(k.config.hidden_size));
   mix(static_cast<std::uint64_t>(k.config.num_layers));
   mix(k.config.bidirectional);
+  mix(k.config.reverse);
+  mix(static_cast<std::uint64_t>(k.config.proj_size));
+  mix(std::bit_cast<std::uint32_t>(k.config.clip));
+  mix(std::bit_cast<std::uint32_t>(k.config.dropout));
+  mix(k.config.batch_first);
   mix(static_cast<std::uint64_t>(k.shape.seq_len));
   mix(static_cast<std::uint64_t>(k.shape.batch));
   mix(static_cast<std::uint64_t>(k.mode));

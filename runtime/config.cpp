@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace rnnjit {
@@ -62,11 +63,25 @@ void validate(const RnnConfig& c) {
   check_positive(c.hidden_size, "hidden_size");
   check_positive(c.num_layers, "num_layers");
   if (c.num_layers > 1024) throw Error(fmt::format("num_layers must be at most 1024, got {}", c.num_layers));
+  const bool lstm = c.cell == CellKind::lstm;
+  if (c.proj_size < 0 || (c.proj_size > 0 && c.proj_size >= c.hidden_size))
+    throw Error(fmt::format("proj_size must be 0 (none) or in [1, hidden_size-1] = [1, {}], got {}",
+                            c.hidden_size - 1, c.proj_size));
+  if (c.proj_size > 0 && !lstm)
+    throw Error(fmt::format("proj_size applies to LSTM only, not to {}", to_string(c.cell)));
+  if (!(c.clip >= 0.0f) || std::isinf(c.clip))
+    throw Error(fmt::format("clip must be a finite value >= 0 (0: none), got {}", c.clip));
+  if (c.clip > 0.0f && !lstm) throw Error(fmt::format("clip applies to LSTM only, not to {}", to_string(c.cell)));
+  if (!(c.dropout >= 0.0f && c.dropout < 1.0f))
+    throw Error(fmt::format("dropout must be in [0, 1), got {}", c.dropout));
+  if (c.reverse && c.bidirectional)
+    throw Error("reverse applies to unidirectional networks (a bidirectional one already reads both ways)");
   const std::int64_t gh = checked_mul(c.gates(), c.hidden_size, "gates*hidden_size");
   if (gh > kMaxDim) throw Error(fmt::format("gates*hidden_size = {} exceeds {}", gh, kMaxDim));
-  const std::int64_t widest_input = std::max(c.input_size, c.directions() * c.hidden_size);
-  // Largest parameter count: all blocks of all layers.
-  std::int64_t per_dir = checked_mul(gh, widest_input + c.hidden_size + 2, "weights of one layer");
+  const std::int64_t widest_input = std::max(c.input_size, c.directions() * c.state_size());
+  // Largest parameter count: all blocks of all layers (W_hr adds P*H < H*H per direction).
+  const std::int64_t per_dir = checked_mul(gh, widest_input + c.state_size() + 2, "weights of one layer") +
+                               checked_mul(c.proj_size, c.hidden_size, "weight_hr");
   checked_mul(per_dir, c.num_layers * c.directions(), "weight buffer");
 }
 
@@ -84,15 +99,24 @@ void validate(const RnnConfig& c, const Shape& s) {
 }
 
 std::string describe(const RnnConfig& c) {
-  return fmt::format("{} I={} H={} L={} D={}", to_string(c.cell), c.input_size, c.hidden_size, c.num_layers,
-                     c.directions());
+  std::string s = fmt::format("{} I={} H={} L={} D={}", to_string(c.cell), c.input_size, c.hidden_size,
+                              c.num_layers, c.directions());
+  if (c.reverse) s += " reverse";
+  if (c.proj_size > 0) s += fmt::format(" P={}", c.proj_size);
+  if (c.clip > 0.0f) s += fmt::format(" clip={}", c.clip);
+  if (c.dropout > 0.0f) s += fmt::format(" dropout={}", c.dropout);
+  if (c.batch_first) s += " batch_first";
+  return s;
 }
 
 std::int64_t x_elements(const RnnConfig& c, const Shape& s) { return s.seq_len * s.batch * c.input_size; }
 std::int64_t y_elements(const RnnConfig& c, const Shape& s) {
-  return s.seq_len * s.batch * c.directions() * c.hidden_size;
+  return s.seq_len * s.batch * c.directions() * c.state_size();
 }
 std::int64_t state_elements(const RnnConfig& c, const Shape& s) {
+  return c.num_layers * c.directions() * s.batch * c.state_size();
+}
+std::int64_t cell_state_elements(const RnnConfig& c, const Shape& s) {
   return c.num_layers * c.directions() * s.batch * c.hidden_size;
 }
 

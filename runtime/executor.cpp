@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "codegen/kernel_args.hpp"
+#include "kernels/dropout.hpp"
 #include "runtime/thread_team.hpp"
 
 namespace rnnjit {
@@ -35,6 +36,13 @@ std::pair<std::int64_t, std::int64_t> share(std::int64_t count, int tid, int thr
   return {count * tid / threads, count * (tid + 1) / threads};
 }
 
+void copy_floats(float* dst, const float* src, std::int64_t count) {
+  std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(float));
+}
+
+// Variable lengths: whether batch row n is past its sequence at time t.
+bool past_end(const std::int32_t* lengths, std::int64_t n, std::int64_t t) { return lengths && t >= lengths[n]; }
+
 }  // namespace
 
 Executor::Executor(std::shared_ptr<const Plan> plan, std::vector<std::shared_ptr<const CompiledKernel>> kernels)
@@ -49,6 +57,11 @@ float* Executor::resolve(const Operand& o, const Bindings& b) const {
   }
   const float* p = b.buffers[static_cast<std::size_t>(o.buffer)];
   return p ? const_cast<float*>(p) + o.offset : nullptr;
+}
+
+std::byte* Executor::region_bytes(int region, const Bindings& b) const {
+  const Region& r = plan_->workspace.regions[static_cast<std::size_t>(region)];
+  return (r.space == Space::reserve ? b.reserve : r.space == Space::packed ? b.packed : b.workspace) + r.offset;
 }
 
 void Executor::run(const std::vector<Stage>& stages, const Bindings& b, bool accumulate) const {
@@ -72,20 +85,13 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
   ThreadTeam& team = ThreadTeam::instance();
   for (const Step& step : lane) {
     if (const auto* g = std::get_if<GemmStep>(&step)) {
-      const float beta = accumulate && g->beta == 0.0f ? 1.0f : g->beta;
-      if (g->blocking.generated())
-        gemm(*g, resolve(g->a, b), resolve(g->b, b), resolve(g->c, b), beta, tid, threads, resolve(g->a_panels, b));
-      else if (tid == 0) blas_gemm(*g, resolve(g->a, b), resolve(g->b, b), resolve(g->c, b), beta);
+      batched_gemm(*g, b, accumulate && g->beta == 0.0f ? 1.0f : g->beta, tid, threads);
     } else if (const auto* c = std::get_if<CopyStep>(&step)) {
-      const float* src = resolve(c->src, b);
-      float* dst = resolve(c->dst, b);
-      if (!dst) continue;  // optional output not requested
-      const auto [r0, r1] = share(c->rows, tid, threads);
-      for (std::int64_t r = r0; r < r1; ++r) {
-        float* row = dst + r * c->ld_dst;
-        if (src) std::memcpy(row, src + r * c->ld_src, static_cast<std::size_t>(c->cols) * sizeof(float));
-        else std::memset(row, 0, static_cast<std::size_t>(c->cols) * sizeof(float));
-      }
+      copy(*c, b, tid, threads);
+    } else if (const auto* m = std::get_if<MaskStep>(&step)) {
+      mask(*m, b, tid, threads);
+    } else if (const auto* d = std::get_if<DropoutStep>(&step)) {
+      dropout(*d, b, tid, threads);
     } else if (const auto* s = std::get_if<ColumnSumStep>(&step)) {
       const float* src = resolve(s->src, b);
       float* dst = resolve(s->dst, b);
@@ -103,6 +109,60 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
       pack(*p, b, tid, threads);
     }
     if (threads > 1) team.barrier();
+  }
+}
+
+void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta, int tid, int threads) const {
+  const float* a = resolve(g.a, bind);
+  const float* b = resolve(g.b, bind);
+  float* c = resolve(g.c, bind);
+  float* a_panels = resolve(g.a_panels, bind);
+  for (std::int64_t i = 0; i < g.batch; ++i) {
+    // Products into one C add up; the A panels of the last product must be consumed first.
+    const float beta_i = i > 0 && g.c_batch_stride == 0 ? 1.0f : beta;
+    if (i > 0 && g.blocking.pack_a && threads > 1) ThreadTeam::instance().barrier();
+    const float *ai = a + i * g.a_batch_stride, *bi = b + i * g.b_batch_stride;
+    float* ci = c + i * g.c_batch_stride;
+    if (g.blocking.generated()) gemm(g, ai, bi, ci, beta_i, tid, threads, a_panels);
+    else if (tid == 0) blas_gemm(g, ai, bi, ci, beta_i);
+  }
+}
+
+void Executor::copy(const CopyStep& c, const Bindings& b, int tid, int threads) const {
+  const float* src = resolve(c.src, b);
+  float* dst = resolve(c.dst, b);
+  if (!dst) return;  // optional output not requested
+  const auto [r0, r1] = share(c.blocks * c.rows, tid, threads);
+  for (std::int64_t i = r0; i < r1; ++i) {
+    const std::int64_t blk = i / c.rows, r = i % c.rows;
+    float* row = dst + blk * c.block_dst + r * c.ld_dst;
+    if (src) copy_floats(row, src + blk * c.block_src + r * c.ld_src, c.cols);
+    else std::memset(row, 0, static_cast<std::size_t>(c.cols) * sizeof(float));
+  }
+}
+
+void Executor::mask(const MaskStep& m, const Bindings& b, int tid, int threads) const {
+  if (!b.lengths) return;
+  float* dst = resolve(m.dst, b);
+  const auto [n0, n1] = share(m.batch, tid, threads);
+  for (std::int64_t n = n0; n < n1; ++n)
+    for (std::int64_t t = b.lengths[n]; t < m.steps; ++t)
+      std::memset(dst + t * m.t_stride + n * m.n_stride, 0, static_cast<std::size_t>(m.cols) * sizeof(float));
+}
+
+void Executor::dropout(const DropoutStep& d, const Bindings& b, int tid, int threads) const {
+  auto* keep = reinterpret_cast<std::uint8_t*>(region_bytes(d.mask_region, b));
+  float* dst = resolve(d.dst, b);
+  const float scale = dropout_scale(d.p);
+  const auto [e0, e1] = share(d.elements, tid, threads);
+  if (d.pass == Pass::forward) {
+    const float* src = resolve(d.src, b);
+    for (std::int64_t e = e0; e < e1; ++e) {
+      keep[e] = dropout_keep(b.dropout_seed, d.layer, e, d.p);
+      dst[e] = keep[e] ? src[e] * scale : 0.0f;
+    }
+  } else {
+    for (std::int64_t e = e0; e < e1; ++e) dst[e] = keep[e] ? dst[e] * scale : 0.0f;
   }
 }
 
@@ -194,9 +254,20 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
 
 Executor::GateShare Executor::gate_share(const RecurrenceStep& r, int tid) const {
   const bool generated = r.gemm.blocking.generated();
-  const int index = r.thread_kernels[static_cast<std::size_t>(generated ? tid : 0)];
-  return {index >= 0 ? kernels_[static_cast<std::size_t>(index)].get() : nullptr,
-          generated ? r.gemm.blocking.thread_columns(tid).first : 0};
+  const auto i = static_cast<std::size_t>(generated ? tid : 0);
+  const int index = r.thread_kernels[i];
+  const CompiledKernel* kernel = index >= 0 ? kernels_[static_cast<std::size_t>(index)].get() : nullptr;
+  return {kernel, r.thread_units[i], kernel ? std::int64_t{kernel->desc().cols} : 0};
+}
+
+std::pair<std::int64_t, std::int64_t> Executor::gemm_columns(const GemmStep& g, int tid) const {
+  if (g.blocking.generated()) return g.blocking.thread_columns(tid);
+  return {0, tid == 0 ? g.n : 0};  // OpenBLAS: one thread computes everything
+}
+
+void Executor::step_gemm(const GemmStep& g, const float* a, const float* b, float* c, int tid, int threads) const {
+  if (g.blocking.generated()) gemm(g, a, b, c, g.beta, tid, threads);
+  else if (tid == 0) blas_gemm(g, a, b, c, g.beta);
 }
 
 float* Executor::timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col) const {
@@ -204,15 +275,24 @@ float* Executor::timed(const Timed& t, std::int64_t time, const Bindings& b, std
   return base ? base + time * t.t_stride + col : nullptr;
 }
 
+// Variable lengths: a row past its length carries its state, so it copies h (and c) from the
+// previous step over what the kernel computed; an LSTM state updated in place is saved first.
 void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const {
   const bool generated = r.gemm.blocking.generated();
   if (!generated && tid != 0) return;  // OpenBLAS plans run a recurrence on one thread
-  const auto [kernel, col0] = gate_share(r, tid);
+  const auto [kernel, col0, cols] = gate_share(r, tid);
   auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) { return timed(t, time, b, col); };
+  const bool projected = r.projection.n > 0;
+  const auto [h0, h1] = projected ? gemm_columns(r.projection, tid) : std::pair{col0, col0 + cols};
+  const std::int64_t N = r.batch, H = kernel ? kernel->desc().hidden : 0, ldh = r.ld_state;
+  const std::int32_t* const lengths = b.lengths;
+  const bool c_in_place = r.c.t_stride == 0;  // inference: one c buffer updated in place
+  float* const save = resolve(r.carry_save, b);
   float* const gh = resolve(r.gh, b);
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
   const float* const w_hh = resolve(r.gemm.b, b);
+  const float* const w_hr = resolve(r.projection.b, b);
   const float* const bias_ih = resolve(r.bias_ih, b);
   const float* const bias_hh = resolve(r.bias_hh, b);
   const std::int64_t T = r.steps;
@@ -220,8 +300,8 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
     const float* h_prev = s == 0 ? h_init : at(r.h, prev, 0);
-    if (generated) gemm(r.gemm, h_prev, w_hh, gh, r.gemm.beta, tid, threads);
-    else blas_gemm(r.gemm, h_prev, w_hh, gh, r.gemm.beta);
+    float* const h_out = at(r.h, t, 0);
+    step_gemm(r.gemm, h_prev, w_hh, gh, tid, threads);
     if (kernel) {
       args.gx = at(r.gx, t, col0);
       args.gh = gh + col0;
@@ -229,45 +309,90 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       args.bias_hh = bias_hh + col0;
       args.h_prev = h_prev + col0;
       args.c_prev = c_init ? (s == 0 ? c_init : at(r.c, prev, 0)) + col0 : nullptr;
-      args.h_out = at(r.h, t, col0);
+      args.h_out = projected ? at(r.cell_out, t, col0) : h_out + col0;
       args.c_out = at(r.c, t, col0);
       args.gates = at(r.gates, t, col0);
+      if (lengths && args.c_out && c_in_place)
+        for (std::int64_t n = 0; n < N; ++n)
+          if (past_end(lengths, n, t)) copy_floats(save + n * 2 * H + col0, args.c_out + n * H, cols);
       (*kernel)(&args);
+      for (std::int64_t n = 0; n < N && lengths && args.c_out; ++n)
+        if (past_end(lengths, n, t))
+          copy_floats(args.c_out + n * H, c_in_place ? save + n * 2 * H + col0 : args.c_prev + n * H, cols);
     }
+    if (projected) {  // h = (o * tanh(c)) W_hr^T once every thread's units are in
+      if (threads > 1) ThreadTeam::instance().barrier();
+      step_gemm(r.projection, at(r.cell_out, t, 0), w_hr, h_out, tid, threads);
+    }
+    for (std::int64_t n = 0; n < N && lengths; ++n)
+      if (past_end(lengths, n, t)) copy_floats(h_out + n * ldh + h0, h_prev + n * ldh + h0, h1 - h0);
     if (threads > 1) ThreadTeam::instance().barrier();
   }
 }
 
+// Variable lengths: a row past its length passes the carried gradients through unchanged and
+// gets no gate gradient (its forward step only copied the state).
 void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const {
   const bool generated = r.gemm.blocking.generated();
   if (!generated && tid != 0) return;  // OpenBLAS plans run a recurrence on one thread
-  const auto [kernel, col0] = gate_share(r, tid);
+  const auto [kernel, col0, cols] = gate_share(r, tid);
   auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) { return timed(t, time, b, col); };
+  const bool projected = r.projection_grad.n > 0;
+  // The columns of dh_carry this thread writes (recurrent GEMM) and so carries or combines.
+  const auto [h0, h1] = projected ? gemm_columns(r.gemm, tid) : std::pair{col0, col0 + cols};
+  const std::int64_t N = r.batch, H = kernel ? kernel->desc().hidden : 0, S = r.state, ldh = r.ld_state;
+  const std::int64_t R = kernel ? kernel->desc().reserve_gates() * H : 0;
+  const std::int32_t* const lengths = b.lengths;
+  float* const save = resolve(r.carry_save, b);
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
   float* const dh_carry = resolve(r.dh_carry, b);
   float* const dc_carry = resolve(r.dc_carry, b);
+  float* const dcell = resolve(r.dcell, b);
+  float* const zeros = resolve(r.zeros, b);
   const float* const w_hh = resolve(r.gemm.b, b);
+  const float* const w_hr = resolve(r.projection_grad.b, b);
   const std::int64_t T = r.steps;
   GateBackwardArgs args{};
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
     const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
     float* gates = at(r.gates, t, 0);
+    for (std::int64_t n = 0; n < N && lengths; ++n)
+      if (past_end(lengths, n, t)) copy_floats(save + n * 2 * H + h0, dh_carry + n * S + h0, h1 - h0);
+    if (projected) {
+      // dh_proj = dh_carry + dy (zero past a row's length), then dcell = dh_proj W_hr.
+      float* const dhp = at(r.dh_proj, t, 0);
+      const float* const dy = at(r.dy, t, 0);
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t j = h0; j < h1; ++j)
+          dhp[n * S + j] = past_end(lengths, n, t) ? 0.0f : dh_carry[n * S + j] + dy[n * ldh + j];
+      if (threads > 1) ThreadTeam::instance().barrier();
+      step_gemm(r.projection_grad, dhp, w_hr, dcell, tid, threads);
+    }
     if (kernel) {
-      args.dy = at(r.dy, t, col0);
+      args.dy = projected ? dcell + col0 : at(r.dy, t, col0);
       args.h = at(r.h, t, col0);
       args.h_prev = (first ? h_init : at(r.h, prev, 0)) + col0;
       args.c = at(r.c, t, col0);
       args.c_prev = c_init ? (first ? c_init : at(r.c, prev, 0)) + col0 : nullptr;
       args.gates = gates + col0;
-      args.dh_carry = dh_carry + col0;
+      args.dh_carry = (projected ? zeros : dh_carry) + col0;
       args.dc_carry = dc_carry ? dc_carry + col0 : nullptr;
+      for (std::int64_t n = 0; n < N && lengths && args.dc_carry; ++n)
+        if (past_end(lengths, n, t)) copy_floats(save + n * 2 * H + H + col0, args.dc_carry + n * H, cols);
       (*kernel)(&args);
+      for (std::int64_t n = 0; n < N && lengths; ++n) {
+        if (!past_end(lengths, n, t)) continue;
+        for (int g = 0; g < kernel->desc().reserve_gates(); ++g)
+          std::memset(args.gates + n * R + g * H, 0, static_cast<std::size_t>(cols) * sizeof(float));
+        if (args.dc_carry) copy_floats(args.dc_carry + n * H, save + n * 2 * H + H + col0, cols);
+      }
     }
     if (threads > 1) ThreadTeam::instance().barrier();  // every thread's gate gradients are in
-    if (generated) gemm(r.gemm, gates, w_hh, dh_carry, r.gemm.beta, tid, threads);
-    else blas_gemm(r.gemm, gates, w_hh, dh_carry, r.gemm.beta);
+    step_gemm(r.gemm, gates, w_hh, dh_carry, tid, threads);
+    for (std::int64_t n = 0; n < N && lengths; ++n)
+      if (past_end(lengths, n, t)) copy_floats(dh_carry + n * S + h0, save + n * 2 * H + h0, h1 - h0);
   }
 }
 

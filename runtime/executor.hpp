@@ -4,8 +4,10 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <cstddef>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "codegen/plan.hpp"
@@ -19,6 +21,8 @@ struct Bindings {
   std::byte* workspace = nullptr;
   std::byte* reserve = nullptr;
   std::byte* packed = nullptr;
+  const std::int32_t* lengths = nullptr;  // variable sequence lengths [N], or null: all T
+  std::uint64_t dropout_seed = 0;
 
   void bind(Buffer b, const float* p) { buffers[static_cast<std::size_t>(b)] = p; }
 };
@@ -34,18 +38,28 @@ class Executor {
 
  private:
   float* resolve(const Operand& o, const Bindings& b) const;
+  std::byte* region_bytes(int region, const Bindings& b) const;
   // Thread `tid` of `threads` does its share of each step, meeting the others after each.
   void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads) const;
   // Thread `tid` of `threads` (of this lane) computes its panels of the GEMM.
   void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
             float* a_panels = nullptr) const;
+  // Every product of a (possibly batched) GEMM step, generated or OpenBLAS.
+  void batched_gemm(const GemmStep& g, const Bindings& b, float beta, int tid, int threads) const;
+  void copy(const CopyStep& c, const Bindings& b, int tid, int threads) const;
+  void mask(const MaskStep& m, const Bindings& b, int tid, int threads) const;
+  void dropout(const DropoutStep& d, const Bindings& b, int tid, int threads) const;
   void pack(const PackStep& p, const Bindings& b, int tid, int threads) const;
   // Thread `tid`'s part of a recurrence: its gate kernel (null: none) and first hidden unit.
   struct GateShare {
     const CompiledKernel* kernel;
-    std::int64_t col0;
+    std::int64_t col0, cols;
   };
   GateShare gate_share(const RecurrenceStep& r, int tid) const;
+  // The output columns of a GEMM that thread `tid` computes.
+  std::pair<std::int64_t, std::int64_t> gemm_columns(const GemmStep& g, int tid) const;
+  // One product of a recurrence's per-step GEMM (its own beta), on this thread's share.
+  void step_gemm(const GemmStep& g, const float* a, const float* b, float* c, int tid, int threads) const;
   // The address of a time-indexed operand at time `time`, column `col` (null if unbound).
   float* timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col = 0) const;
   void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;

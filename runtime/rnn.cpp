@@ -106,6 +106,7 @@ class ExecutionImpl {
     check_span(io.hy.size(), states, "hy", true, shape_text_);
     check_cell_state(io.cx.size(), "cx");
     check_cell_state(io.cy.size(), "cy");
+    check_lengths(io.seq_lengths);
     const bool training = mode_ == Mode::training;
     if (!training && !reserve.empty()) throw Error("a reserve was given to an Execution prepared for inference");
     if (backend_ == Backend::reference) {
@@ -113,7 +114,9 @@ class ExecutionImpl {
       if (training) ref_reserve_ = std::make_unique<reference::Reserve<float>>();
       reference::forward<float>(config_, shape_, w.data(), io.x.data(), data_or_null(io.hx), data_or_null(io.cx),
                                 io.y.data(), data_or_null(io.hy), data_or_null(io.cy),
-                                training ? ref_reserve_.get() : nullptr);
+                                training ? ref_reserve_.get() : nullptr,
+                                {.seq_lengths = io.seq_lengths.empty() ? nullptr : io.seq_lengths.data(),
+                                 .dropout_seed = io.dropout_seed});
       reserve_state_ = training ? ReserveState::forwarded : ReserveState::empty;
       return;
     }
@@ -134,6 +137,16 @@ class ExecutionImpl {
     b.bind(Buffer::cx, data_or_null(io.cx));
     b.bind(Buffer::hy, data_or_null(io.hy));
     b.bind(Buffer::cy, data_or_null(io.cy));
+    b.dropout_seed = io.dropout_seed;
+    if (training) {
+      // Backward reads the lengths from the reserve (all T when the call has none).
+      auto* kept = reinterpret_cast<std::int32_t*>(b.reserve + reserve_region(plan_->lengths_region).offset);
+      for (std::int64_t n = 0; n < shape_.batch; ++n)
+        kept[n] = io.seq_lengths.empty() ? static_cast<std::int32_t>(shape_.seq_len) : io.seq_lengths[n];
+      b.lengths = io.seq_lengths.empty() ? nullptr : kept;
+    } else {
+      b.lengths = io.seq_lengths.empty() ? nullptr : io.seq_lengths.data();
+    }
     executor_->run(plan_->forward, b);
     if (training) {
       reserve_state_ = ReserveState::forwarded;
@@ -171,6 +184,7 @@ class ExecutionImpl {
     b.bind(Buffer::dcy, data_or_null(io.dcy));
     b.bind(Buffer::dhx, data_or_null(io.dhx));
     b.bind(Buffer::dcx, data_or_null(io.dcx));
+    b.lengths = kept_lengths(b);
     executor_->run(plan_->backward_data, b);
     reserve_state_ = ReserveState::backpropagated;
   }
@@ -197,6 +211,7 @@ class ExecutionImpl {
     require_state(ReserveState::backpropagated, b.reserve, "backward_weights needs backward_data with this reserve first");
     b.bind(Buffer::x, io.x.data());
     b.bind(Buffer::dweights, io.dweights.data());
+    b.lengths = kept_lengths(b);
     executor_->run(plan_->backward_weights, b, io.accumulate);
   }
 
@@ -210,8 +225,22 @@ class ExecutionImpl {
     check_span(w.size(), weights_, "weights", false, fmt::format("for {}", describe(config_)));
   }
   void check_cell_state(std::size_t size, const char* name) const {
-    if (config_.cell == CellKind::lstm) check_span(size, state_elements(config_, shape_), name, true, shape_text_);
+    if (config_.cell == CellKind::lstm) check_span(size, cell_state_elements(config_, shape_), name, true, shape_text_);
     else check_absent(size, name, config_.cell);
+  }
+  void check_lengths(std::span<const std::int32_t> lengths) const {
+    check_span(lengths.size(), shape_.batch, "seq_lengths", true, shape_text_);
+    for (std::size_t n = 0; n < lengths.size(); ++n)
+      if (lengths[n] < 1 || lengths[n] > shape_.seq_len)
+        throw Error(fmt::format("seq_lengths[{}] = {} is outside [1, T = {}]", n, lengths[n], shape_.seq_len));
+  }
+  const Region& reserve_region(int index) const { return plan_->workspace.regions[static_cast<std::size_t>(index)]; }
+  // The lengths forward training kept in the reserve; null when they were all T (no carrying).
+  const std::int32_t* kept_lengths(const Bindings& b) const {
+    const auto* kept = reinterpret_cast<const std::int32_t*>(b.reserve + reserve_region(plan_->lengths_region).offset);
+    for (std::int64_t n = 0; n < shape_.batch; ++n)
+      if (kept[n] != shape_.seq_len) return kept;
+    return nullptr;
   }
   void require_training(const char* call) const {
     if (mode_ != Mode::training)

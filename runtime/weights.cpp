@@ -5,18 +5,20 @@
 namespace rnnjit {
 
 std::string param_name(ParamKind kind, std::int64_t layer, int direction) {
-  static constexpr const char* kNames[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+  static constexpr const char* kNames[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"};
   return fmt::format("{}_l{}{}", kNames[static_cast<int>(kind)], layer, direction ? "_reverse" : "");
 }
 
 WeightLayout::WeightLayout(const RnnConfig& config) : config_(config) {
   validate(config);
   const std::int64_t gh = config.gates() * config.hidden_size;
+  blocks_per_direction_ = config.proj_size > 0 ? 5 : 4;
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
     for (int d = 0; d < config.directions(); ++d) {
       const std::int64_t in = config.layer_input_size(l);
-      const std::vector<std::int64_t> shapes[] = {{gh, in}, {gh, config.hidden_size}, {gh}, {gh}};
-      for (int k = 0; k < 4; ++k) {
+      const std::vector<std::int64_t> shapes[] = {
+          {gh, in}, {gh, config.state_size()}, {gh}, {gh}, {config.proj_size, config.hidden_size}};
+      for (int k = 0; k < blocks_per_direction_; ++k) {
         std::int64_t size = 1;
         for (std::int64_t e : shapes[k]) size *= e;
         blocks_.push_back({param_name(static_cast<ParamKind>(k), l, d), static_cast<ParamKind>(k), l, d,
@@ -28,10 +30,12 @@ WeightLayout::WeightLayout(const RnnConfig& config) : config_(config) {
 }
 
 const ParamBlock& WeightLayout::block(std::int64_t layer, int direction, ParamKind kind) const {
-  if (layer < 0 || layer >= config_.num_layers || direction < 0 || direction >= config_.directions())
-    throw Error(fmt::format("no parameter block for layer {} direction {} in {}", layer, direction,
-                            describe(config_)));
-  return blocks_[static_cast<std::size_t>((layer * config_.directions() + direction) * 4 + static_cast<int>(kind))];
+  if (layer < 0 || layer >= config_.num_layers || direction < 0 || direction >= config_.directions() ||
+      static_cast<int>(kind) >= blocks_per_direction_)
+    throw Error(fmt::format("no parameter block {} for layer {} direction {} in {}", static_cast<int>(kind), layer,
+                            direction, describe(config_)));
+  return blocks_[static_cast<std::size_t>((layer * config_.directions() + direction) * blocks_per_direction_ +
+                                          static_cast<int>(kind))];
 }
 
 const ParamBlock& WeightLayout::find(const std::string& name) const {

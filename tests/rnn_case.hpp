@@ -26,6 +26,8 @@ struct RnnCase {
   RnnConfig config;
   Shape shape;
   std::vector<float> w, x, hx, cx, dy, dhy, dcy;
+  std::vector<std::int32_t> lengths;  // variable sequence lengths, or empty
+  std::uint64_t dropout_seed = 0;
 
   RnnCase(const RnnConfig& c, const Shape& s, unsigned seed = 1) : config(c), shape(s) {
     std::mt19937 rng(seed);
@@ -38,10 +40,20 @@ struct RnnCase {
     fill(w, WeightLayout(c).total_elements(), k);
     fill(x, x_elements(c, s), 1.0f);
     fill(hx, state_elements(c, s), 1.0f);
-    if (c.cell == CellKind::lstm) fill(cx, state_elements(c, s), 1.0f);
+    if (c.cell == CellKind::lstm) fill(cx, cell_state_elements(c, s), 1.0f);
     fill(dy, y_elements(c, s), 1.0f);
     fill(dhy, state_elements(c, s), 1.0f);
-    if (c.cell == CellKind::lstm) fill(dcy, state_elements(c, s), 1.0f);
+    if (c.cell == CellKind::lstm) fill(dcy, cell_state_elements(c, s), 1.0f);
+  }
+
+  // Mixed lengths in [1, T] in no particular order, the longest being T.
+  void vary_lengths(unsigned seed = 7) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<std::int32_t> u(1, static_cast<std::int32_t>(shape.seq_len));
+    lengths.resize(static_cast<std::size_t>(shape.batch));
+    for (std::int32_t& l : lengths) l = u(rng);
+    lengths[static_cast<std::size_t>(shape.batch / 2)] = static_cast<std::int32_t>(shape.seq_len);
+    lengths[0] = 1;
   }
 
   bool lstm() const { return config.cell == CellKind::lstm; }
@@ -54,7 +66,8 @@ struct RnnCase {
     std::vector<double> y(static_cast<std::size_t>(y_elements(config, shape))), hy(hx.size()), cy(cx.size());
     reference::Reserve<double> reserve;
     reference::forward<double>(config, shape, w64.data(), x64.data(), hx64.data(), lstm() ? cx64.data() : nullptr,
-                               y.data(), hy.data(), lstm() ? cy.data() : nullptr, backward ? &reserve : nullptr);
+                               y.data(), hy.data(), lstm() ? cy.data() : nullptr, backward ? &reserve : nullptr,
+                               {.seq_lengths = lengths.empty() ? nullptr : lengths.data(), .dropout_seed = dropout_seed});
     Tensors t{f(y), f(hy), f(cy), {}, {}, {}, {}};
     if (!backward) return t;
     const auto dy64 = d(dy), dhy64 = d(dhy), dcy64 = d(dcy);
@@ -76,7 +89,8 @@ struct RnnCase {
     t.y.resize(static_cast<std::size_t>(y_elements(config, shape)));
     t.hy.resize(hx.size());
     t.cy.resize(cx.size());
-    ex.forward(w, {.x = x, .hx = hx, .cx = cx, .y = t.y, .hy = t.hy, .cy = t.cy});
+    ex.forward(w, {.x = x, .hx = hx, .cx = cx, .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = lengths,
+                   .dropout_seed = dropout_seed});
     if (ex.mode() != Mode::training) return t;
     t.dx.resize(x.size());
     t.dhx.resize(hx.size());
@@ -92,7 +106,7 @@ struct RnnCase {
   // gradients, which also sum over T*N rows for the weights). Values are O(1) by construction.
   double tolerance(bool gradient) const {
     const double eps = std::numeric_limits<float>::epsilon();
-    const double width = static_cast<double>(std::max(config.input_size, config.directions() * config.hidden_size) +
+    const double width = static_cast<double>(std::max(config.input_size, config.directions() * config.state_size()) +
                                              config.hidden_size);
     double depth = width * static_cast<double>(shape.seq_len * config.num_layers);
     if (gradient) depth *= 2.0 + static_cast<double>(shape.batch);

@@ -80,9 +80,11 @@ TEST_P(PlanTest, RegionSizesEqualWhatTheStepsTouch) {
         t = std::max(t, e.end);
       }
     });
-  for (std::size_t i = 0; i < touched.size(); ++i)
+  for (std::size_t i = 0; i < touched.size(); ++i) {
+    if (static_cast<int>(i) == p.lengths_region) continue;  // int32 lengths, written by the API, not a step
     EXPECT_EQ(static_cast<std::size_t>(touched[i]) * sizeof(float), p.workspace.regions[i].size)
         << p.workspace.regions[i].name;
+  }
 }
 
 TEST_P(PlanTest, KernelsAreUniqueAndNamed) {

@@ -26,6 +26,8 @@ GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
   if (desc.kind_of() != KernelKind::gate) throw Error(fmt::format("{}: not a gate kernel", kernel_name(desc)));
   if (desc.hidden < 1 || desc.rows < 1 || desc.ld_h < desc.hidden)
     throw Error(fmt::format("{}: needs hidden >= 1, rows >= 1 and ld_h >= hidden", kernel_name(desc)));
+  if (desc.clip_bits && (desc.cell_kind() != CellKind::lstm || !(desc.clip() > 0.0f)))
+    throw Error(fmt::format("{}: clip needs an LSTM and a positive value", kernel_name(desc)));
   if (desc.cols < 1 || desc.cols > desc.hidden)
     throw Error(fmt::format("{}: cols must be in [1, hidden = {}], got {}", kernel_name(desc), desc.hidden, desc.cols));
 }
@@ -55,6 +57,23 @@ void GateEmitter::accumulate(const Xbyak::Zmm& dst, const Xbyak::Address& src, b
 void GateEmitter::store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool masked) {
   if (masked) vmovups(dst | tail_mask_, src);
   else vmovups(dst, src);
+}
+
+Xbyak::Address GateEmitter::clip_bound(bool negative) { return ptr[rip + clip_table_ + (negative ? 4 : 0)]; }
+
+void GateEmitter::clamp_to_clip(const Xbyak::Zmm& v) {
+  // The bound is the first source so that a NaN in v (the second) comes through.
+  vbroadcastss(clip_scratch_, clip_bound(true));
+  vmaxps(v, clip_scratch_, v);
+  vbroadcastss(clip_scratch_, clip_bound(false));
+  vminps(v, clip_scratch_, v);
+}
+
+void GateEmitter::inside_clip(const Xbyak::Opmask& k, const Xbyak::Zmm& c) {
+  vbroadcastss(clip_scratch_, clip_bound(false));
+  vcmpps(k, c, clip_scratch_, 0x11);  // c < clip (ordered, quiet: false for NaN)
+  vbroadcastss(clip_scratch_, clip_bound(true));
+  vcmpps(k | k, c, clip_scratch_, 0x1e);  // and c > -clip
 }
 
 void GateEmitter::generate() {
@@ -94,6 +113,12 @@ void GateEmitter::generate() {
   postamble();
   text_size_ = getSize();
   act_.emit_constant_table();
+  if (desc_.clip_bits) {
+    align(4);
+    L(clip_table_);
+    dd(desc_.clip_bits);
+    dd(desc_.clip_bits ^ 0x80000000u);  // -clip
+  }
   finalize();
 }
 

@@ -48,12 +48,22 @@ class GateEmitter : public JitGenerator {
 
   std::int64_t hidden_bytes() const { return std::int64_t{desc_.hidden} * 4; }
 
+  // LSTM cell clip (desc_.clip_bits != 0): v = min(max(v, -clip), clip), NaN kept; and
+  // k = (-clip < c < clip) for the backward pass. Both use clip_scratch_ for the bound.
+  void clamp_to_clip(const Xbyak::Zmm& v);
+  void inside_clip(const Xbyak::Opmask& k, const Xbyak::Zmm& c);
+
   KernelDesc desc_;
   std::size_t text_size_ = 0;
   int regs_per_slot_;
   Activations act_;
   const Xbyak::Reg64 col_ = rcx, block_counter_ = rax, row_counter_ = rsi;
   const Xbyak::Opmask tail_mask_ = k1, local_mask_ = k5;
+  const Xbyak::Zmm clip_scratch_ = Xbyak::Zmm(26);  // an activation scratch, free between fragments
+
+ private:
+  Xbyak::Address clip_bound(bool negative);
+  Xbyak::Label clip_table_;
 };
 
 // The emitter for a descriptor, finalized (read+execute). Throws Error if the descriptor is

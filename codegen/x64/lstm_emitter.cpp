@@ -1,7 +1,9 @@
 // rnnjit: LSTM gate kernels (PyTorch gate order i, f, g, o).
-//   forward:  i,f,o = sigmoid, g = tanh of (gx + b_ih + gh + b_hh); c = f c_prev + i g; h = o tanh(c)
-//   backward: from the stored i,f,g,o and c_t, c_{t-1}: dc = dc_carry + dh o (1 - tanh(c)^2), the
-//             pre-activation gradients written over the gates, and dc_carry = dc f.
+//   forward:  i,f,o = sigmoid, g = tanh of (gx + b_ih + gh + b_hh); c = f c_prev + i g (clamped to
+//             [-clip, clip] with a cell clip); h = o tanh(c)
+//   backward: from the stored i,f,g,o and c_t, c_{t-1}: dc = dc_carry + dh o (1 - tanh(c)^2) (zero
+//             where the clip held c at a bound), the pre-activation gradients written over the
+//             gates, and dc_carry = dc f.
 #include <cstddef>
 
 #include "codegen/kernel_args.hpp"
@@ -43,6 +45,7 @@ void LstmForward::body(int count, bool masked) {
     if (masked) vmulps(f | tail_mask_ | T_z, f, at(c_prev_, 0, u));
     else vmulps(f, f, at(c_prev_, 0, u));
     vfmadd231ps(f, i, g);
+    if (desc_.clip_bits) clamp_to_clip(f);
     store(at(c_out_, 0, u), f, masked);
   }
   act_.tanh(slots(count, 1));
@@ -90,6 +93,11 @@ void LstmBackward::body(int count, bool masked) {
     vfnmadd231ps(R(i), R(tc), R(tc));               // 1 - tanh(c)^2
     load(R(dc), at(dc_carry_, 0, u), masked);
     vfmadd231ps(R(dc), R(t), R(i));                 // dc += dh o (1 - tanh(c)^2)
+    if (desc_.clip_bits) {                          // no gradient through a clamped c
+      load(R(t), at(c_, 0, u), masked);
+      inside_clip(local_mask_, R(t));
+      vmovaps(R(dc) | local_mask_ | T_z, R(dc));
+    }
     vmulps(R(t), R(dh), R(tc));                     // do = dh tanh(c)
     vmovaps(R(f), R(o));
     vfnmadd231ps(R(f), R(o), R(o));                 // o (1 - o)

@@ -1,7 +1,9 @@
 // rnnjit: the network description (cell, sizes, layers, direction) and the problem shape.
 //
 // Tensors are sequence-major, as in cuDNN, MXNet and PyTorch's default:
-//   x [T, N, I], y [T, N, D*H] (forward direction first), h0/c0/hy/cy [L*D, N, H].
+//   x [T, N, I], y [T, N, D*S] (forward direction first), h0/hy [L*D, N, S], c0/cy [L*D, N, H],
+// where S is the width of h: the projection size P for an LSTM with projection, else H.
+// With batch_first, x, y and their gradients are [N, T, *] instead (states keep their layout).
 #pragma once
 
 #include <cstdint>
@@ -28,12 +30,29 @@ struct RnnConfig {
   std::int64_t hidden_size = 0;
   std::int64_t num_layers = 1;
   bool bidirectional = false;
+  // Unidirectional only: read the sequence from its last step to its first (ONNX's "reverse");
+  // outputs stay in time order and parameters keep the forward names (no "_reverse" suffix).
+  bool reverse = false;
+  // LSTM only: h = W_hr (o * tanh(c)) with W_hr [P, H], 0 < P < H (PyTorch's proj_size,
+  // cuDNN's projSize). 0: no projection.
+  std::int64_t proj_size = 0;
+  // LSTM only: c is clamped to [-clip, clip] at every step (cuDNN's cell clip). 0: no clipping.
+  float clip = 0.0f;
+  // Training only: each output of every layer but the top one is zeroed with this probability
+  // and the rest scaled by 1/(1-p) before the next layer reads it (PyTorch's dropout). 0: none.
+  float dropout = 0.0f;
+  // x, y, dx and dy are [N, T, *] instead of [T, N, *].
+  bool batch_first = false;
 
   int directions() const { return bidirectional ? 2 : 1; }
   int gates() const { return gate_count(cell); }
-  // Input width of layer l: input_size for l == 0, D*H above it.
+  // Whether direction d (0 or 1) walks the sequence from its last step.
+  bool reversed(int direction) const { return direction == 1 || reverse; }
+  // Width S of h (and of each direction's slice of y): P with a projection, else H.
+  std::int64_t state_size() const { return proj_size > 0 ? proj_size : hidden_size; }
+  // Input width of layer l: input_size for l == 0, D*S above it.
   std::int64_t layer_input_size(std::int64_t layer) const {
-    return layer == 0 ? input_size : directions() * hidden_size;
+    return layer == 0 ? input_size : directions() * state_size();
   }
   bool operator==(const RnnConfig&) const = default;
 };
@@ -50,12 +69,13 @@ struct Shape {
 void validate(const RnnConfig& config);
 void validate(const RnnConfig& config, const Shape& shape);
 
-// "lstm I=800 H=800 L=1 D=1"
+// "lstm I=800 H=800 L=1 D=1", followed by the features in use, e.g. " P=400 clip=3 batch_first".
 std::string describe(const RnnConfig& config);
 
 // Element counts of the call's tensors.
-std::int64_t x_elements(const RnnConfig& config, const Shape& shape);      // T*N*I
-std::int64_t y_elements(const RnnConfig& config, const Shape& shape);      // T*N*D*H
-std::int64_t state_elements(const RnnConfig& config, const Shape& shape);  // L*D*N*H
+std::int64_t x_elements(const RnnConfig& config, const Shape& shape);           // T*N*I
+std::int64_t y_elements(const RnnConfig& config, const Shape& shape);           // T*N*D*S
+std::int64_t state_elements(const RnnConfig& config, const Shape& shape);       // h: L*D*N*S
+std::int64_t cell_state_elements(const RnnConfig& config, const Shape& shape);  // c: L*D*N*H
 
 }  // namespace rnnjit

@@ -44,25 +44,36 @@ struct Options {
   int threads = 0;  // 0: RNNJIT_NUM_THREADS if set, else every hardware thread
 };
 
+// Shapes below are for sequence-major tensors; with RnnConfig::batch_first, x, y, dx and dy
+// are [N, T, *]. S is the width of h (RnnConfig::state_size(): P with a projection, else H).
 struct ForwardIo {
   std::span<const float> x;   // [T, N, I]
-  std::span<const float> hx;  // [L*D, N, H] or empty
+  std::span<const float> hx;  // [L*D, N, S] or empty
   std::span<const float> cx;  // [L*D, N, H] or empty (LSTM)
-  std::span<float> y;         // [T, N, D*H]
-  std::span<float> hy;        // [L*D, N, H] or empty
+  std::span<float> y;         // [T, N, D*S]
+  std::span<float> hy;        // [L*D, N, S] or empty
   std::span<float> cy;        // [L*D, N, H] or empty (LSTM)
   // Weights already packed by Execution::pack_weights (cuDNN's "weight space"), or empty to
   // pack them in this call. Packing costs a pass over the weights: inference callers whose
   // weights do not change pack once.
   std::span<const std::byte> packed_weights;
+  // Variable-length sequences (cuDNN's padded layout, PyTorch's pack_padded_sequence): N lengths
+  // in [1, T], any order, or empty for all T. Element n reads x only up to its length; y past it
+  // is zero, hy/cy are its state at its own last step, and the reverse direction starts there.
+  // Forward training keeps them in the reserve for backward.
+  std::span<const std::int32_t> seq_lengths;
+  // Dropout between layers (RnnConfig::dropout, training only): the masks are a pure function
+  // of this seed, the same on every backend and thread count.
+  std::uint64_t dropout_seed = 0;
 };
 
+// Gradients past an element's sequence length are ignored in dy and written as zeros in dx.
 struct BackwardDataIo {
-  std::span<const float> dy;   // [T, N, D*H]
-  std::span<const float> dhy;  // [L*D, N, H] or empty
+  std::span<const float> dy;   // [T, N, D*S]
+  std::span<const float> dhy;  // [L*D, N, S] or empty
   std::span<const float> dcy;  // [L*D, N, H] or empty (LSTM)
   std::span<float> dx;         // [T, N, I]
-  std::span<float> dhx;        // [L*D, N, H] or empty
+  std::span<float> dhx;        // [L*D, N, S] or empty
   std::span<float> dcx;        // [L*D, N, H] or empty (LSTM)
 };
 

@@ -1,0 +1,174 @@
+// The features of issue #7 through the public API on every backend: reverse direction, cell
+// clipping, dropout between layers, batch-first tensors, variable sequence lengths and the LSTM
+// projection, alone
+// and combined, forward and backward, against the double-precision reference (whose gradients
+// are checked by finite differences in test_reference_features). Sizes have vector tails
+// (H = 19, 115, 230) and odd batches; the AVX-512 plans run on one and two threads (training
+// only with two: it runs the forward pass too, and the cases that split are larger).
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "codegen/plan.hpp"
+#include "tests/rnn_case.hpp"
+
+namespace rnnjit {
+namespace {
+
+using test::RnnCase;
+using test::Tensors;
+
+struct Feature {
+  std::string name;
+  bool reverse = false, batch_first = false, lengths = false;
+  float clip = 0.0f, dropout = 0.0f;
+  std::int64_t proj_size = 0;
+};
+
+struct Target {
+  Isa isa;
+  int threads;
+};
+
+struct FeatureCase {
+  Feature feature;
+  CellKind cell;
+  bool bidirectional;
+  Mode mode;
+  Target target;
+};
+
+std::string case_name(const FeatureCase& c) {
+  return fmt::format("{}_{}_{}_{}_{}_t{}", c.feature.name, to_string(c.cell), c.bidirectional ? "bidir" : "unidir",
+                     c.mode == Mode::training ? "train" : "infer", to_string(c.target.isa), c.target.threads);
+}
+void PrintTo(const FeatureCase& c, std::ostream* os) { *os << case_name(c); }
+
+class Features : public ::testing::TestWithParam<FeatureCase> {};
+
+TEST_P(Features, MatchReference) {
+  const FeatureCase& p = GetParam();
+  if (p.target.isa == Isa::avx512 && detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+  const Feature& f = p.feature;
+  // Two threads only split plans with enough work per thread: those cases are larger.
+  const bool split = p.target.threads > 1;
+  const bool vanilla = p.cell == CellKind::rnn_tanh || p.cell == CellKind::rnn_relu;
+  RnnConfig config{.cell = p.cell, .input_size = split ? 160 : 23, .hidden_size = split ? (vanilla ? 230 : 115) : 19,
+                   .num_layers = f.dropout > 0.0f ? 3 : 2, .bidirectional = p.bidirectional};
+  config.reverse = f.reverse && !p.bidirectional;
+  config.batch_first = f.batch_first;
+  config.clip = p.cell == CellKind::lstm ? f.clip : 0.0f;
+  config.dropout = f.dropout;
+  config.proj_size = p.cell == CellKind::lstm ? f.proj_size : 0;
+  RnnCase rc(config, split ? Shape{24, 10} : Shape{7, 5}, 3);
+  if (f.lengths) rc.vary_lengths();
+  rc.dropout_seed = 0x5eed;
+  Rnn rnn(config, {.backend = Backend::jit, .isa = p.target.isa, .threads = p.target.threads});
+  Execution ex = rnn.prepare(rc.shape, p.mode);
+  ASSERT_EQ(ex.plan().threads, p.target.threads) << "the plan does not split the steps as the case intends";
+  const bool train = p.mode == Mode::training;
+  const Tensors got = rc.run(ex), want = rc.reference(train);
+  const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
+  test::expect_close(got.y, want.y, tol, "y");
+  test::expect_close(got.hy, want.hy, tol, "hy");
+  if (rc.lstm()) test::expect_close(got.cy, want.cy, tol, "cy");
+  if (!train) return;
+  test::expect_close(got.dx, want.dx, gtol, "dx");
+  test::expect_close(got.dhx, want.dhx, gtol, "dhx");
+  if (rc.lstm()) test::expect_close(got.dcx, want.dcx, gtol, "dcx");
+  test::expect_close(got.dw, want.dw, gtol, "dweights");
+}
+
+std::vector<FeatureCase> feature_cases() {
+  const std::vector<Feature> features = {
+      {.name = "reverse", .reverse = true},
+      {.name = "clip", .clip = 0.6f},
+      {.name = "dropout", .dropout = 0.3f},
+      {.name = "batch_first", .batch_first = true},
+      {.name = "lengths", .lengths = true},
+      {.name = "projection", .proj_size = 7},
+      {.name = "all", .reverse = true, .batch_first = true, .lengths = true, .clip = 0.6f, .dropout = 0.3f,
+       .proj_size = 11},
+  };
+  const Target targets[] = {{Isa::avx512, 1}, {Isa::avx512, 2}, {Isa::reference, 1}};
+  std::vector<FeatureCase> cases;
+  for (const Feature& f : features)
+    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru}) {
+      if ((f.clip > 0.0f || f.proj_size > 0) && f.name != "all" && cell != CellKind::lstm) continue;
+      for (bool bidir : {false, true}) {
+        if (f.reverse && bidir && f.name == "reverse") continue;  // reverse is a unidirectional feature
+        for (Mode mode : {Mode::inference, Mode::training})
+          for (const Target& b : targets)
+            if (b.threads == 1 || mode == Mode::training) cases.push_back({f, cell, bidir, mode, b});
+      }
+    }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jit, Features, ::testing::ValuesIn(feature_cases()),
+                         [](const auto& info) { return case_name(info.param); });
+
+// Padded positions of y and dx are exactly zero, and what a caller leaves in dy there is ignored.
+TEST(VariableLengths, PaddingIsZeroAndIgnored) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+  RnnConfig config{.cell = CellKind::lstm, .input_size = 9, .hidden_size = 21, .num_layers = 2, .bidirectional = true};
+  RnnCase rc(config, {6, 4}, 5);
+  rc.lengths = {3, 6, 1, 4};
+  Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
+  Execution ex = rnn.prepare(rc.shape, Mode::training);
+  const Tensors a = rc.run(ex);
+  const std::int64_t N = 4, W = 2 * 21;
+  for (std::int64_t t = 0; t < 6; ++t)
+    for (std::int64_t n = 0; n < N; ++n)
+      if (t >= rc.lengths[static_cast<std::size_t>(n)]) {
+        for (std::int64_t j = 0; j < W; ++j) ASSERT_EQ(a.y[static_cast<std::size_t>((t * N + n) * W + j)], 0.0f);
+        for (std::int64_t j = 0; j < 9; ++j) ASSERT_EQ(a.dx[static_cast<std::size_t>((t * N + n) * 9 + j)], 0.0f);
+        for (std::int64_t j = 0; j < W; ++j) rc.dy[static_cast<std::size_t>((t * N + n) * W + j)] = 1e3f;
+      }
+  const Tensors b = rc.run(ex);
+  EXPECT_EQ(a.dx, b.dx);
+  EXPECT_EQ(a.dw, b.dw);
+  EXPECT_EQ(a.dhx, b.dhx);
+}
+
+TEST(VariableLengths, RejectsLengthsOutsideTheSequence) {
+  RnnConfig config{.cell = CellKind::gru, .input_size = 3, .hidden_size = 4};
+  RnnCase rc(config, {5, 3});
+  Execution ex = Rnn(config).prepare(rc.shape, Mode::inference);
+  std::vector<float> y(static_cast<std::size_t>(y_elements(config, rc.shape)));
+  for (const std::vector<std::int32_t>& bad : {std::vector<std::int32_t>{1, 0, 5}, {1, 6, 5}, {-1, 2, 2}}) {
+    try {
+      ex.forward(rc.w, {.x = rc.x, .y = y, .seq_lengths = bad});
+      ADD_FAILURE() << "accepted bad lengths";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("seq_lengths["), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(ex.forward(rc.w, {.x = rc.x, .y = y, .seq_lengths = std::vector<std::int32_t>{1, 2}}), Error);
+}
+
+// The mask is a function of the seed alone: the same on every thread count, different for
+// another seed, and dropout does nothing in inference.
+TEST(Dropout, DeterministicForASeedAndIdentityInInference) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+  RnnConfig config{.cell = CellKind::gru, .input_size = 8, .hidden_size = 40, .num_layers = 3};
+  config.dropout = 0.5f;
+  RnnCase rc(config, {5, 3}, 9);
+  rc.dropout_seed = 11;
+  auto run = [&](const RnnConfig& c, Mode mode, int threads) {
+    Execution ex = Rnn(c, {.backend = Backend::jit, .isa = Isa::avx512, .threads = threads}).prepare(rc.shape, mode);
+    return rc.run(ex).y;
+  };
+  EXPECT_EQ(run(config, Mode::training, 1), run(config, Mode::training, 2));
+  const std::vector<float> a = run(config, Mode::training, 1);
+  rc.dropout_seed = 12;
+  EXPECT_NE(a, run(config, Mode::training, 1));
+  RnnConfig plain = config;
+  plain.dropout = 0.0f;
+  EXPECT_EQ(run(config, Mode::inference, 1), run(plain, Mode::inference, 1));
+}
+
+}  // namespace
+}  // namespace rnnjit
