@@ -88,8 +88,11 @@ std::string step_text(const Plan& p, const Step& step) {
             for (int k : r.thread_kernels)
               kernels += (kernels.empty() ? "" : ", ") +
                          (k < 0 ? std::string("idle") : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
-            return fmt::format("loop {}: {} steps{}, per step: {} ; gate kernels per thread: {}", r.what, r.steps,
-                               r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm), kernels);
+            std::string projection;
+            if (r.projection.n > 0) projection = " ; after the gate kernels: " + gemm_text(p, r.projection);
+            if (r.projection_grad.n > 0) projection = " ; before the gate kernels: " + gemm_text(p, r.projection_grad);
+            return fmt::format("loop {}: {} steps{}, per step: {} ; gate kernels per thread: {}{}", r.what, r.steps,
+                               r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm), kernels, projection);
           },
           [&](const PackStep& k) {
             return fmt::format("pack {}: W[{}x{}] {} -> B panels {} ({})", k.what, k.groups * k.blocking.group, k.k,
@@ -139,7 +142,10 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
                                   {"direction", r.direction}, {"reverse", r.reverse}, {"steps", r.steps},
                                   {"kernel", kernel_name(p.kernels[static_cast<std::size_t>(r.kernel)])},
                                   {"gemm", gemm_json(p, r.gemm)}, {"gx", timed(r.gx)}, {"h", timed(r.h)},
-                                  {"c", timed(r.c)}, {"gates", timed(r.gates)}, {"dy", timed(r.dy)}};
+                                  {"c", timed(r.c)}, {"gates", timed(r.gates)}, {"dy", timed(r.dy)},
+                                  {"projection", r.projection.n > 0 ? gemm_json(p, r.projection) : nlohmann::json()},
+                                  {"projection_grad",
+                                   r.projection_grad.n > 0 ? gemm_json(p, r.projection_grad) : nlohmann::json()}};
           },
           [&](const PackStep& k) {
             return nlohmann::json{{"kind", "pack"}, {"what", k.what}, {"src", operand_json(p, k.src)},

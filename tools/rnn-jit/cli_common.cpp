@@ -20,7 +20,8 @@ std::vector<CommandSpec>& registry() {
 std::string fields_to_flags(std::string msg) {
   static const std::pair<const char*, const char*> kFields[] = {
       {"input_size", "--input-size"}, {"hidden_size", "--hidden-size"}, {"num_layers", "--layers"},
-      {"seq_len", "--seq"},           {"batch", "--batch"},
+      {"seq_len", "--seq"},           {"batch", "--batch"},               {"proj_size", "--proj-size"},
+      {"clip", "--clip"},             {"dropout", "--dropout"},           {"reverse", "--direction reverse"},
   };
   auto is_word = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; };
   for (const auto& [field, flag] : kFields) {
@@ -62,7 +63,14 @@ void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
   CLI::Option* in = app.add_option("--input-size", f.input_size, "input features I");
   CLI::Option* hid = app.add_option("--hidden-size", f.hidden_size, "hidden features H");
   app.add_option("--layers", f.layers, "stacked layers L")->capture_default_str();
-  app.add_flag("--bidirectional", f.bidirectional, "run each layer in both directions (D=2)");
+  app.add_flag("--bidirectional", f.bidirectional, "run each layer in both directions (D=2): --direction bidirectional");
+  app.add_option("--direction", f.direction,
+                 "forward, reverse (read the sequence from its last step) or bidirectional (default forward)");
+  app.add_option("--proj-size", f.proj_size, "LSTM projection size P, 0 < P < H (0: none)")->capture_default_str();
+  app.add_option("--clip", f.clip, "LSTM cell clip: c is clamped to [-clip, clip] (0: none)")->capture_default_str();
+  app.add_option("--dropout", f.dropout, "dropout probability between layers in training (0: none)")
+      ->capture_default_str();
+  app.add_flag("--batch-first", f.batch_first, "x, y and their gradients are [N, T, *]");
   if (required) {
     cell->required();
     in->required();
@@ -88,6 +96,19 @@ RnnConfig build_config(const ConfigFlags& f) {
   c.hidden_size = f.hidden_size;
   c.num_layers = f.layers;
   c.bidirectional = f.bidirectional;
+  if (!f.direction.empty()) {
+    if (f.direction != "forward" && f.direction != "reverse" && f.direction != "bidirectional")
+      throw UsageError(fmt::format("--direction: unknown direction '{}' (expected forward, reverse or bidirectional)",
+                                   f.direction));
+    if (f.bidirectional && f.direction != "bidirectional")
+      throw UsageError(fmt::format("--bidirectional contradicts --direction {}", f.direction));
+    c.bidirectional = f.direction == "bidirectional";
+    c.reverse = f.direction == "reverse";
+  }
+  c.proj_size = f.proj_size;
+  c.clip = f.clip;
+  c.dropout = f.dropout;
+  c.batch_first = f.batch_first;
   try {
     validate(c);
   } catch (const Error& e) {
@@ -170,8 +191,10 @@ double forward_flops(const RnnConfig& c, const Shape& s) {
   double total = 0;
   for (std::int64_t l = 0; l < c.num_layers; ++l)
     total += 2.0 * static_cast<double>(s.seq_len) * static_cast<double>(s.batch) * c.gates() *
-             static_cast<double>(c.hidden_size) * static_cast<double>(c.layer_input_size(l) + c.hidden_size) *
-             c.directions();
+             static_cast<double>(c.hidden_size) * static_cast<double>(c.layer_input_size(l) + c.state_size()) *
+             c.directions() +
+         2.0 * static_cast<double>(s.seq_len * s.batch) * static_cast<double>(c.proj_size * c.hidden_size) *
+             c.directions();  // the projection
   return total;
 }
 

@@ -58,13 +58,19 @@ std::vector<CommandSpec> commands();
 
 // ---- shared flags ----
 
-// --cell --input-size --hidden-size --layers --bidirectional
+// --cell --input-size --hidden-size --layers --direction (--bidirectional) and the features:
+// --proj-size --clip --dropout --batch-first
 struct ConfigFlags {
   std::string cell = "lstm";
   std::int64_t input_size = 0;
   std::int64_t hidden_size = 0;
   std::int64_t layers = 1;
-  bool bidirectional = false;
+  bool bidirectional = false;  // the same as --direction bidirectional
+  std::string direction;       // forward | reverse | bidirectional (empty: forward)
+  std::int64_t proj_size = 0;
+  float clip = 0.0f;
+  float dropout = 0.0f;
+  bool batch_first = false;
 };
 // With required = true, --cell, --input-size and --hidden-size must be given; otherwise the
 // values already in `flags` are the defaults.

@@ -3,8 +3,10 @@
 // GFLOPS. With --compare, peers run interleaved with rnnjit, rep by rep, in the same process,
 // and the ratio peer/rnnjit is printed (noise on a shared machine hits both alike).
 //
-// FLOPs count the GEMMs only: forward 2*T*N*G*H*(I_l + H) per layer and direction; training
-// three times that (forward, backward data, backward weights).
+// FLOPs count the GEMMs only: forward 2*T*N*G*H*(I_l + S) per layer and direction (plus the
+// projection's 2*T*N*P*H); training three times that (forward, backward data, backward
+// weights). --mixed-lengths runs variable-length sequences (lengths drawn in [1, T], the
+// longest T) and still counts the padded FLOPs, so that its time compares with the padded run's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,6 +34,7 @@ struct BenchFlags {
   int warmup = 2;
   bool json = false;
   bool peak = false;
+  bool mixed_lengths = false;
   std::vector<std::string> compare;
 };
 
@@ -56,6 +59,7 @@ struct Contender {
 
 struct Data {
   std::vector<float> w, x, y, hy, cy, dy, dx, dw;
+  std::vector<std::int32_t> lengths;
 };
 
 Data make_data(const RnnConfig& config, const Shape& shape) {
@@ -71,7 +75,7 @@ Data make_data(const RnnConfig& config, const Shape& shape) {
   fill(d.dy, y_elements(config, shape), 1.0f);
   d.y.resize(static_cast<std::size_t>(y_elements(config, shape)));
   d.hy.resize(static_cast<std::size_t>(state_elements(config, shape)));
-  if (config.cell == CellKind::lstm) d.cy.resize(d.hy.size());
+  if (config.cell == CellKind::lstm) d.cy.resize(static_cast<std::size_t>(cell_state_elements(config, shape)));
   d.dx.resize(d.x.size());
   d.dw.resize(d.w.size());
   return d;
@@ -85,7 +89,8 @@ Contender rnnjit_contender(const std::string& name, const RnnConfig& config, con
   auto packed = std::make_shared<std::vector<std::byte>>(mode == Mode::inference ? ex->packed_weights_size() : 0);
   if (!packed->empty()) ex->pack_weights(d.w, *packed);
   return {name, [ex, mode, packed, &d] {
-            ex->forward(d.w, {.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy, .packed_weights = *packed});
+            ex->forward(d.w, {.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy, .packed_weights = *packed,
+                              .seq_lengths = d.lengths});
             if (mode == Mode::training) {
               ex->backward_data(d.w, {.dy = d.dy, .dx = d.dx});
               ex->backward_weights({.x = d.x, .dweights = d.dw});
@@ -97,6 +102,10 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
                Data& d) {
   if (name == "onednn") {
     if (!bench::onednn_available()) throw UsageError("--compare onednn: oneDNN was not found when rnn-jit was built");
+    const RnnConfig plain{config.cell, config.input_size, config.hidden_size, config.num_layers, config.bidirectional};
+    if (!(config == plain) || !d.lengths.empty())
+      throw UsageError("--compare onednn: the oneDNN peer runs plain configurations only (no --direction reverse, "
+                       "--proj-size, --clip, --dropout, --batch-first or --mixed-lengths)");
     auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads);
     return {name, [dnnl, mode, &d] {
               dnnl->forward({.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy});
@@ -119,6 +128,11 @@ int bench(const BenchFlags& f) {
   if (f.warmup < 0) throw UsageError(fmt::format("--warmup must not be negative, got {}", f.warmup));
 
   Data d = make_data(config, shape);
+  if (f.mixed_lengths) {
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<std::int32_t> u(1, static_cast<std::int32_t>(shape.seq_len));
+    for (std::int64_t n = 0; n < shape.batch; ++n) d.lengths.push_back(n == 0 ? static_cast<std::int32_t>(shape.seq_len) : u(rng));
+  }
   std::vector<Contender> contenders{rnnjit_contender("rnnjit", config, shape, mode, options, d)};
   const int threads = Rnn(config, options).options().threads;
   for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, threads, d));
@@ -148,7 +162,8 @@ int bench(const BenchFlags& f) {
                      {"bidirectional", config.bidirectional}, {"seq", shape.seq_len}, {"batch", shape.batch},
                      {"mode", mode == Mode::training ? "train" : "infer"}, {"reps", f.reps},
                      {"backend", std::string(to_string(options.backend))}, {"median_ms", ours.median()},
-                     {"min_ms", ours.min()}, {"gflops", ours_gflops}, {"threads", threads}};
+                     {"min_ms", ours.min()}, {"gflops", ours_gflops}, {"threads", threads},
+                     {"config", describe(config)}, {"mixed_lengths", f.mixed_lengths}};
     if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
     for (std::size_t i = 1; i < timings.size(); ++i)
       j["peers"][timings[i].name] = {{"median_ms", timings[i].median()}, {"min_ms", timings[i].min()},
@@ -157,8 +172,9 @@ int bench(const BenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return kExitOk;
   }
-  fmt::print("{} {} mode={} reps={} threads={} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape),
-             mode == Mode::training ? "train" : "infer", f.reps, threads, flops * 1e-9);
+  fmt::print("{} {}{} mode={} reps={} threads={} ({:.3f} GFLOP per iteration)\n", describe(config),
+             describe(shape), f.mixed_lengths ? " mixed lengths" : "", mode == Mode::training ? "train" : "infer",
+             f.reps, threads, flops * 1e-9);
   if (peak > 0)
     fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it\n", peak, threads,
                100.0 * ours_gflops / peak);
@@ -178,6 +194,8 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--warmup", f->warmup, "untimed iterations first (default 2)");
   sub.add_flag("--json", f->json, "print exactly one JSON object for the case");
   sub.add_flag("--peak", f->peak, "also measure the FMA peak of the same threads, after the timed runs");
+  sub.add_flag("--mixed-lengths", f->mixed_lengths,
+               "variable-length sequences: lengths drawn in [1, T] (the longest T); FLOPs stay the padded ones");
   sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
                                           "gate loops, MXNet's design), reference")->delimiter(',');
   return [f] { return bench(*f); };
