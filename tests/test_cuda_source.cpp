@@ -4,6 +4,8 @@
 // grid — against the scalar twins (kernels/gate_reference.hpp).
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -42,6 +44,11 @@ std::vector<KernelDesc> every_kernel(std::uint32_t H) {
     out.push_back(cuda_desc(cell, Pass::forward, false, H, H, 3, 2 * H));
     out.push_back(cuda_desc(cell, Pass::forward, true, H, H, 3, 2 * H));
     out.push_back(cuda_desc(cell, Pass::backward, false, H, H, 3, 2 * H));
+  }
+  for (Pass pass : {Pass::forward, Pass::backward}) {  // the LSTM cell clip
+    KernelDesc d = cuda_desc(CellKind::lstm, pass, pass == Pass::forward, H, H, 3, 2 * H);
+    d.clip_bits = std::bit_cast<std::uint32_t>(0.375f);
+    out.push_back(d);
   }
   return out;
 }
@@ -148,9 +155,9 @@ int main() {
     const KernelDesc& d = kernels[i];
     driver << fmt::format(
         "  {{ rnnjit::KernelDesc d; d.kind = 0; d.isa = 3; d.cell = {}; d.pass = {}; d.training = {}; d.hidden = 17; "
-        "d.cols = 17; d.rows = 3; d.ld_h = 34; d.unroll = 1;\n"
+        "d.cols = 17; d.rows = 3; d.ld_h = 34; d.unroll = 1; d.clip_bits = {}u;\n"
         "    failures += check<k{}::{}>(d, k{}::{}, {}); }}\n",
-        d.cell, d.pass, d.training, i, d.pass == 0 ? "GateForwardArgs" : "GateBackwardArgs", i, kernel_name(d), i);
+        d.cell, d.pass, d.training, d.clip_bits, i, d.pass == 0 ? "GateForwardArgs" : "GateBackwardArgs", i, kernel_name(d), i);
   }
   driver << "  return failures;\n}\n";
   std::ofstream(dir / "driver.cpp") << driver.str();

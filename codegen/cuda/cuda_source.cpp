@@ -24,10 +24,12 @@ struct GateBackwardArgs {
 RNNJIT_HD inline float rnnjit_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 RNNJIT_HD inline float rnnjit_tanh(float x) { return tanhf(x); }
 // LSTM, gates i,f,g,o of one unit: pre[] are the pre-activations; returns h, writes c and gates.
-RNNJIT_HD inline float rnnjit_lstm_forward(const float pre[4], float c_prev, float* c, float act[4]) {
+// clip > 0 clamps c to [-clip, clip] (NaN stays NaN).
+RNNJIT_HD inline float rnnjit_lstm_forward(const float pre[4], float c_prev, float clip, float* c, float act[4]) {
   act[0] = rnnjit_sigmoid(pre[0]); act[1] = rnnjit_sigmoid(pre[1]);
   act[2] = rnnjit_tanh(pre[2]);    act[3] = rnnjit_sigmoid(pre[3]);
   *c = act[1] * c_prev + act[0] * act[2];
+  if (clip > 0.0f && (*c > clip || *c < -clip)) *c = *c > 0.0f ? clip : -clip;
   return act[3] * rnnjit_tanh(*c);
 }
 // GRU (linear before reset), gates r,z,n: returns h; act = r, z, hn, n as the reserve keeps them.
@@ -37,9 +39,11 @@ RNNJIT_HD inline float rnnjit_gru_forward(float pre_r, float pre_z, float gx_n, 
   return act[3] + act[1] * (h_prev - act[3]);
 }
 // LSTM backward: g[] holds i,f,g,o in and the pre-activation gradients out; returns dc_{t-1}.
-RNNJIT_HD inline float rnnjit_lstm_backward(float dh, float dc_next, float c, float c_prev, float g[4]) {
+// With clip > 0 no gradient flows through a c held at a bound.
+RNNJIT_HD inline float rnnjit_lstm_backward(float dh, float dc_next, float c, float c_prev, float clip, float g[4]) {
   const float i = g[0], f = g[1], gg = g[2], o = g[3], tc = rnnjit_tanh(c);
-  const float dc = dc_next + dh * o * (1.0f - tc * tc);
+  float dc = dc_next + dh * o * (1.0f - tc * tc);
+  if (clip > 0.0f && !(-clip < c && c < clip)) dc = 0.0f;
   g[0] = dc * gg * i * (1.0f - i);
   g[1] = dc * c_prev * f * (1.0f - f);
   g[2] = dc * i * (1.0f - gg * gg);
@@ -69,7 +73,7 @@ std::string forward_body(const KernelDesc& d) {
       return fmt::format(R"(  float pre[4], act[4], c;
   for (int g = 0; g < 4; ++g)
     pre[g] = a.gx[row * GH + g * H + j] + a.bias_ih[g * H + j] + a.gh[row * GH + g * H + j] + a.bias_hh[g * H + j];
-  a.h_out[row * LDH + j] = rnnjit_lstm_forward(pre, a.c_prev[row * H + j], &c, act);
+  a.h_out[row * LDH + j] = rnnjit_lstm_forward(pre, a.c_prev[row * H + j], CLIP, &c, act);
   a.c_out[row * H + j] = c;
 {})", d.training ? "  for (int g = 0; g < 4; ++g) a.gates[row * R + g * H + j] = act[g];\n" : "");
     case CellKind::gru:
@@ -96,7 +100,8 @@ std::string backward_body(const KernelDesc& d) {
     case CellKind::lstm:
       return R"(  float g[4];
   for (int k = 0; k < 4; ++k) g[k] = a.gates[row * R + k * H + j];
-  a.dc_carry[row * H + j] = rnnjit_lstm_backward(dh, a.dc_carry[row * H + j], a.c[row * H + j], a.c_prev[row * H + j], g);
+  a.dc_carry[row * H + j] = rnnjit_lstm_backward(dh, a.dc_carry[row * H + j], a.c[row * H + j], a.c_prev[row * H + j],
+                                                 CLIP, g);
   for (int k = 0; k < 4; ++k) a.gates[row * R + k * H + j] = g[k];
 )";
     case CellKind::gru:
@@ -123,7 +128,8 @@ std::string gate_kernel_source(const KernelDesc& d) {
 // grid: ({blocks}, {rows}), block: {threads}; one thread per (batch row, hidden unit < {cols}).
 extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
   constexpr int H = {H}, GH = {GH}, R = {R}, LDH = {LDH};
-  (void)GH; (void)R; (void)LDH;
+  constexpr float CLIP = {clip};  // LSTM cell clip, 0: none
+  (void)GH; (void)R; (void)LDH; (void)CLIP;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   const int row = blockIdx.y;
   if (j >= {cols}) return;
@@ -134,7 +140,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
                      fmt::arg("threads", kBlockThreads), fmt::arg("cols", d.cols), fmt::arg("name", kernel_name(d)),
                      fmt::arg("args", forward ? "GateForwardArgs" : "GateBackwardArgs"), fmt::arg("H", d.hidden),
                      fmt::arg("GH", d.gates() * d.hidden), fmt::arg("R", d.reserve_gates() * d.hidden),
-                     fmt::arg("LDH", d.ld_h),
+                     fmt::arg("LDH", d.ld_h), fmt::arg("clip", fmt::format("{:a}f", d.clip())),
                      fmt::arg("dh", forward ? "" : "  const float dh = a.dy[row * LDH + j] + a.dh_carry[row * H + j];\n"),
                      fmt::arg("body", body));
 }
