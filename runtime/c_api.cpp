@@ -143,9 +143,7 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
   switch (c.direction) {
     case RNNJIT_DIRECTION_FORWARD: config.bidirectional = false; break;
     case RNNJIT_DIRECTION_BIDIRECTIONAL: config.bidirectional = true; break;
-    case RNNJIT_DIRECTION_REVERSE:
-      unsupported("config.direction RNNJIT_DIRECTION_REVERSE is not supported yet (rnnjit runs forward and "
-                  "bidirectional networks)");
+    case RNNJIT_DIRECTION_REVERSE: config.reverse = true; break;
     default:
       invalid(fmt::format("config.direction is {}, not one of RNNJIT_DIRECTION_FORWARD, _BIDIRECTIONAL, _REVERSE",
                           c.direction));
@@ -153,6 +151,10 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
   config.input_size = c.input_size;
   config.hidden_size = c.hidden_size;
   config.num_layers = c.num_layers;
+  config.proj_size = c.proj_size;
+  config.clip = c.cell_clip;
+  config.dropout = c.dropout;
+  config.batch_first = c.batch_first != 0;
   rnnjit::validate(config);  // names the field
   return config;
 }
@@ -168,8 +170,14 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.input_size = config.input_size;
   c.hidden_size = config.hidden_size;
   c.num_layers = config.num_layers;
-  c.direction = config.bidirectional ? RNNJIT_DIRECTION_BIDIRECTIONAL : RNNJIT_DIRECTION_FORWARD;
+  c.direction = config.bidirectional ? RNNJIT_DIRECTION_BIDIRECTIONAL
+                : config.reverse     ? RNNJIT_DIRECTION_REVERSE
+                                     : RNNJIT_DIRECTION_FORWARD;
   c.threads = 0;
+  c.proj_size = config.proj_size;
+  c.cell_clip = config.clip;
+  c.dropout = config.dropout;
+  c.batch_first = config.batch_first ? 1 : 0;
   return c;
 }
 
@@ -216,8 +224,7 @@ OnnxNode onnx_node(const rnnjit_onnx_attributes_t* attrs_ptr, std::int64_t input
   } else if (direction == "bidirectional") {
     node.config.bidirectional = true;
   } else if (direction == "reverse") {
-    unsupported(fmt::format("ONNX {}: direction \"reverse\" is not supported (rnnjit runs forward and "
-                            "bidirectional networks)", op));
+    node.config.reverse = true;
   } else {
     invalid(fmt::format("ONNX {}: direction must be \"forward\", \"reverse\" or \"bidirectional\", got \"{}\"", op,
                         direction));
@@ -352,9 +359,9 @@ void onnx_forward(rnnjit_execution& e, const OnnxNode& node, std::span<const flo
     for (std::size_t n = 0; n < seq.size(); ++n) {
       if (seq[n] < 0 || seq[n] > T)
         invalid(fmt::format("ONNX {}: sequence_lens[{}] = {} is outside [0, T = {}]", op, n, seq[n], T));
-      if (seq[n] != T)
-        unsupported(fmt::format("ONNX {}: sequence_lens[{}] = {} is not supported (only sequence_lens absent or all "
-                                "equal to T = {})", op, n, seq[n], T));
+      if (seq[n] == 0)
+        unsupported(fmt::format("ONNX {}: sequence_lens[{}] = 0 is not supported (lengths must be at least 1)", op,
+                                n));
     }
   }
 
@@ -380,7 +387,8 @@ void onnx_forward(rnnjit_execution& e, const OnnxNode& node, std::span<const flo
   if (batch_first && !Yh.empty()) hy = {grow(e.hy, states), static_cast<std::size_t>(states)};
   if (batch_first && !Yc.empty()) cy = {grow(e.cy, states), static_cast<std::size_t>(states)};
 
-  e.ex.forward(weights, {.x = x, .hx = hx, .cx = cx, .y = y, .hy = hy, .cy = cy, .packed_weights = packed});
+  e.ex.forward(weights,
+               {.x = x, .hx = hx, .cx = cx, .y = y, .hy = hy, .cy = cy, .packed_weights = packed, .seq_lengths = seq});
 
   if (!Y.empty() && !y_direct) {
     if (batch_first) swap_outer(y.data(), Y.data(), T, N, D * H);                              // [N, T, D, H]
@@ -470,6 +478,7 @@ rnnjit_status_t rnnjit_execution_tensor_sizes(const rnnjit_execution_t* executio
     s.x = static_cast<std::size_t>(rnnjit::x_elements(ex.config(), ex.shape()));
     s.y = static_cast<std::size_t>(rnnjit::y_elements(ex.config(), ex.shape()));
     s.state = static_cast<std::size_t>(rnnjit::state_elements(ex.config(), ex.shape()));
+    s.cell_state = static_cast<std::size_t>(rnnjit::cell_state_elements(ex.config(), ex.shape()));
     s.weights = static_cast<std::size_t>(rnnjit::WeightLayout(ex.config()).total_elements());
   });
 }
@@ -506,7 +515,9 @@ rnnjit_status_t rnnjit_forward(rnnjit_execution_t* execution, const float* weigh
                 .y = buffer(b.y, b.y_size, "y"),
                 .hy = buffer(b.hy, b.hy_size, "hy"),
                 .cy = buffer(b.cy, b.cy_size, "cy"),
-                .packed_weights = bytes(b.packed_weights, b.packed_weights_bytes, "packed_weights")},
+                .packed_weights = bytes(b.packed_weights, b.packed_weights_bytes, "packed_weights"),
+                .seq_lengths = buffer(b.seq_lengths, b.seq_lengths_size, "seq_lengths"),
+                .dropout_seed = b.dropout_seed},
                bytes(b.reserve, b.reserve_bytes, "reserve"), bytes(b.workspace, b.workspace_bytes, "workspace"));
   });
 }

@@ -128,12 +128,13 @@ int main(void) {
   fio.x = x;
   EXPECT_STATUS(RNNJIT_STATUS_INVALID_ARGUMENT, rnnjit_forward(infer, w, weights_size - 1, &fio));
   EXPECT_STATUS(RNNJIT_STATUS_INVALID_ARGUMENT, rnnjit_backward_data(infer, w, weights_size, &bdio));
-  config.direction = RNNJIT_DIRECTION_REVERSE;
+  config.proj_size = config.hidden_size;
   {
     rnnjit_rnn_t* none = NULL;
-    EXPECT_STATUS(RNNJIT_STATUS_UNSUPPORTED, rnnjit_rnn_create(&config, &none));
-    EXPECT_TRUE(none == NULL && strstr(rnnjit_last_error(), "REVERSE") != NULL);
+    EXPECT_STATUS(RNNJIT_STATUS_INVALID_ARGUMENT, rnnjit_rnn_create(&config, &none));
+    EXPECT_TRUE(none == NULL && strstr(rnnjit_last_error(), "proj_size") != NULL);
   }
+  config.proj_size = 0;
 
   /* ONNX GRU (linear_before_reset=1), batch-first, all outputs. */
   memset(&attrs, 0, sizeof attrs);

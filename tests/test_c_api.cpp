@@ -103,8 +103,9 @@ TEST(CApi, CreateValidatesTheConfig) {
   EXPECT_ERROR(create(with([](auto& c) { c.cell = 9; })), kInvalid, "config.cell is 9");
   EXPECT_ERROR(create(with([](auto& c) { c.direction = 5; })), kInvalid,
                "config.direction is 5");
-  EXPECT_ERROR(create(with([](auto& c) { c.direction = RNNJIT_DIRECTION_REVERSE; })), kUnsupported,
-               "RNNJIT_DIRECTION_REVERSE is not supported");
+  EXPECT_ERROR(create(with([](auto& c) { c.proj_size = c.hidden_size; })), kInvalid, "proj_size must be 0");
+  EXPECT_ERROR(create(with([](auto& c) { c.cell_clip = -1.0f; })), kInvalid, "clip must be");
+  EXPECT_ERROR(create(with([](auto& c) { c.dropout = 1.0f; })), kInvalid, "dropout must be in [0, 1)");
   EXPECT_ERROR(create(with([](auto& c) { c.threads = -1; })), kInvalid, "config.threads");
   EXPECT_ERROR(create(with([](auto& c) { c.threads = 1000; })), kInvalid, "threads must be in [1, 256]");
   EXPECT_EQ(rnn, nullptr);
@@ -434,6 +435,8 @@ int gates_of(Op op) { return op == Op::lstm ? 4 : op == Op::gru ? 3 : 1; }
 struct OnnxCase {
   Op op = Op::lstm;
   bool bidirectional = false;
+  bool reverse = false;                // direction "reverse" (one direction)
+  std::vector<std::int32_t> lengths;  // sequence_lens, or empty (not given)
   int layout = 0;
   bool bias = true;
   bool initial = true;  // initial_h (and initial_c) given
@@ -442,8 +445,9 @@ struct OnnxCase {
 };
 
 void PrintTo(const OnnxCase& c, std::ostream* os) {
-  *os << fmt::format("{} D={} layout={} bias={} initial={} T={} N={} I={} H={}", op_name(c.op), c.D(), c.layout, c.bias,
-                     c.initial, c.T, c.N, c.I, c.H);
+  *os << fmt::format("{} D={}{} layout={} bias={} initial={} T={} N={} I={} H={}{}", op_name(c.op), c.D(),
+                     c.reverse ? " reverse" : "", c.layout, c.bias, c.initial, c.T, c.N, c.I, c.H,
+                     c.lengths.empty() ? "" : " with sequence_lens");
 }
 
 // Attributes of a supported node; `names` keeps the activation strings alive.
@@ -456,7 +460,7 @@ Attrs attrs_for(const OnnxCase& c) {
   Attrs at;
   at.a.op = c.op == Op::lstm ? RNNJIT_ONNX_LSTM : c.op == Op::gru ? RNNJIT_ONNX_GRU : RNNJIT_ONNX_RNN;
   at.a.hidden_size = c.H;
-  at.a.direction = c.bidirectional ? "bidirectional" : "forward";
+  at.a.direction = c.bidirectional ? "bidirectional" : c.reverse ? "reverse" : "forward";
   at.a.layout = c.layout;
   at.a.linear_before_reset = c.op == Op::gru ? 1 : 0;
   if (c.op == Op::rnn_relu) {
@@ -509,7 +513,8 @@ std::vector<std::string> canonical_gate_names(Op op) {
 RnnConfig config_of(const OnnxCase& c) {
   const CellKind cell = c.op == Op::lstm ? CellKind::lstm : c.op == Op::gru ? CellKind::gru
                         : c.op == Op::rnn_relu ? CellKind::rnn_relu : CellKind::rnn_tanh;
-  return {cell, c.I, c.H, 1, c.bidirectional};
+  return {.cell = cell, .input_size = c.I, .hidden_size = c.H, .num_layers = 1, .bidirectional = c.bidirectional,
+          .reverse = c.reverse};
 }
 
 // ONNX index helpers.
@@ -562,7 +567,8 @@ OnnxOutputs reference_outputs(const OnnxCase& c, const OnnxTensors& in) {
       cy(hy.size());
   const bool lstm = c.op == Op::lstm;
   reference::forward<double>(config, {T, N}, w.data(), x.data(), h0.empty() ? nullptr : h0.data(),
-                             c0.empty() ? nullptr : c0.data(), y.data(), hy.data(), lstm ? cy.data() : nullptr, nullptr);
+                             c0.empty() ? nullptr : c0.data(), y.data(), hy.data(), lstm ? cy.data() : nullptr, nullptr,
+                             {.seq_lengths = c.lengths.empty() ? nullptr : c.lengths.data()});
   OnnxOutputs out;
   out.Y.resize(y.size());
   for (std::int64_t t = 0; t < T; ++t)
@@ -613,6 +619,7 @@ OnnxOutputs run_c_api(const OnnxCase& c, const OnnxTensors& in, rnnjit_mode_t mo
   io.Y = out.Y.data(), io.Y_size = out.Y.size();
   io.Y_h = out.Y_h.data(), io.Y_h_size = out.Y_h.size();
   io.Y_c = out.Y_c.data(), io.Y_c_size = out.Y_c.size();
+  io.sequence_lens = c.lengths.data(), io.sequence_lens_size = c.lengths.size();
   if (pack) {
     std::size_t bytes = 0;
     EXPECT_OK(rnnjit_execution_packed_weights_size(ex.get(), &bytes));
@@ -726,13 +733,22 @@ std::vector<OnnxCase> matrix() {
       for (int layout : {0, 1})
         for (bool with : {true, false})  // B and initial states given, or both absent
           cases.push_back({.op = op, .bidirectional = bidirectional, .layout = layout, .bias = with, .initial = with});
+  // Direction "reverse", and sequence_lens (one element of length 1, one of T), in both layouts.
+  for (Op op : {Op::rnn_tanh, Op::gru, Op::lstm})
+    for (int layout : {0, 1}) {
+      cases.push_back({.op = op, .reverse = true, .layout = layout});
+      for (bool bidirectional : {false, true})
+        cases.push_back({.op = op, .bidirectional = bidirectional, .lengths = {2, 4, 1}, .layout = layout});
+      cases.push_back({.op = op, .reverse = true, .lengths = {4, 1, 3}, .layout = layout});
+    }
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CApiOnnxMatrix, testing::ValuesIn(matrix()), [](const auto& info) {
   const OnnxCase& c = info.param;
-  return fmt::format("{}_{}_layout{}_{}", op_name(c.op), c.bidirectional ? "Bidirectional" : "Forward", c.layout,
-                     c.bias ? "WithBiasAndInitialState" : "Defaults");
+  return fmt::format("{}_{}_layout{}_{}{}", op_name(c.op),
+                     c.bidirectional ? "Bidirectional" : c.reverse ? "Reverse" : "Forward", c.layout,
+                     c.bias ? "WithBiasAndInitialState" : "Defaults", c.lengths.empty() ? "" : "_SequenceLens");
 });
 
 // Fixture of one supported node per op, with helpers to run variations of it.
@@ -802,9 +818,6 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
   for (Node* n : {gru.get(), lstm.get(), rnn.get(), fwd_lstm.get()}) {
     SCOPED_TRACE(op_name(n->c.op));
     rnnjit_onnx_attributes_t a = n->at.a;
-    a.direction = "reverse";
-    expect_attribute_error(*n, a, kUnsupported, "direction \"reverse\" is not supported");
-    a = n->at.a;
     a.has_clip = 1, a.clip = 3.0f;
     expect_attribute_error(*n, a, kUnsupported, "clip");
     const float alpha[] = {0.5f};
@@ -835,13 +848,13 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
     a.activations = ac.acts, a.activations_count = ac.count;
     expect_attribute_error(*ac.n, a, kUnsupported, "activations [");
   }
-  // Inputs: sequence_lens other than all T, nonzero peepholes.
+  // Inputs: a zero-length sequence, nonzero peepholes.
   for (Node* n : {gru.get(), lstm.get()}) {
     std::vector<std::int32_t> seq(static_cast<std::size_t>(n->c.N), static_cast<std::int32_t>(n->c.T));
-    seq[1] = 1;
+    seq[1] = 0;
     rnnjit_onnx_io_t io = n->io;
     io.sequence_lens = seq.data(), io.sequence_lens_size = seq.size();
-    EXPECT_ERROR(run(*n, n->at.a, io), kUnsupported, "sequence_lens[1] = 1 is not supported");
+    EXPECT_ERROR(run(*n, n->at.a, io), kUnsupported, "sequence_lens[1] = 0 is not supported");
   }
   std::vector<float> P(static_cast<std::size_t>(2 * 3 * lstm->c.H), 0.0f);
   P[4] = 0.1f;
@@ -1017,7 +1030,7 @@ from onnx.reference import ReferenceEvaluator
 d = sys.argv[1]
 spec = json.load(open(d + "/spec.json"))
 op, D, H, lstm = spec["op"], spec["D"], spec["H"], spec["op"] == "LSTM"
-names = ["X", "W", "R", "B", "", "initial_h"] + (["initial_c"] if lstm else [])
+names = ["X", "W", "R", "B", "sequence_lens" if spec["lengths"] else "", "initial_h"] + (["initial_c"] if lstm else [])
 arrays = {n: np.load(d + "/" + n + ".npy") for n in names if n}
 attrs = dict(hidden_size=H, direction=spec["direction"], layout=spec["layout"])
 if op == "GRU":
@@ -1028,7 +1041,8 @@ outputs = ["Y", "Y_h"] + (["Y_c"] if lstm else [])
 node = helper.make_node(op, names, outputs, **attrs)
 graph = helper.make_graph(
     [node], "g",
-    [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in arrays.items()],
+    [helper.make_tensor_value_info(n, TensorProto.INT32 if a.dtype == np.int32 else TensorProto.FLOAT, list(a.shape))
+     for n, a in arrays.items()],
     [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
 model.ir_version = min(model.ir_version, 8)
@@ -1055,11 +1069,13 @@ void compare_with_onnx(const std::string& py, const std::filesystem::path& dir, 
   npy::write_f32((dir / "B.npy").string(), {D, 2 * G * c.H}, in.B);
   npy::write_f32((dir / "initial_h.npy").string(), state_shape, in.initial_h);
   if (c.op == Op::lstm) npy::write_f32((dir / "initial_c.npy").string(), state_shape, in.initial_c);
+  if (!c.lengths.empty()) npy::write_i32((dir / "sequence_lens.npy").string(), {c.N}, c.lengths);
   const char* op_text = c.op == Op::lstm ? "LSTM" : c.op == Op::gru ? "GRU" : "RNN";
   const std::string activations = c.op != Op::rnn_relu ? "null" : D == 2 ? R"(["Relu", "Relu"])" : R"(["Relu"])";
   std::ofstream(dir / "spec.json") << fmt::format(
-      R"({{"op": "{}", "D": {}, "H": {}, "direction": "{}", "activations": {}, "layout": {}}})", op_text, D, c.H,
-      D == 2 ? "bidirectional" : "forward", activations, c.layout);
+      R"({{"op": "{}", "D": {}, "H": {}, "direction": "{}", "activations": {}, "layout": {}, "lengths": {}}})", op_text,
+      D, c.H, D == 2 ? "bidirectional" : c.reverse ? "reverse" : "forward", activations, c.layout,
+      c.lengths.empty() ? "false" : "true");
   const std::string command = fmt::format("{} {} {}", py, (dir / "ort.py").string(), dir.string());
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const OnnxOutputs got = run_c_api(c, in);
@@ -1084,6 +1100,13 @@ TEST(CApiOnnxRuntime, MatchesOnnxRuntimeAndOnnxReferenceWhereAvailable) {
         SCOPED_TRACE(fmt::format("{} {} layout {}", op_name(op), bidirectional ? "bidirectional" : "forward", layout));
         compare_with_onnx(py, dir, {.op = op, .bidirectional = bidirectional, .layout = layout});
       }
+  // Direction "reverse" and sequence_lens (onnxruntime, layout 0).
+  for (Op op : {Op::rnn_tanh, Op::gru, Op::lstm}) {
+    SCOPED_TRACE(op_name(op) + " reverse / sequence_lens");
+    compare_with_onnx(py, dir, {.op = op, .reverse = true});
+    compare_with_onnx(py, dir, {.op = op, .bidirectional = true, .lengths = {2, 4, 1}});
+    compare_with_onnx(py, dir, {.op = op, .reverse = true, .lengths = {4, 1, 3}});
+  }
   std::filesystem::remove_all(dir);
 }
 

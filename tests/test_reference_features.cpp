@@ -7,7 +7,7 @@
 //    is the same,
 //  - tiny cases computed by hand, bad input,
 //  - PyTorch (pack_padded_sequence, nn.LSTM(proj_size=...)) through tests/torch_compare.py when
-//    torch is importable (RNNJIT_PYTHON names the interpreter, default python3).
+//    torch is importable (RNNJIT_TEST_PYTHON names the interpreter, default python3).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -904,7 +904,7 @@ TEST(ReferenceBadInput, FeatureConfigs) {
 // PyTorch, when it is importable: pack_padded_sequence and nn.LSTM(proj_size=...).
 
 std::string python() {
-  const char* p = std::getenv("RNNJIT_PYTHON");
+  const char* p = std::getenv("RNNJIT_TEST_PYTHON");
   return p && *p ? p : "python3";
 }
 

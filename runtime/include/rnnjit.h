@@ -69,7 +69,7 @@ typedef enum rnnjit_cell {
 typedef enum rnnjit_direction {
   RNNJIT_DIRECTION_FORWARD = 0,
   RNNJIT_DIRECTION_BIDIRECTIONAL = 1,
-  RNNJIT_DIRECTION_REVERSE = 2 /* not supported yet: RNNJIT_STATUS_UNSUPPORTED */
+  RNNJIT_DIRECTION_REVERSE = 2 /* one direction reading the sequence from its last step (ONNX "reverse") */
 } rnnjit_direction_t;
 
 typedef enum rnnjit_mode {
@@ -88,16 +88,22 @@ typedef struct rnnjit_config {
   int64_t input_size;           /* I, > 0 */
   int64_t hidden_size;          /* H, > 0 */
   int64_t num_layers;           /* L, > 0 */
-  int32_t direction;            /* an rnnjit_direction_t: D = 1 (forward) or 2 (bidirectional) */
+  int32_t direction;            /* an rnnjit_direction_t: D = 2 for bidirectional, else 1 */
   int32_t threads;              /* worker threads; 0: RNNJIT_NUM_THREADS if set, else all hardware threads */
+  /* Features, all off when zero (a zero-initialized struct is a plain network): */
+  int64_t proj_size;            /* LSTM projection P, 0 < P < H: h = W_hr (o * tanh(c)); S = P (else S = H) */
+  float cell_clip;              /* LSTM: c clamped to [-cell_clip, cell_clip] each step (cuDNN's clip) */
+  float dropout;                /* training: probability of dropping each output of a layer below the top */
+  int32_t batch_first;          /* nonzero: x, y, dx, dy are [N, T, *] */
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
 typedef struct rnnjit_tensor_sizes {
   size_t x;       /* T*N*I */
-  size_t y;       /* T*N*D*H */
-  size_t state;   /* L*D*N*H: each of hx, cx, hy, cy, dhy, dcy, dhx, dcx */
+  size_t y;       /* T*N*D*S */
+  size_t state;   /* L*D*N*S: each of hx, hy, dhy, dhx */
   size_t weights; /* the canonical weight buffer (and dweights) */
+  size_t cell_state; /* L*D*N*H: each of cx, cy, dcy, dcx (LSTM) */
 } rnnjit_tensor_sizes_t;
 
 /* The message of the last failing call of this thread ("" if the last call succeeded). The
@@ -136,26 +142,32 @@ rnnjit_status_t rnnjit_execution_workspace_size(const rnnjit_execution_t* execut
 rnnjit_status_t rnnjit_execution_reserve_size(const rnnjit_execution_t* execution, size_t* bytes);
 rnnjit_status_t rnnjit_execution_packed_weights_size(const rnnjit_execution_t* execution, size_t* bytes);
 
+/* Shapes are for sequence-major tensors (batch_first: x, y, dx, dy are [N, T, *]); S is the
+ * width of h: proj_size with a projection, else H. */
 typedef struct rnnjit_forward_io {
   const float* x; size_t x_size;    /* [T, N, I], required */
-  const float* hx; size_t hx_size;  /* [L*D, N, H] or not given (zeros) */
+  const float* hx; size_t hx_size;  /* [L*D, N, S] or not given (zeros) */
   const float* cx; size_t cx_size;  /* LSTM only: [L*D, N, H] or not given (zeros) */
-  float* y; size_t y_size;          /* [T, N, D*H], required */
-  float* hy; size_t hy_size;        /* [L*D, N, H] or not given (not written) */
+  float* y; size_t y_size;          /* [T, N, D*S], required */
+  float* hy; size_t hy_size;        /* [L*D, N, S] or not given (not written) */
   float* cy; size_t cy_size;        /* LSTM only: [L*D, N, H] or not given (not written) */
   /* From rnnjit_pack_weights with these weights, or not given (this call packs them). */
   const void* packed_weights; size_t packed_weights_bytes;
   /* Caller-owned reserve (training only) and workspace, or not given (the execution's own). */
   void* reserve; size_t reserve_bytes;
   void* workspace; size_t workspace_bytes;
+  /* Variable-length sequences: N lengths in [1, T] or not given (all T). Past its length an
+   * element's y is zero and its hy/cy are its state at its own last step. */
+  const int32_t* seq_lengths; size_t seq_lengths_size;
+  uint64_t dropout_seed;            /* dropout masks are a function of this seed (training) */
 } rnnjit_forward_io_t;
 
 typedef struct rnnjit_backward_data_io {
-  const float* dy; size_t dy_size;    /* [T, N, D*H], required */
-  const float* dhy; size_t dhy_size;  /* [L*D, N, H] or not given (zeros) */
+  const float* dy; size_t dy_size;    /* [T, N, D*S], required */
+  const float* dhy; size_t dhy_size;  /* [L*D, N, S] or not given (zeros) */
   const float* dcy; size_t dcy_size;  /* LSTM only, or not given (zeros) */
   float* dx; size_t dx_size;          /* [T, N, I], required */
-  float* dhx; size_t dhx_size;        /* [L*D, N, H] or not given (not written) */
+  float* dhx; size_t dhx_size;        /* [L*D, N, S] or not given (not written) */
   float* dcx; size_t dcx_size;        /* LSTM only, or not given (not written) */
   void* reserve; size_t reserve_bytes;  /* the one forward used, or not given (the execution's own) */
   void* workspace; size_t workspace_bytes;
@@ -194,13 +206,15 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  *   rnnjit_execution_create(rnn, T, N, RNNJIT_MODE_INFERENCE, &ex);         (once per shape)
  *   rnnjit_onnx_forward(ex, &attrs, weights, &io);                          (per run)
  * A zero-initialized rnnjit_onnx_attributes_t holds ONNX's defaults (set op and hidden_size).
- * Supported: direction forward and bidirectional; layout 0 and 1; RNN with activations Tanh
+ * Supported: direction forward, reverse and bidirectional; layout 0 and 1; sequence_lens in
+ * [1, T] (Y zero past an element's length, Y_h/Y_c at its last step); RNN with activations Tanh
  * (default) or Relu; GRU with linear_before_reset=1; LSTM without peepholes (P absent or all
- * zeros) and input_forget=0; sequence_lens absent or all equal to T; B absent (zeros).
+ * zeros) and input_forget=0; B absent (zeros).
  * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: GRU
- * linear_before_reset=0 (ONNX's default; PyTorch's exporter writes 1), direction "reverse",
- * sequence_lens other than all T, clip, nonzero P, input_forget=1, activations other than the
- * defaults (and Relu for RNN), activation_alpha/activation_beta. */
+ * linear_before_reset=0 (ONNX's default; PyTorch's exporter writes 1), a sequence_lens entry
+ * of 0, clip (ONNX clips the gate pre-activations, not cuDNN's cell state), nonzero P,
+ * input_forget=1, activations other than the defaults (and Relu for RNN),
+ * activation_alpha/activation_beta. */
 
 typedef enum rnnjit_onnx_op { RNNJIT_ONNX_RNN = 0, RNNJIT_ONNX_GRU = 1, RNNJIT_ONNX_LSTM = 2 } rnnjit_onnx_op_t;
 
@@ -238,6 +252,7 @@ typedef struct rnnjit_onnx_io {
   const float* initial_h; size_t initial_h_size;
   const float* initial_c; size_t initial_c_size;           /* LSTM only */
   const float* P; size_t P_size;                           /* LSTM only: [D, 3*H]; must be all zeros */
+  /* sequence_lens above: [N] lengths in [1, T]. */
   float* Y; size_t Y_size;
   float* Y_h; size_t Y_h_size;
   float* Y_c; size_t Y_c_size;                             /* LSTM only */
