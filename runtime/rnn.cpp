@@ -13,6 +13,7 @@
 #include "kernels/reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/memory.hpp"
 #include "runtime/thread_team.hpp"
 
 namespace rnnjit {
@@ -64,14 +65,20 @@ class ExecutionImpl {
  public:
   ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, Backend backend, Isa isa, int threads)
       : config_(config), shape_(shape), mode_(mode), backend_(backend), weights_(WeightLayout(config).total_elements()) {
+    shape_text_ = fmt::format("for {} T={} N={}", describe(config), shape.seq_len, shape.batch);
     plan_ = Cache::instance().plan({config, shape, mode, isa, threads});
     if (backend_ == Backend::jit) {
+      // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
+      check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),
+                           fmt::format("the {} plan {} ({} bytes of workspace, {} of reserve, {} of packed weights)",
+                                       to_string(mode), shape_text_, workspace_size(), reserve_size(),
+                                       packed_weights_size()));
       std::vector<std::shared_ptr<const CompiledKernel>> kernels;
       for (const KernelDesc& d : plan_->kernels) kernels.push_back(Cache::instance().kernel(d));
       executor_ = std::make_unique<Executor>(plan_, std::move(kernels));
     }
-    shape_text_ = fmt::format("for {} T={} N={}", describe(config), shape.seq_len, shape.batch);
   }
+
 
   const RnnConfig& config() const { return config_; }
   Shape shape() const { return shape_; }

@@ -30,6 +30,7 @@
 #include "rnnjit/npy.hpp"
 #include "rnnjit/rnn.hpp"
 #include "rnnjit/weights.hpp"
+#include "runtime/memory.hpp"
 
 namespace rnnjit {
 namespace {
@@ -351,6 +352,32 @@ TEST(BadMemory, OutOfMemoryIsAnErrorNotACrash) {
   const std::string msg = error_of([&] { ex.forward(w, {.x = x, .y = y}); });
   ASSERT_EQ(::setrlimit(RLIMIT_AS, &saved), 0);
   EXPECT_EQ(msg.rfind("out of memory: could not allocate ", 0), 0u) << msg;
+}
+
+// A plan larger than the memory left fails when it is prepared, before anything is allocated
+// (Linux would grant the allocation and kill the process when the pages are touched).
+TEST(BadMemory, APlanLargerThanTheMemoryLeftFailsWhenPrepared) {
+  {
+    ScopedEnv limit("RNNJIT_MEMORY_LIMIT", "1M");
+    const std::string msg = error_of([] { Rnn(lstm(800, 800), {Backend::jit}).prepare({300, 20}, Mode::training); });
+    EXPECT_EQ(msg.rfind("the training plan for lstm I=800 H=800 L=1 D=1 T=300 N=20 (", 0), 0u) << msg;
+    EXPECT_NE(msg.find("more than the 1.0 MiB available (RNNJIT_MEMORY_LIMIT); nothing was allocated"),
+              std::string::npos) << msg;
+    // The reference backend plans no workspace of its own.
+    EXPECT_NO_THROW(Rnn(lstm(8, 8), {Backend::reference}).prepare({3, 2}, Mode::training));
+  }
+  for (const char* bad : {"12X", "-5", "0", "M", "99999999999999999999G"}) {
+    ScopedEnv limit("RNNJIT_MEMORY_LIMIT", bad);
+    expect_error([] { Rnn(lstm(8, 8), {Backend::jit}).prepare({3, 2}, Mode::inference); },
+                 fmt::format("RNNJIT_MEMORY_LIMIT must be a positive byte count with an optional K, M or G suffix, "
+                             "got '{}'", bad));
+  }
+  // Without the variable: 32 GiB of input projections, more than this machine has left.
+  const RnnConfig big = lstm(1, 4096);
+  const std::size_t needed = std::size_t{16384} * 32 * 4 * 4096 * sizeof(float);
+  if (available_memory().bytes == 0 || available_memory().bytes >= needed) GTEST_SKIP() << "this machine has 32 GiB free";
+  const std::string msg = error_of([&] { Rnn(big, {Backend::jit}).prepare({16384, 32}, Mode::inference); });
+  EXPECT_NE(msg.find("available (MemAvailable in /proc/meminfo); nothing was allocated"), std::string::npos) << msg;
 }
 
 // ---------------------------------------------------------------------------------------------
