@@ -12,6 +12,8 @@
 # Reproduce a crash: build-fuzz/fuzz_npy build-fuzz/artifacts/fuzz_npy-crash-<sha1>
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The library's packages, plus clang and its libFuzzer runtime (installed when root and missing).
+RNNJIT_EXTRA_PACKAGES="clang-14 libclang-rt-14-dev" source tools/setup.sh
 
 seconds=${1:-60}
 shift || true

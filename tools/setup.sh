@@ -7,8 +7,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || return 1
 
 # nlohmann-json3-dev: JSON output of plans and benchmarks; libdnnl-dev: the optional oneDNN peer;
 # pkgconf: the install test builds a consumer through rnnjit.pc.
+# RNNJIT_EXTRA_PACKAGES (space-separated) adds more, e.g. fuzz/run.sh's clang.
+read -r -a rnnjit_extra_packages <<<"${RNNJIT_EXTRA_PACKAGES:-}"
 RNNJIT_PACKAGES=(build-essential cmake libxbyak-dev libopenblas-dev libfmt-dev libgtest-dev libcli11-dev libzydis-dev
-                 nlohmann-json3-dev libdnnl-dev pkgconf)
+                 nlohmann-json3-dev libdnnl-dev pkgconf "${rnnjit_extra_packages[@]}")
 
 rnnjit_install_packages() {
   local missing=() pkg status
