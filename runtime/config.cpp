@@ -11,8 +11,8 @@ namespace {
 
 // BLAS indexes with 32-bit ints, so every GEMM dimension and leading dimension must fit one.
 constexpr std::int64_t kMaxDim = std::numeric_limits<std::int32_t>::max();
-// No tensor or weight buffer may hold more elements than this (16 GiB of floats per buffer
-// keeps every byte count far from overflow on 64-bit size_t and ptrdiff_t).
+// No tensor or weight buffer may hold more elements than this: 2^34 floats (64 GiB) per buffer
+// keeps every byte count far from overflow on 64-bit size_t and ptrdiff_t.
 constexpr std::int64_t kMaxElements = std::int64_t{1} << 34;
 
 std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
