@@ -5,7 +5,7 @@
 //   src_layer  [T, N, I_l]   tnc    x for l = 0, else the layer below's output
 //   src_iter   [1, D, N, H]  ldnc   hx + l*D*N*H (rnnjit's [L*D, N, H] is ldnc already)
 //   weights    [1, D, I_l, G, H] / [1, D, H, G, H]: user copy in ldigo, primitive's in format any
-//   bias       [1, D, G', H] ldgo   G' = G, or 4 for lbr_gru
+//   bias       [1, D, G', H] ldgo   G' = G, or 4 for lbr_gru (vanilla gru: b_ih + b_hh per gate)
 //   dst_layer  [T, N, D*H]   tnc    y for the top layer; bidirectional_concat = [fwd, rev] as rnnjit
 //   dst_iter   [1, D, N, H]  ldnc   hy + l*D*N*H
 #include "bench/onednn_peer.hpp"
@@ -34,9 +34,10 @@ using dt = memory::data_type;
 using tag = memory::format_tag;
 using Args = std::unordered_map<int, memory>;
 
-// oneDNN's gate g holds PyTorch's gate torch_gate(g). LSTM: i,f,c~,o = i,f,g,o. lbr_gru: u,r,o =
-// z,r,n (u is PyTorch's update gate z: both compute h = u*h_prev + (1-u)*o).
-int torch_gate(CellKind cell, int g) { return cell == CellKind::gru && g < 2 ? 1 - g : g; }
+// oneDNN's gate g holds PyTorch's gate torch_gate(g). LSTM: i,f,c~,o = i,f,g,o. lbr_gru and gru
+// (vanilla, rnnjit's gru_reset_before): u,r,o = z,r,n (u is PyTorch's update gate z: both compute
+// h = u*h_prev + (1-u)*o).
+int torch_gate(CellKind cell, int g) { return is_gru(cell) && g < 2 ? 1 - g : g; }
 // lbr_gru's bias has a fourth gate u' (the recurrent-side bias inside r * (U_o h + b_u'), = b_hn).
 int bias_gates(CellKind cell) { return cell == CellKind::gru ? 4 : gate_count(cell); }
 
@@ -229,6 +230,21 @@ struct OnednnRnn::Impl {
         if (training()) {
           B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, iter, wl, wi, bias, dst_layer, iter, iter,
                                         src_layer, iter, iter, wl, wi, bias, dst_layer, iter, iter),
+                                eng, fpd);
+          p.bwd_pd = bpd;
+          p.bwd = B(bpd);
+        }
+        break;
+      }
+      case CellKind::gru_reset_before: {  // oneDNN's vanilla GRU: r applied before U_o, one bias per gate
+        using F = dnnl::gru_forward;
+        using B = dnnl::gru_backward;
+        F::primitive_desc fpd(F::desc(fwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter), eng);
+        p.fwd_pd = fpd;
+        p.fwd = F(fpd);
+        if (training()) {
+          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter, src_layer, iter,
+                                        wl, wi, bias, dst_layer, iter),
                                 eng, fpd);
           p.bwd_pd = bpd;
           p.bwd = B(bpd);

@@ -17,8 +17,9 @@ std::string kernel_name(const KernelDesc& d) {
                        d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride, d.b_k_stride, d.c_row_stride,
                        d.unroll, d.prefetch);
   // The clip is named by its bits so that every distinct value gives a distinct name.
-  return fmt::format("{}_{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}", to_string(d.cell_kind()),
+  return fmt::format("{}_{}{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}", to_string(d.cell_kind()),
                      d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training ? "_train" : "",
+                     d.cell_kind() == CellKind::gru_reset_before ? (d.part ? "_n" : "_rz") : "",
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll,
                      d.clip_bits ? fmt::format("_clip{:08x}", d.clip_bits) : "");
 }
@@ -29,8 +30,9 @@ std::string describe(const KernelDesc& d) {
                        "b_k_stride={} c_row_stride={} unroll={} prefetch={} gen={}",
                        to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride,
                        d.b_k_stride, d.c_row_stride, d.unroll, d.prefetch, d.generator_version);
-  return fmt::format("kind=gate cell={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} clip={} gen={}",
-                     to_string(d.cell_kind()), d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training,
+  return fmt::format("kind=gate cell={} part={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} clip={} "
+                     "gen={}",
+                     to_string(d.cell_kind()), d.part, d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training,
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll, d.clip(),
                      d.generator_version);
 }

@@ -38,7 +38,11 @@ struct KernelDesc {
   std::uint8_t n_tail = 0;    // gemm: valid lanes of the last vector, 0 when it is full
   std::uint8_t vectors = 0;   // gemm: zmm vectors of C per row (n_r)
   std::uint8_t prefetch = 0;  // gemm: cache lines of the next B chunk to prefetch into L2 per k step
-  std::uint8_t reserved[3] = {0, 0, 0};
+  // gate, gru_reset_before forward: which of the step's two kernels (the recurrent GEMM of n
+  // reads r * h_prev, so the step splits at a barrier). 0: r,z -> r * h_prev (h_out) and z
+  // (c_out); 1: n and h from gh_n, z (c_prev) and h_prev.
+  std::uint8_t part = 0;
+  std::uint8_t reserved[2] = {0, 0};
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
   std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
   std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and dy (D*H)

@@ -35,6 +35,10 @@ void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, con
     g.a = {};  // the per-step operands are covered below (the projection's C is h)
     gemm(fn, g);
   }
+  if (r.gemm_n.n > 0) {  // GRU with the reset before: A is reset_h itself
+    gemm(fn, r.gemm_n);
+    matrix(fn, r.z, N, H, H);
+  }
   matrix(fn, r.h.base, N, S, ldh, r.h.t_stride, T);
   matrix(fn, r.h_init, N, S, ldh);
   matrix(fn, r.carry_save, N, 2 * H, 2 * H);

@@ -90,6 +90,14 @@ std::string step_text(const Plan& p, const Step& step) {
                          (k < 0 ? std::string("idle") : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
             std::string projection;
             if (r.projection.n > 0) projection = " ; after the gate kernels: " + gemm_text(p, r.projection);
+            if (r.gemm_n.n > 0) {
+              std::string n_kernels;
+              for (int k : r.thread_kernels_n)
+                n_kernels += (n_kernels.empty() ? "" : ", ") +
+                             (k < 0 ? std::string("idle") : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
+              projection = " ; after the gate kernels and a barrier: " + gemm_text(p, r.gemm_n) +
+                           " ; n kernels per thread: " + n_kernels;
+            }
             if (r.projection_grad.n > 0) projection = " ; before the gate kernels: " + gemm_text(p, r.projection_grad);
             return fmt::format("loop {}: {} steps{}, per step: {} ; gate kernels per thread: {}{}", r.what, r.steps,
                                r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm), kernels, projection);
@@ -144,6 +152,7 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
                                   {"gemm", gemm_json(p, r.gemm)}, {"gx", timed(r.gx)}, {"h", timed(r.h)},
                                   {"c", timed(r.c)}, {"gates", timed(r.gates)}, {"dy", timed(r.dy)},
                                   {"projection", r.projection.n > 0 ? gemm_json(p, r.projection) : nlohmann::json()},
+                                  {"gemm_n", r.gemm_n.n > 0 ? gemm_json(p, r.gemm_n) : nlohmann::json()},
                                   {"projection_grad",
                                    r.projection_grad.n > 0 ? gemm_json(p, r.projection_grad) : nlohmann::json()}};
           },

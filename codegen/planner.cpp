@@ -32,6 +32,7 @@ int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d);
 struct Sizes {
   std::int64_t T, N, H, G, GH, D, L, R;  // R: reserve gate columns (reserve_gates * H)
   bool lstm, gru;
+  bool reset_before = false;  // GRU with the reset before n's recurrent product (two kernels a step)
   std::int64_t S = 0, W = 0, P = 0;  // S: width of h (P or H); W = D*S: a row of a layer's output
 };
 
@@ -49,6 +50,7 @@ class Planner {
     const int G = config.gates();
     s_ = {shape.seq_len, shape.batch, H, G, G * H, config.directions(), config.num_layers,
           (config.cell == CellKind::gru ? 4 : G) * H, config.cell == CellKind::lstm, config.cell == CellKind::gru};
+    s_.reset_before = config.cell == CellKind::gru_reset_before;
     s_.S = config.state_size();
     s_.W = s_.D * s_.S;
     s_.P = config.proj_size;
@@ -62,6 +64,7 @@ class Planner {
     if (plan_.isa == Isa::reference) plan_.notes.push_back("isa reference: scalar gate kernels");
     if (plan_.isa != Isa::avx512) plan_.notes.push_back("GEMMs run on OpenBLAS (no generated GEMM for this isa)");
     forward_kernel_ = add_kernel(Pass::forward);
+    if (s_.reset_before) forward_kernel_n_ = add_kernel_desc(part_n(gate_kernel_desc(config_, plan_.shape, mode, plan_.isa, Pass::forward)));
     allocate_forward();
     plan_forward();
     plan_outputs();
@@ -76,6 +79,11 @@ class Planner {
   }
 
  private:
+  static KernelDesc part_n(KernelDesc d) {
+    d.part = 1;
+    return d;
+  }
+
   int add_kernel(Pass pass) { return add_kernel_desc(gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass)); }
 
   int region(const std::string& name, bool reserve, std::int64_t elements) {
@@ -157,18 +165,22 @@ class Planner {
   // The gate kernels of a recurrence: one per thread over the hidden units that thread's share
   // of `units` (the GEMM whose output columns are the gate kernel's hidden units: the recurrent
   // GEMM forward, and backward the recurrent gradient or, with a projection, dcell) covers.
-  void split_gate_kernel(RecurrenceStep& r, Pass pass, const GemmStep& units) {
+  // part 1: the n kernels of a GRU with the reset before, into thread_kernels_n/thread_units_n.
+  void split_gate_kernel(RecurrenceStep& r, Pass pass, const GemmStep& units, int part = 0) {
+    std::vector<int>& kernels = part ? r.thread_kernels_n : r.thread_kernels;
+    std::vector<std::int64_t>& first_units = part ? r.thread_units_n : r.thread_units;
     if (!units.blocking.generated()) {
-      r.thread_kernels = {r.kernel};
-      r.thread_units = {0};
+      kernels = {part ? r.kernel_n : r.kernel};
+      first_units = {0};
       return;
     }
     for (int t = 0; t < units.blocking.threads; ++t) {
       const auto [c0, c1] = units.blocking.thread_columns(t);
       KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
       d.cols = static_cast<std::uint32_t>(c1 - c0);
-      r.thread_kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
-      r.thread_units.push_back(c0);
+      d.part = static_cast<std::uint8_t>(part);
+      kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
+      first_units.push_back(c0);
     }
   }
 
@@ -180,6 +192,10 @@ class Planner {
       gx_[d] = region(fmt::format("gx.d{}", d), false, s.T * s.N * s.GH);
       gh_[d] = region(fmt::format("gh.d{}", d), false, s.N * s.GH);
       carry_save_[d] = region(fmt::format("carry_save.d{}", d), false, s.N * 2 * s.H);
+      if (s.reset_before) {
+        reset_h_[d] = region(fmt::format("reset_h.d{}", d), false, s.N * s.W);
+        z_[d] = region(fmt::format("z.d{}", d), false, s.N * s.H);
+      }
     }
     if (train) {
       plan_.lengths_region = plan_.workspace.add("seq_lengths", Space::reserve, static_cast<std::size_t>(s.N) * 4);
@@ -311,9 +327,24 @@ class Planner {
         lane.push_back(with_packed_weights(projection, fmt::format("w_ih.l{}.d{}", l, d), false));
         RecurrenceStep r = recurrence(Pass::forward, l, d);
         r.gh = region_operand(plan_.workspace, gh_[d]);
-        r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, s.N, s.GH, s.S, {},
-                                              weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
-                                     fmt::format("w_hh.l{}.d{}", l, d), true);
+        if (s.reset_before) {
+          // r,z on h_prev (gates 0 and 1 of W_hh), then n on r * h_prev (gate 2) after a barrier.
+          r.gemm = with_packed_weights(GemmStep{"recurrent projection r,z", false, true, s.N, 2 * s.H, s.S, {},
+                                                weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
+                                       fmt::format("w_hh_rz.l{}.d{}", l, d), true, s.H, 2);
+          r.reset_h = region_operand(plan_.workspace, reset_h_[d]);
+          r.z = region_operand(plan_.workspace, z_[d]);
+          r.kernel_n = forward_kernel_n_;
+          r.gemm_n = with_packed_weights(GemmStep{"recurrent projection n (on r * h_prev)", false, true, s.N, s.H, s.S,
+                                                  r.reset_h, shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
+                                                  shifted(r.gh, 2 * s.H), ldh, s.S, s.GH, 0.0f, {}},
+                                         fmt::format("w_hh_n.l{}.d{}", l, d), true, s.H, 1);
+          split_gate_kernel(r, Pass::forward, r.gemm_n, 1);
+        } else {
+          r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, s.N, s.GH, s.S, {},
+                                                weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
+                                       fmt::format("w_hh.l{}.d{}", l, d), true);
+        }
         split_gate_kernel(r, Pass::forward, r.gemm);
         r.gx = {gx, s.N * s.GH};
         r.h = {shifted(layer_output(l), d * s.S), s.N * ldh};
@@ -534,7 +565,8 @@ class Planner {
   WeightLayout layout_;
   Plan plan_;
   Sizes s_{};
-  int forward_kernel_ = -1, backward_kernel_ = -1;
+  int forward_kernel_ = -1, backward_kernel_ = -1, forward_kernel_n_ = -1;
+  int reset_h_[2] = {-1, -1}, z_[2] = {-1, -1};  // GRU with the reset before (per direction)
   bool dropout_ = false;  // training with dropout between layers
   int carry_save_[2] = {-1, -1}, y_seq_ = -1, dy_seq_ = -1;
   int cell_state_out_[2] = {-1, -1}, dcell_[2] = {-1, -1}, zeros_[2] = {-1, -1};  // projection
@@ -622,6 +654,11 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > 256) throw Error(fmt::format("threads must be in [1, 256], got {}", threads));
+  if (config.cell == CellKind::gru_reset_before && isa == Isa::cuda)
+    throw Error("cell gru_reset_before is not supported on CUDA (its step needs two recurrent GEMMs)");
+  if (config.cell == CellKind::gru_reset_before && mode == Mode::training)
+    throw Error("cell gru_reset_before: training is not supported on the JIT backend (inference only; the reference "
+                "backend trains it)");
   return Planner(config, shape, mode, isa, threads).build();
 }
 

@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "rnnjit/error.hpp"
+
 namespace rnnjit {
 namespace {
 
@@ -39,6 +43,15 @@ void gate_forward_reference(const KernelDesc& d, const GateForwardArgs& a) {
           if (gates) { gates[j] = r; gates[H + j] = z; gates[2 * H + j] = hn; gates[3 * H + j] = nn; }
           break;
         }
+        case CellKind::gru_reset_before:
+          if (d.part == 0) {  // r * h_prev for n's recurrent GEMM, z for part 1
+            h_out[j] = sigmoidf(pre(0)) * h_prev[j];
+            a.c_out[n * H + j] = sigmoidf(pre(1));
+          } else {            // gh_n = W_hn (r * h_prev)
+            const float nn = std::tanh(pre(2));
+            h_out[j] = nn + a.c_prev[n * H + j] * (h_prev[j] - nn);
+          }
+          break;
       }
     }
   }
@@ -78,6 +91,8 @@ void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
           dh_carry[j] = dh * z;
           break;
         }
+        case CellKind::gru_reset_before:  // the planner refuses its training on this backend
+          throw Error(fmt::format("{}: no backward gate kernel for gru_reset_before", kernel_name(d)));
       }
     }
   }

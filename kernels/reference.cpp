@@ -142,7 +142,8 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   const i64 L = config.num_layers;
   const int D = config.directions();
   const CellKind cell = config.cell;
-  const bool lstm = cell == CellKind::lstm, gru = cell == CellKind::gru, proj = P > 0;
+  const bool lstm = cell == CellKind::lstm, gru = is_gru(cell), proj = P > 0;
+  const bool reset_before = cell == CellKind::gru_reset_before;
   const bool clip = config.clip > 0.0f;
   const T clip_value = static_cast<T>(config.clip);
   // Dropout acts in training only, between layers.
@@ -175,6 +176,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   std::vector<T> h_state(sz(N * S)), c_state(sz(N * H));  // per element: the state before its next step
   std::vector<T> cell_out(sz(H)), c_new(sz(H));           // one element's step: h (or r) and c
   std::vector<Acc> gx(sz(GH)), gh(sz(GH));
+  std::vector<T> reset_h(sz(S));  // GRU reset before: r * h_{t-1}
 
   for (i64 l = 0; l < L; ++l) {
     const i64 in_width = config.layer_input_size(l);
@@ -218,6 +220,16 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
             gx[sz(j)] = a;
             gh[sz(j)] = b;
           }
+          if (reset_before) {
+            // n's recurrent product reads r * h_{t-1}: r first, then W_hn (r * h) + b_hn
+            // replaces W_hn h + b_hn (S = H: no projection on a GRU).
+            for (i64 k = 0; k < H; ++k) reset_h[sz(k)] = sigmoid(static_cast<T>(gx[sz(k)] + gh[sz(k)])) * hp[k];
+            for (i64 j = 2 * H; j < GH; ++j) {
+              Acc b = lw.b_hh[j];
+              for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(reset_h[sz(k)]);
+              gh[sz(j)] = b;
+            }
+          }
           const i64 row = t * N + n;  // (t, n) row of the [T, N, ...] arrays
           for (i64 k = 0; k < H; ++k) {
             T h = 0, c = 0;
@@ -239,11 +251,12 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
                 reserve->c[uld][sz(row * H + k)] = c;
                 if (proj) reserve->r[uld][sz(row * H + k)] = h;
               }
-            } else {  // GRU, linear before reset
+            } else {  // GRU: linear before reset (hn = W_hn h + b_hn) or reset before (W_hn (r h) + b_hn)
               const T r = sigmoid(static_cast<T>(gx[sz(k)] + gh[sz(k)]));
               const T z = sigmoid(static_cast<T>(gx[sz(H + k)] + gh[sz(H + k)]));
               const T hn = static_cast<T>(gh[sz(2 * H + k)]);
-              const T nn = tanh_(static_cast<T>(gx[sz(2 * H + k)]) + r * hn);
+              const T nn = reset_before ? tanh_(static_cast<T>(gx[sz(2 * H + k)] + gh[sz(2 * H + k)]))
+                                        : tanh_(static_cast<T>(gx[sz(2 * H + k)]) + r * hn);
               h = (T(1) - z) * nn + z * hp[k];
               if (reserve) {
                 T* gt = reserve->gates[uld].data() + row * GH;
@@ -291,9 +304,12 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   const int D = config.directions();
   const CellKind cell = config.cell;
   const bool lstm = cell == CellKind::lstm, proj = P > 0;
+  const bool reset_before = cell == CellKind::gru_reset_before;
   const T clip_value = static_cast<T>(config.clip);
   const bool clip = config.clip > 0.0f;
   const i64 out_width = D * S;
+  // Rows of W_hh whose product is with h_{t-1} itself: all but n's with the reset before.
+  const i64 h_rows = reset_before ? 2 * H : GH;
   const std::vector<i64>& lengths = reserve.lengths;
 
   reserve.dgx.assign(sz(L * D), std::vector<T>(sz(TT * N * GH)));
@@ -375,6 +391,12 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
               gx[2 * H + k] = gh[2 * H + k] = dg;
               gx[3 * H + k] = gh[3 * H + k] = dO;
               dcn[k] = dc * f;  // becomes dc_{t-1}
+            } else if (reset_before) {  // GRU, reset before: dr needs W_hn^T dn, formed below
+              const T z = g[H + k], nn = g[2 * H + k];
+              const T dn = dh * (T(1) - z) * (T(1) - nn * nn);
+              gx[H + k] = gh[H + k] = dh * (hp[k] - nn) * z * (T(1) - z);
+              gx[2 * H + k] = gh[2 * H + k] = dn;  // W_hn and b_hn see dn directly
+              dh_prev[sz(k)] = Acc(dh * z);
             } else {  // GRU
               const T r = g[k], z = g[H + k], nn = g[2 * H + k];
               const T hn = reserve.gru_hn[uld][sz(row * H + k)];
@@ -388,9 +410,19 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
               dh_prev[sz(k)] = Acc(dh * z);
             }
           }
-          // Through the GEMMs: dh_{t-1} += W_hh^T dgh, dx_t += W_ih^T dgx.
+          if (reset_before) {
+            // d(r * h_{t-1}) = W_hn^T dn reaches r (dr) and h_{t-1} (times r).
+            for (i64 k = 0; k < H; ++k) {
+              Acc drh = 0;
+              for (i64 j = 2 * H; j < GH; ++j) drh += Acc(lw.w_hh[j * S + k]) * Acc(gh[j]);
+              const T r = g[k];
+              gx[k] = gh[k] = static_cast<T>(drh) * hp[k] * r * (T(1) - r);
+              dh_prev[sz(k)] += drh * Acc(r);
+            }
+          }
+          // Through the GEMMs: dh_{t-1} += W_hh^T dgh (the rows that read h_{t-1}), dx_t += W_ih^T dgx.
           for (i64 j = 0; j < GH; ++j) {
-            for (i64 k = 0; k < S; ++k) dh_prev[sz(k)] += Acc(lw.w_hh[j * S + k]) * Acc(gh[j]);
+            for (i64 k = 0; k < S && j < h_rows; ++k) dh_prev[sz(k)] += Acc(lw.w_hh[j * S + k]) * Acc(gh[j]);
             for (i64 k = 0; k < in_width; ++k)
               din[sz(row * in_width + k)] += Acc(lw.w_ih[j * in_width + k]) * Acc(gx[j]);
           }
@@ -427,6 +459,7 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
   const i64 S = config.state_size(), P = config.proj_size;
   const int D = config.directions();
   const std::vector<i64>& lengths = reserve.lengths;
+  const bool reset_before = config.cell == CellKind::gru_reset_before;
 
   for (i64 l = 0; l < config.num_layers; ++l) {
     const i64 in_width = config.layer_input_size(l);
@@ -454,8 +487,10 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
             const Acc gx = dgx[sz(row * GH + j)], gh = dgh[sz(row * GH + j)];
             const T* xt = in.data() + row * in_width;
             const T* hp = prev_state(reserve.h[uld], reserve.h0[uld], rev, t, len, n, S, N);
+            // GRU with the reset before: W_hn multiplies r * h_{t-1}, not h_{t-1}.
+            const T* r = reset_before && j >= 2 * H ? reserve.gates[uld].data() + row * GH : nullptr;
             for (i64 k = 0; k < in_width; ++k) a_ih[sz(k)] += gx * Acc(xt[k]);
-            for (i64 k = 0; k < S; ++k) a_hh[sz(k)] += gh * Acc(hp[k]);
+            for (i64 k = 0; k < S; ++k) a_hh[sz(k)] += gh * Acc(hp[k]) * (r ? Acc(r[k]) : Acc(1));
             b_ih += gx;
             b_hh += gh;
           }

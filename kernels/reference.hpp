@@ -43,11 +43,12 @@ struct Reserve {
   std::vector<std::vector<T>> c;       // [ld] LSTM c_t     [T, N, H] (after clipping; empty for other cells)
   std::vector<std::vector<T>> r;       // [ld] LSTM with projection: r_t = o*tanh(c_t) [T, N, H], h_t = W_hr r_t
   std::vector<std::vector<T>> gates;   // [ld] activated gates [T, N, G*H]: RNN h; LSTM i,f,g,o; GRU r,z,n
-  std::vector<std::vector<T>> gru_hn;  // [ld] GRU only: W_hn h_prev + b_hn [T, N, H]
+  std::vector<std::vector<T>> gru_hn;  // [ld] GRU only: W_hn h_prev + b_hn (reset before: W_hn (r h_prev) + b_hn) [T, N, H]
   std::vector<std::vector<T>> h0, c0;  // [ld] initial states h0 [N, S], c0 [N, H] (zeros when not given; c0 LSTM only)
   // Filled by backward_data, read by backward_weights: pre-activation gate gradients on the
   // input side (dgx) and the recurrent side (dgh) [T, N, G*H]. They are equal except for GRU's
-  // n gate, where dgh = dgx * r (the reset gate multiplies W_hn h_prev + b_hn).
+  // n gate of the linear-before-reset GRU, where dgh = dgx * r (the reset gate multiplies
+  // W_hn h_prev + b_hn). With the reset before, dW_hn pairs dgh with r * h_prev instead of h_prev.
   std::vector<std::vector<T>> dgx, dgh;
   // LSTM with projection: the total gradient reaching h_t [T, N, P] (for dW_hr = sum dh_t^T r_t).
   std::vector<std::vector<T>> dh;

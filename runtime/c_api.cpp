@@ -84,6 +84,8 @@ rnnjit_status_t guarded(F&& body) noexcept {
   } catch (const Error& e) {
     // Messages of runtime/names.cpp (detect_isa) and runtime/rnn.cpp (AlignedBuffer).
     if (contains(e.what(), "but this CPU only runs")) return fail(RNNJIT_STATUS_UNSUPPORTED, e.what());
+    // codegen/planner.cpp: a valid cell and mode the JIT backend does not implement.
+    if (contains(e.what(), "is not supported on the JIT backend")) return fail(RNNJIT_STATUS_UNSUPPORTED, e.what());
     if (std::strncmp(e.what(), "out of memory", 13) == 0) return fail(RNNJIT_STATUS_OUT_OF_MEMORY, e.what());
     return fail(RNNJIT_STATUS_INVALID_ARGUMENT, e.what());
   } catch (const std::bad_alloc&) {
@@ -137,8 +139,10 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
     case RNNJIT_CELL_RNN_TANH: config.cell = CellKind::rnn_tanh; break;
     case RNNJIT_CELL_LSTM: config.cell = CellKind::lstm; break;
     case RNNJIT_CELL_GRU: config.cell = CellKind::gru; break;
+    case RNNJIT_CELL_GRU_RESET_BEFORE: config.cell = CellKind::gru_reset_before; break;
     default:
-      invalid(fmt::format("config.cell is {}, not one of RNNJIT_CELL_RNN_RELU, _RNN_TANH, _LSTM, _GRU", c.cell));
+      invalid(fmt::format("config.cell is {}, not one of RNNJIT_CELL_RNN_RELU, _RNN_TANH, _LSTM, _GRU, "
+                          "_GRU_RESET_BEFORE", c.cell));
   }
   switch (c.direction) {
     case RNNJIT_DIRECTION_FORWARD: config.bidirectional = false; break;
@@ -166,6 +170,7 @@ rnnjit_config_t to_c(const RnnConfig& config) {
     case CellKind::rnn_tanh: c.cell = RNNJIT_CELL_RNN_TANH; break;
     case CellKind::lstm: c.cell = RNNJIT_CELL_LSTM; break;
     case CellKind::gru: c.cell = RNNJIT_CELL_GRU; break;
+    case CellKind::gru_reset_before: c.cell = RNNJIT_CELL_GRU_RESET_BEFORE; break;
   }
   c.input_size = config.input_size;
   c.hidden_size = config.hidden_size;
@@ -238,9 +243,8 @@ OnnxNode onnx_node(const rnnjit_onnx_attributes_t* attrs_ptr, std::int64_t input
     invalid(fmt::format("ONNX {}: linear_before_reset must be 0 or 1, got {}", op, a.linear_before_reset));
   if (a.op != RNNJIT_ONNX_GRU && a.linear_before_reset != 0)
     invalid(fmt::format("ONNX {}: linear_before_reset is an attribute of GRU only", op));
-  if (a.op == RNNJIT_ONNX_GRU && a.linear_before_reset == 0)
-    unsupported("ONNX GRU: linear_before_reset=0 (ONNX's default) is not supported: rnnjit's GRU is the "
-                "linear-before-reset form of PyTorch and cuDNN (PyTorch's exporter writes linear_before_reset=1)");
+  // linear_before_reset=1 is PyTorch's and cuDNN's GRU; 0 (ONNX's default) applies r before W_hn.
+  if (a.op == RNNJIT_ONNX_GRU && a.linear_before_reset == 0) node.config.cell = CellKind::gru_reset_before;
 
   if (a.input_forget != 0 && a.input_forget != 1)
     invalid(fmt::format("ONNX {}: input_forget must be 0 or 1, got {}", op, a.input_forget));
@@ -296,7 +300,8 @@ std::span<const int> onnx_gate_of(CellKind cell) {
   static constexpr int rnn[] = {0};
   switch (cell) {
     case CellKind::lstm: return lstm;
-    case CellKind::gru: return gru;
+    case CellKind::gru:
+    case CellKind::gru_reset_before: return gru;
     default: return rnn;
   }
 }

@@ -36,14 +36,15 @@ std::string_view to_string(CellKind cell) {
     case CellKind::rnn_tanh: return "rnn_tanh";
     case CellKind::lstm: return "lstm";
     case CellKind::gru: return "gru";
+    case CellKind::gru_reset_before: return "gru_reset_before";
   }
   return "unknown";
 }
 
 CellKind parse_cell(std::string_view name) {
-  for (CellKind c : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+  for (CellKind c : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru, CellKind::gru_reset_before})
     if (name == to_string(c)) return c;
-  throw Error(fmt::format("unknown cell '{}' (expected rnn_relu, rnn_tanh, lstm or gru)", name));
+  throw Error(fmt::format("unknown cell '{}' (expected rnn_relu, rnn_tanh, lstm, gru or gru_reset_before)", name));
 }
 
 int gate_count(CellKind cell) {
@@ -51,14 +52,16 @@ int gate_count(CellKind cell) {
     case CellKind::rnn_relu:
     case CellKind::rnn_tanh: return 1;
     case CellKind::lstm: return 4;
-    case CellKind::gru: return 3;
+    case CellKind::gru:
+    case CellKind::gru_reset_before: return 3;
   }
   throw Error(fmt::format("unknown cell kind {}", static_cast<int>(cell)));
 }
 
 void validate(const RnnConfig& c) {
-  if (static_cast<int>(c.cell) > static_cast<int>(CellKind::gru))
-    throw Error(fmt::format("cell kind {} is not one of rnn_relu, rnn_tanh, lstm, gru", static_cast<int>(c.cell)));
+  if (static_cast<int>(c.cell) > static_cast<int>(CellKind::gru_reset_before))
+    throw Error(fmt::format("cell kind {} is not one of rnn_relu, rnn_tanh, lstm, gru, gru_reset_before",
+                            static_cast<int>(c.cell)));
   check_positive(c.input_size, "input_size");
   check_positive(c.hidden_size, "hidden_size");
   check_positive(c.num_layers, "num_layers");

@@ -252,12 +252,12 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
   }
 }
 
-Executor::GateShare Executor::gate_share(const RecurrenceStep& r, int tid) const {
+Executor::GateShare Executor::gate_share(const RecurrenceStep& r, int tid, int part) const {
   const bool generated = r.gemm.blocking.generated();
   const auto i = static_cast<std::size_t>(generated ? tid : 0);
-  const int index = r.thread_kernels[i];
+  const int index = (part ? r.thread_kernels_n : r.thread_kernels)[i];
   const CompiledKernel* kernel = index >= 0 ? kernels_[static_cast<std::size_t>(index)].get() : nullptr;
-  return {kernel, r.thread_units[i], kernel ? std::int64_t{kernel->desc().cols} : 0};
+  return {kernel, (part ? r.thread_units_n : r.thread_units)[i], kernel ? std::int64_t{kernel->desc().cols} : 0};
 }
 
 std::pair<std::int64_t, std::int64_t> Executor::gemm_columns(const GemmStep& g, int tid) const {
@@ -277,13 +277,22 @@ float* Executor::timed(const Timed& t, std::int64_t time, const Bindings& b, std
 
 // Variable lengths: a row past its length carries its state, so it copies h (and c) from the
 // previous step over what the kernel computed; an LSTM state updated in place is saved first.
+// GRU with the reset before: the r,z GEMM and kernels, a barrier, then n's GEMM on r * h_prev
+// and the n kernels, which write h (so their units are the ones a thread carries).
 void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const {
   const bool generated = r.gemm.blocking.generated();
   if (!generated && tid != 0) return;  // OpenBLAS plans run a recurrence on one thread
   const auto [kernel, col0, cols] = gate_share(r, tid);
   auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) { return timed(t, time, b, col); };
-  const bool projected = r.projection.n > 0;
-  const auto [h0, h1] = projected ? gemm_columns(r.projection, tid) : std::pair{col0, col0 + cols};
+  const bool projected = r.projection.n > 0, reset_before = r.gemm_n.n > 0;
+  const GateShare n_share = reset_before ? gate_share(r, tid, 1) : GateShare{nullptr, 0, 0};
+  const auto [h0, h1] = projected      ? gemm_columns(r.projection, tid)
+                        : reset_before ? std::pair{n_share.col0, n_share.col0 + n_share.cols}
+                                       : std::pair{col0, col0 + cols};
+  float* const reset_h = resolve(r.reset_h, b);
+  float* const z = resolve(r.z, b);
+  float* const gh_n = resolve(r.gemm_n.c, b);
+  const float* const w_hn = resolve(r.gemm_n.b, b);
   const std::int64_t N = r.batch, H = kernel ? kernel->desc().hidden : 0, ldh = r.ld_state;
   const std::int32_t* const lengths = b.lengths;
   const bool c_in_place = r.c.t_stride == 0;  // inference: one c buffer updated in place
@@ -302,7 +311,33 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     const float* h_prev = s == 0 ? h_init : at(r.h, prev, 0);
     float* const h_out = at(r.h, t, 0);
     step_gemm(r.gemm, h_prev, w_hh, gh, tid, threads);
-    if (kernel) {
+    if (kernel && reset_before) {
+      args = {};
+      args.gx = at(r.gx, t, col0);
+      args.gh = gh + col0;
+      args.bias_ih = bias_ih + col0;
+      args.bias_hh = bias_hh + col0;
+      args.h_prev = h_prev + col0;
+      args.h_out = reset_h + col0;  // r * h_prev
+      args.c_out = z + col0;
+      (*kernel)(&args);
+    }
+    if (reset_before) {
+      if (threads > 1) ThreadTeam::instance().barrier();  // every unit's r * h_prev is in
+      step_gemm(r.gemm_n, reset_h, w_hn, gh_n, tid, threads);
+      if (n_share.kernel) {
+        const std::int64_t c0 = n_share.col0;
+        args = {};
+        args.gx = at(r.gx, t, c0);
+        args.gh = gh + c0;
+        args.bias_ih = bias_ih + c0;
+        args.bias_hh = bias_hh + c0;
+        args.h_prev = h_prev + c0;
+        args.c_prev = z + c0;
+        args.h_out = h_out + c0;
+        (*n_share.kernel)(&args);
+      }
+    } else if (kernel) {
       args.gx = at(r.gx, t, col0);
       args.gh = gh + col0;
       args.bias_ih = bias_ih + col0;

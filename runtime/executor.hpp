@@ -50,12 +50,13 @@ class Executor {
   void mask(const MaskStep& m, const Bindings& b, int tid, int threads) const;
   void dropout(const DropoutStep& d, const Bindings& b, int tid, int threads) const;
   void pack(const PackStep& p, const Bindings& b, int tid, int threads) const;
-  // Thread `tid`'s part of a recurrence: its gate kernel (null: none) and first hidden unit.
+  // Thread `tid`'s part of a recurrence: its gate kernel (null: none) and first hidden unit;
+  // part 1: its n kernel of a GRU with the reset before.
   struct GateShare {
     const CompiledKernel* kernel;
     std::int64_t col0, cols;
   };
-  GateShare gate_share(const RecurrenceStep& r, int tid) const;
+  GateShare gate_share(const RecurrenceStep& r, int tid, int part = 0) const;
   // The output columns of a GEMM that thread `tid` computes.
   std::pair<std::int64_t, std::int64_t> gemm_columns(const GemmStep& g, int tid) const;
   // One product of a recurrence's per-step GEMM (its own beta), on this thread's share.

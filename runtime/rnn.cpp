@@ -12,6 +12,7 @@
 #include "codegen/plan.hpp"
 #include "kernels/reference.hpp"
 #include "runtime/cache.hpp"
+#include "runtime/device_execution.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/thread_team.hpp"
@@ -66,7 +67,11 @@ class ExecutionImpl {
   ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, Backend backend, Isa isa, int threads)
       : config_(config), shape_(shape), mode_(mode), backend_(backend), weights_(WeightLayout(config).total_elements()) {
     shape_text_ = fmt::format("for {} T={} N={}", describe(config), shape.seq_len, shape.batch);
-    plan_ = Cache::instance().plan({config, shape, mode, isa, threads});
+    // The reference backend only describes its call with the plan, and it trains what the JIT
+    // planner refuses to (the reset-before GRU): then it shows the forward pass.
+    const bool jit_refuses = config.cell == CellKind::gru_reset_before && mode == Mode::training;
+    plan_ = Cache::instance().plan(
+        {config, shape, backend_ == Backend::reference && jit_refuses ? Mode::inference : mode, isa, threads});
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),
@@ -283,35 +288,43 @@ class ExecutionImpl {
 };
 
 Execution::Execution(std::unique_ptr<ExecutionImpl> impl) : impl_(std::move(impl)) {}
+Execution::Execution(std::unique_ptr<DeviceExecution> device) : device_(std::move(device)) {}
 Execution::Execution(Execution&&) noexcept = default;
 Execution& Execution::operator=(Execution&&) noexcept = default;
 Execution::~Execution() = default;
 
-const RnnConfig& Execution::config() const { return impl_->config(); }
-Shape Execution::shape() const { return impl_->shape(); }
-Mode Execution::mode() const { return impl_->mode(); }
-Backend Execution::backend() const { return impl_->backend(); }
-const Plan& Execution::plan() const { return impl_->plan(); }
-std::string Execution::plan_text() const { return to_text(impl_->plan()); }
-std::string Execution::plan_json() const { return to_json(impl_->plan()); }
-std::size_t Execution::workspace_size() const { return impl_->workspace_size(); }
-std::size_t Execution::reserve_size() const { return impl_->reserve_size(); }
-std::uint64_t Execution::allocations() const { return impl_->allocations(); }
-std::size_t Execution::packed_weights_size() const { return impl_->packed_weights_size(); }
+// Each call goes to the device's Execution (Options::device) or to the CPU's.
+const RnnConfig& Execution::config() const { return device_ ? device_->config() : impl_->config(); }
+Shape Execution::shape() const { return device_ ? device_->shape() : impl_->shape(); }
+Mode Execution::mode() const { return device_ ? device_->mode() : impl_->mode(); }
+Backend Execution::backend() const { return device_ ? Backend::jit : impl_->backend(); }
+const Plan& Execution::plan() const { return device_ ? device_->plan() : impl_->plan(); }
+std::string Execution::plan_text() const { return to_text(plan()); }
+std::string Execution::plan_json() const { return to_json(plan()); }
+std::size_t Execution::workspace_size() const { return device_ ? device_->workspace_size() : impl_->workspace_size(); }
+std::size_t Execution::reserve_size() const { return device_ ? device_->reserve_size() : impl_->reserve_size(); }
+std::uint64_t Execution::allocations() const { return device_ ? device_->allocations() : impl_->allocations(); }
+std::size_t Execution::packed_weights_size() const {
+  return device_ ? device_->packed_weights_size() : impl_->packed_weights_size();
+}
 void Execution::pack_weights(std::span<const float> weights, std::span<std::byte> packed) const {
+  if (device_) return device_->pack_weights(weights, packed);
   impl_->pack_weights(weights, packed);
 }
 
 void Execution::forward(std::span<const float> weights, const ForwardIo& io, std::span<std::byte> reserve,
                         std::span<std::byte> workspace) {
+  if (device_) return device_->forward(weights, io, reserve, workspace);
   impl_->forward(weights, io, reserve, workspace);
 }
 void Execution::backward_data(std::span<const float> weights, const BackwardDataIo& io, std::span<std::byte> reserve,
                               std::span<std::byte> workspace) {
+  if (device_) return device_->backward_data(weights, io, reserve, workspace);
   impl_->backward_data(weights, io, reserve, workspace);
 }
 void Execution::backward_weights(const BackwardWeightsIo& io, std::span<const std::byte> reserve,
                                  std::span<std::byte> workspace) {
+  if (device_) return device_->backward_weights(io, reserve, workspace);
   impl_->backward_weights(io, reserve, workspace);
 }
 
@@ -325,6 +338,11 @@ Rnn::Rnn(const RnnConfig& config, Options options) : layout_(config), options_(o
 
 Execution Rnn::prepare(const Shape& shape, Mode mode) const {
   validate(config(), shape);
+  if (options_.device == Device::cuda) {
+    if (options_.backend != Backend::jit)
+      throw Error(fmt::format("backend {} runs on the CPU only: use Device::cpu", to_string(options_.backend)));
+    return Execution(make_cuda_execution(config(), shape, mode));
+  }
   return Execution(
       std::make_unique<ExecutionImpl>(config(), shape, mode, options_.backend, options_.isa, options_.threads));
 }

@@ -165,9 +165,12 @@ int main(void) {
     EXPECT_STATUS(RNNJIT_STATUS_OK, rnnjit_onnx_forward(onnx, &attrs, gw, gru_size, &oio));
     /* Batch-first: Y[n][T-1][0] is the forward direction's Y_h[n][0]. */
     EXPECT_TRUE(memcmp(&Y[((1 * T + (T - 1)) * 2 + 0) * H], &Y_h[(1 * 2 + 0) * H], (size_t)H * sizeof(float)) == 0);
+    /* linear_before_reset=0 (ONNX's default) is another cell: not the one this execution runs. */
     attrs.linear_before_reset = 0;
-    EXPECT_STATUS(RNNJIT_STATUS_UNSUPPORTED, rnnjit_onnx_forward(onnx, &attrs, gw, gru_size, &oio));
-    EXPECT_TRUE(strstr(rnnjit_last_error(), "linear_before_reset") != NULL);
+    EXPECT_STATUS(RNNJIT_STATUS_OK, rnnjit_onnx_config(&attrs, I, &gru));
+    EXPECT_TRUE(gru.cell == RNNJIT_CELL_GRU_RESET_BEFORE);
+    EXPECT_STATUS(RNNJIT_STATUS_INVALID_ARGUMENT, rnnjit_onnx_forward(onnx, &attrs, gw, gru_size, &oio));
+    EXPECT_TRUE(strstr(rnnjit_last_error(), "gru_reset_before") != NULL);
     rnnjit_rnn_destroy(gru_rnn);
     free(W); free(R); free(gw); free(Y); free(Y_h);
   }

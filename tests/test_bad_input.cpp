@@ -90,7 +90,7 @@ TEST(BadConfig, UnknownNamesListTheValidOnes) {
   expect_error([] { parse_mode("fast"); }, "unknown mode 'fast' (expected infer or train)");
   expect_error([] { parse_backend("gpu"); }, "unknown backend 'gpu' (expected auto, reference or jit)");
   expect_error([] { parse_isa("avx9000"); }, "unknown isa 'avx9000' (expected avx512, avx2 or reference)");
-  expect_error([] { parse_cell("LSTM"); }, "unknown cell 'LSTM' (expected rnn_relu, rnn_tanh, lstm or gru)");
+  expect_error([] { parse_cell("LSTM"); }, "unknown cell 'LSTM' (expected rnn_relu, rnn_tanh, lstm, gru or gru_reset_before)");
   expect_error([] { gate_count(static_cast<CellKind>(9)); }, "unknown cell kind 9");
   EXPECT_EQ(parse_mode("inference"), Mode::inference);
   EXPECT_EQ(parse_mode("train"), Mode::training);

@@ -83,6 +83,7 @@ TEST(CApi, StatusNamesVersionAndEnumNumbering) {
   EXPECT_EQ(RNNJIT_CELL_RNN_TANH, static_cast<int>(CellKind::rnn_tanh));
   EXPECT_EQ(RNNJIT_CELL_LSTM, static_cast<int>(CellKind::lstm));
   EXPECT_EQ(RNNJIT_CELL_GRU, static_cast<int>(CellKind::gru));
+  EXPECT_EQ(RNNJIT_CELL_GRU_RESET_BEFORE, static_cast<int>(CellKind::gru_reset_before));
 }
 
 TEST(CApi, CreateValidatesTheConfig) {
@@ -419,18 +420,21 @@ TEST(CApi, ExecutionsRunConcurrentlyAndErrorsArePerThread) {
 // R [D, G*H, H], B [D, 2*G*H] = [Wb, Rb]; Y [T, D, N, H] (layout 1: [N, T, D, H]),
 // Y_h/Y_c/initial_h/initial_c [D, N, H] (layout 1: [N, D, H]); the second direction is reverse.
 
-enum class Op { rnn_tanh, rnn_relu, gru, lstm };
+// gru: linear_before_reset=1 (PyTorch's exporter); gru_reset_before: 0 (ONNX's default).
+enum class Op { rnn_tanh, rnn_relu, gru, lstm, gru_reset_before };
+bool is_gru(Op op) { return op == Op::gru || op == Op::gru_reset_before; }
 
 std::string op_name(Op op) {
   switch (op) {
     case Op::rnn_tanh: return "RnnTanh";
     case Op::rnn_relu: return "RnnRelu";
     case Op::gru: return "Gru";
+    case Op::gru_reset_before: return "GruResetBefore";
     case Op::lstm: return "Lstm";
   }
   return "?";
 }
-int gates_of(Op op) { return op == Op::lstm ? 4 : op == Op::gru ? 3 : 1; }
+int gates_of(Op op) { return op == Op::lstm ? 4 : is_gru(op) ? 3 : 1; }
 
 struct OnnxCase {
   Op op = Op::lstm;
@@ -458,7 +462,7 @@ struct Attrs {
 
 Attrs attrs_for(const OnnxCase& c) {
   Attrs at;
-  at.a.op = c.op == Op::lstm ? RNNJIT_ONNX_LSTM : c.op == Op::gru ? RNNJIT_ONNX_GRU : RNNJIT_ONNX_RNN;
+  at.a.op = c.op == Op::lstm ? RNNJIT_ONNX_LSTM : is_gru(c.op) ? RNNJIT_ONNX_GRU : RNNJIT_ONNX_RNN;
   at.a.hidden_size = c.H;
   at.a.direction = c.bidirectional ? "bidirectional" : c.reverse ? "reverse" : "forward";
   at.a.layout = c.layout;
@@ -501,17 +505,18 @@ struct OnnxOutputs {
 // ONNX's gate names in ONNX's order, and rnnjit's canonical (PyTorch) order by the same names.
 std::vector<std::string> onnx_gate_names(Op op) {
   if (op == Op::lstm) return {"i", "o", "f", "c"};
-  if (op == Op::gru) return {"z", "r", "h"};
+  if (is_gru(op)) return {"z", "r", "h"};
   return {"h"};
 }
 std::vector<std::string> canonical_gate_names(Op op) {
   if (op == Op::lstm) return {"i", "f", "c", "o"};  // PyTorch's i, f, g, o: g is ONNX's c
-  if (op == Op::gru) return {"r", "z", "h"};        // PyTorch's r, z, n: n is ONNX's h
+  if (is_gru(op)) return {"r", "z", "h"};          // PyTorch's r, z, n: n is ONNX's h
   return {"h"};
 }
 
 RnnConfig config_of(const OnnxCase& c) {
   const CellKind cell = c.op == Op::lstm ? CellKind::lstm : c.op == Op::gru ? CellKind::gru
+                        : c.op == Op::gru_reset_before ? CellKind::gru_reset_before
                         : c.op == Op::rnn_relu ? CellKind::rnn_relu : CellKind::rnn_tanh;
   return {.cell = cell, .input_size = c.I, .hidden_size = c.H, .num_layers = 1, .bidirectional = c.bidirectional,
           .reverse = c.reverse};
@@ -641,7 +646,7 @@ struct Scalar {
 
 TEST(CApiOnnxEquations, HandCheckedScalarCases) {
   const std::vector<float> X = {0.9f, -1.3f};  // [T=2, N=1, I=1]
-  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::lstm}) {
+  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::gru_reset_before, Op::lstm}) {
     for (bool bidirectional : {false, true}) {
       SCOPED_TRACE(op_name(op) + (bidirectional ? " bidirectional" : " forward"));
       OnnxCase c{.op = op, .bidirectional = bidirectional, .layout = 0, .bias = true, .initial = true,
@@ -681,6 +686,12 @@ TEST(CApiOnnxEquations, HandCheckedScalarCases) {
             const double r = Scalar::sigmoid(x * Wg(1) + H * Rg(1) + Wb(1) + Rb(1));
             const double h = std::tanh(x * Wg(2) + r * (H * Rg(2) + Rb(2)) + Wb(2));
             H = (1 - z) * h + z * H;
+          } else if (op == Op::gru_reset_before) {
+            // linear_before_reset = 0: ht = g(Xt*(Wh^T) + (rt (.) Ht-1)*(Rh^T) + Rbh + Wbh)
+            const double z = Scalar::sigmoid(x * Wg(0) + H * Rg(0) + Wb(0) + Rb(0));
+            const double r = Scalar::sigmoid(x * Wg(1) + H * Rg(1) + Wb(1) + Rb(1));
+            const double h = std::tanh(x * Wg(2) + (r * H) * Rg(2) + Rb(2) + Wb(2));
+            H = (1 - z) * h + z * H;
           } else {
             // i, o, f, c; Ct = ft (.) Ct-1 + it (.) ct; Ht = ot (.) h(Ct)
             const double i = Scalar::sigmoid(x * Wg(0) + H * Rg(0) + Wb(0) + Rb(0));
@@ -718,9 +729,12 @@ TEST_P(CApiOnnxMatrix, MatchesTheReference) {
   expect_close(got.Y, expected.Y, kOnnxTolerance, "Y");
   expect_close(got.Y_h, expected.Y_h, kOnnxTolerance, "Y_h");
   if (c.op == Op::lstm) expect_close(got.Y_c, expected.Y_c, kOnnxTolerance, "Y_c");
-  // Training mode and packed weights give the same outputs.
-  const OnnxOutputs trained = run_c_api(c, in, RNNJIT_MODE_TRAINING, /*pack=*/false);
-  EXPECT_EQ(trained.Y, got.Y);
+  // Training mode and packed weights give the same outputs (the JIT backend does not train the
+  // reset-before GRU: see CApiOnnx.ResetBeforeGruTrainingIsUnsupported).
+  if (c.op != Op::gru_reset_before) {
+    const OnnxOutputs trained = run_c_api(c, in, RNNJIT_MODE_TRAINING, /*pack=*/false);
+    EXPECT_EQ(trained.Y, got.Y);
+  }
   const OnnxOutputs packed = run_c_api(c, in, RNNJIT_MODE_INFERENCE, /*pack=*/true);
   EXPECT_EQ(packed.Y, got.Y);
   EXPECT_EQ(packed.Y_h, got.Y_h);
@@ -728,13 +742,13 @@ TEST_P(CApiOnnxMatrix, MatchesTheReference) {
 
 std::vector<OnnxCase> matrix() {
   std::vector<OnnxCase> cases;
-  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::lstm})
+  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::gru_reset_before, Op::lstm})
     for (bool bidirectional : {false, true})
       for (int layout : {0, 1})
         for (bool with : {true, false})  // B and initial states given, or both absent
           cases.push_back({.op = op, .bidirectional = bidirectional, .layout = layout, .bias = with, .initial = with});
   // Direction "reverse", and sequence_lens (one element of length 1, one of T), in both layouts.
-  for (Op op : {Op::rnn_tanh, Op::gru, Op::lstm})
+  for (Op op : {Op::rnn_tanh, Op::gru, Op::gru_reset_before, Op::lstm})
     for (int layout : {0, 1}) {
       cases.push_back({.op = op, .reverse = true, .layout = layout});
       for (bool bidirectional : {false, true})
@@ -810,11 +824,6 @@ class CApiOnnx : public testing::Test {
 TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
   auto gru = node(Op::gru), lstm = node(Op::lstm), rnn = node(Op::rnn_tanh);
   auto fwd_lstm = node(Op::lstm, /*bidirectional=*/false);
-  {
-    rnnjit_onnx_attributes_t a = gru->at.a;
-    a.linear_before_reset = 0;
-    expect_attribute_error(*gru, a, kUnsupported, "linear_before_reset=0");
-  }
   for (Node* n : {gru.get(), lstm.get(), rnn.get(), fwd_lstm.get()}) {
     SCOPED_TRACE(op_name(n->c.op));
     rnnjit_onnx_attributes_t a = n->at.a;
@@ -861,6 +870,20 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
   rnnjit_onnx_io_t io = lstm->io;
   io.P = P.data(), io.P_size = P.size();
   EXPECT_ERROR(run(*lstm, lstm->at.a, io), kUnsupported, "P (peephole weights) is not supported");
+}
+
+// linear_before_reset=0 (ONNX's default) is the reset-before GRU: inference only on the JIT
+// backend, so a training execution is UNSUPPORTED, with a message naming it.
+TEST_F(CApiOnnx, ResetBeforeGruTrainingIsUnsupported) {
+  auto n = node(Op::gru_reset_before);
+  rnnjit_config_t config{};
+  EXPECT_OK(rnnjit_onnx_config(&n->at.a, n->c.I, &config));
+  EXPECT_EQ(config.cell, RNNJIT_CELL_GRU_RESET_BEFORE);
+  EXPECT_OK(run(*n, n->at.a, n->io));
+  rnnjit_execution_t* ex = nullptr;
+  EXPECT_ERROR(rnnjit_execution_create(n->rnn.get(), n->c.T, n->c.N, RNNJIT_MODE_TRAINING, &ex), kUnsupported,
+               "cell gru_reset_before: training is not supported on the JIT backend");
+  EXPECT_EQ(ex, nullptr);
 }
 
 TEST_F(CApiOnnx, InvalidAttributesAndInputsAreNamed) {
@@ -1034,7 +1057,7 @@ names = ["X", "W", "R", "B", "sequence_lens" if spec["lengths"] else "", "initia
 arrays = {n: np.load(d + "/" + n + ".npy") for n in names if n}
 attrs = dict(hidden_size=H, direction=spec["direction"], layout=spec["layout"])
 if op == "GRU":
-    attrs["linear_before_reset"] = 1
+    attrs["linear_before_reset"] = spec["linear_before_reset"]
 if spec.get("activations"):
     attrs["activations"] = spec["activations"]
 outputs = ["Y", "Y_h"] + (["Y_c"] if lstm else [])
@@ -1070,12 +1093,13 @@ void compare_with_onnx(const std::string& py, const std::filesystem::path& dir, 
   npy::write_f32((dir / "initial_h.npy").string(), state_shape, in.initial_h);
   if (c.op == Op::lstm) npy::write_f32((dir / "initial_c.npy").string(), state_shape, in.initial_c);
   if (!c.lengths.empty()) npy::write_i32((dir / "sequence_lens.npy").string(), {c.N}, c.lengths);
-  const char* op_text = c.op == Op::lstm ? "LSTM" : c.op == Op::gru ? "GRU" : "RNN";
+  const char* op_text = c.op == Op::lstm ? "LSTM" : is_gru(c.op) ? "GRU" : "RNN";
   const std::string activations = c.op != Op::rnn_relu ? "null" : D == 2 ? R"(["Relu", "Relu"])" : R"(["Relu"])";
   std::ofstream(dir / "spec.json") << fmt::format(
-      R"({{"op": "{}", "D": {}, "H": {}, "direction": "{}", "activations": {}, "layout": {}, "lengths": {}}})", op_text,
-      D, c.H, D == 2 ? "bidirectional" : c.reverse ? "reverse" : "forward", activations, c.layout,
-      c.lengths.empty() ? "false" : "true");
+      R"({{"op": "{}", "D": {}, "H": {}, "direction": "{}", "activations": {}, "layout": {}, "lengths": {}, )"
+      R"("linear_before_reset": {}}})",
+      op_text, D, c.H, D == 2 ? "bidirectional" : c.reverse ? "reverse" : "forward", activations, c.layout,
+      c.lengths.empty() ? "false" : "true", c.op == Op::gru_reset_before ? 0 : 1);
   const std::string command = fmt::format("{} {} {}", py, (dir / "ort.py").string(), dir.string());
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const OnnxOutputs got = run_c_api(c, in);
@@ -1093,7 +1117,7 @@ TEST(CApiOnnxRuntime, MatchesOnnxRuntimeAndOnnxReferenceWhereAvailable) {
                                     fmt::format("rnnjit_test_c_api_onnx_{}", static_cast<long>(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "ort.py") << kOrtScript;
-  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::lstm})
+  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::gru_reset_before, Op::lstm})
     for (bool bidirectional : {false, true})
       for (int layout : {0, 1}) {
         if (op == Op::rnn_relu && layout == 1) continue;  // neither engine has it (onnx.reference: no Relu)
@@ -1101,7 +1125,7 @@ TEST(CApiOnnxRuntime, MatchesOnnxRuntimeAndOnnxReferenceWhereAvailable) {
         compare_with_onnx(py, dir, {.op = op, .bidirectional = bidirectional, .layout = layout});
       }
   // Direction "reverse" and sequence_lens (onnxruntime, layout 0).
-  for (Op op : {Op::rnn_tanh, Op::gru, Op::lstm}) {
+  for (Op op : {Op::rnn_tanh, Op::gru, Op::gru_reset_before, Op::lstm}) {
     SCOPED_TRACE(op_name(op) + " reverse / sequence_lens");
     compare_with_onnx(py, dir, {.op = op, .reverse = true});
     compare_with_onnx(py, dir, {.op = op, .bidirectional = true, .lengths = {2, 4, 1}});

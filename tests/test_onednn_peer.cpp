@@ -168,7 +168,10 @@ INSTANTIATE_TEST_SUITE_P(
         // Three layers whose shapes are all equal (I = D*H: one primitive for every layer), T = 1.
         PeerCase{CellKind::lstm, 6, 3, 3, true, 1, 2}, PeerCase{CellKind::gru, 6, 3, 3, true, 5, 2},
         // Three unidirectional layers, I != H.
-        PeerCase{CellKind::rnn_relu, 7, 9, 3, false, 6, 1}, PeerCase{CellKind::gru, 7, 9, 3, false, 6, 4}),
+        PeerCase{CellKind::rnn_relu, 7, 9, 3, false, 6, 1}, PeerCase{CellKind::gru, 7, 9, 3, false, 6, 4},
+        // The reset-before GRU is oneDNN's vanilla GRU: an oracle for rnnjit's reference of it.
+        PeerCase{CellKind::gru_reset_before, 5, 17, 2, true, 4, 3},
+        PeerCase{CellKind::gru_reset_before, 7, 9, 1, false, 6, 4}),
     case_name);
 
 // Optional buffers: no hx/cx means zeros, no hy/cy/dhx/dcx means not written, no dhy/dcy zeros.

@@ -84,6 +84,8 @@ std::string forward_body(const KernelDesc& d) {
   const float gx_n = a.gx[row * GH + 2 * H + j] + a.bias_ih[2 * H + j];
   a.h_out[row * LDH + j] = rnnjit_gru_forward(pre_r, pre_z, gx_n, hn, a.h_prev[row * LDH + j], act);
 {})", d.training ? "  for (int g = 0; g < 4; ++g) a.gates[row * R + g * H + j] = act[g];\n" : "");
+    case CellKind::gru_reset_before:
+      throw Error(fmt::format("{}: cell gru_reset_before is not supported on CUDA", kernel_name(d)));
   }
   return {};
 }
@@ -110,6 +112,8 @@ std::string backward_body(const KernelDesc& d) {
   a.dh_carry[row * H + j] = rnnjit_gru_backward(dh, a.h_prev[row * LDH + j], g);
   for (int k = 0; k < 4; ++k) a.gates[row * R + k * H + j] = g[k];
 )";
+    case CellKind::gru_reset_before:
+      throw Error(fmt::format("{}: cell gru_reset_before is not supported on CUDA", kernel_name(d)));
   }
   return {};
 }

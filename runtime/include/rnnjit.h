@@ -63,7 +63,11 @@ typedef enum rnnjit_cell {
   RNNJIT_CELL_RNN_RELU = 0,
   RNNJIT_CELL_RNN_TANH = 1,
   RNNJIT_CELL_LSTM = 2,
-  RNNJIT_CELL_GRU = 3 /* the linear-before-reset GRU of PyTorch, cuDNN and MXNet */
+  RNNJIT_CELL_GRU = 3, /* the linear-before-reset GRU of PyTorch, cuDNN and MXNet */
+  /* ONNX's default GRU (linear_before_reset=0): n = tanh(W_in x + b_in + W_hn (r * h) + b_hn);
+   * same parameters as RNNJIT_CELL_GRU. Training on the JIT backend is UNSUPPORTED (the
+   * reference backend trains it); inference runs everywhere but on CUDA. */
+  RNNJIT_CELL_GRU_RESET_BEFORE = 4
 } rnnjit_cell_t;
 
 typedef enum rnnjit_direction {
@@ -208,11 +212,11 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * A zero-initialized rnnjit_onnx_attributes_t holds ONNX's defaults (set op and hidden_size).
  * Supported: direction forward, reverse and bidirectional; layout 0 and 1; sequence_lens in
  * [1, T] (Y zero past an element's length, Y_h/Y_c at its last step); RNN with activations Tanh
- * (default) or Relu; GRU with linear_before_reset=1; LSTM without peepholes (P absent or all
- * zeros) and input_forget=0; B absent (zeros).
- * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: GRU
- * linear_before_reset=0 (ONNX's default; PyTorch's exporter writes 1), a sequence_lens entry
- * of 0, clip (ONNX clips the gate pre-activations, not cuDNN's cell state), nonzero P,
+ * (default) or Relu; GRU with linear_before_reset=1 (RNNJIT_CELL_GRU) and 0 (ONNX's default,
+ * RNNJIT_CELL_GRU_RESET_BEFORE); LSTM without peepholes (P absent or all zeros) and
+ * input_forget=0; B absent (zeros).
+ * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: a
+ * sequence_lens entry of 0, clip (ONNX clips the gate pre-activations, not cuDNN's cell state), nonzero P,
  * input_forget=1, activations other than the defaults (and Relu for RNN),
  * activation_alpha/activation_beta. */
 

@@ -59,7 +59,7 @@ std::vector<CommandSpec> commands() {
 }
 
 void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
-  CLI::Option* cell = app.add_option("--cell", f.cell, "cell: rnn_relu, rnn_tanh, lstm or gru");
+  CLI::Option* cell = app.add_option("--cell", f.cell, "cell: rnn_relu, rnn_tanh, lstm, gru or gru_reset_before (ONNX's default GRU, inference on the JIT backend)");
   CLI::Option* in = app.add_option("--input-size", f.input_size, "input features I");
   CLI::Option* hid = app.add_option("--hidden-size", f.hidden_size, "hidden features H");
   app.add_option("--layers", f.layers, "stacked layers L")->capture_default_str();

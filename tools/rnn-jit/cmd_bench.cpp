@@ -7,6 +7,8 @@
 // projection's 2*T*N*P*H); training three times that (forward, backward data, backward
 // weights). --mixed-lengths runs variable-length sequences (lengths drawn in [1, T], the
 // longest T) and still counts the padded FLOPs, so that its time compares with the padded run's.
+// --device cuda times rnnjit's CUDA executor on device data (tools/rnn-jit/bench_cuda.hpp), and
+// --compare cudnn cuDNN's RNN on the same data; each iteration ends when the device is done.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,6 +23,8 @@
 #include "bench/fma_peak.hpp"
 #include "bench/onednn_peer.hpp"
 #include "rnnjit/rnn.hpp"
+#include "runtime/cuda/cuda_support.hpp"
+#include "tools/rnn-jit/bench_cuda.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
 namespace rnnjit::cli {
@@ -36,6 +40,7 @@ struct BenchFlags {
   bool peak = false;
   bool mixed_lengths = false;
   std::vector<std::string> compare;
+  std::string device = "cpu";
 };
 
 using Clock = std::chrono::steady_clock;
@@ -99,7 +104,12 @@ Contender rnnjit_contender(const std::string& name, const RnnConfig& config, con
 }
 
 Contender peer(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode, int threads,
-               Data& d) {
+               Data& d, Device device) {
+  if (name == "cudnn") {  // on the GPU, with the same data as rnnjit's CUDA contender
+    if (!cuda::built_with_cuda()) throw UsageError("--compare cudnn: rnn-jit was built without the CUDA toolkit");
+    if (device != Device::cuda) throw UsageError("--compare cudnn needs --device cuda");
+    return {name, cudnn_iteration(config, shape, mode, {d.w, d.x, d.dy})};
+  }
   if (name == "onednn") {
     if (!bench::onednn_available()) throw UsageError("--compare onednn: oneDNN was not found when rnn-jit was built");
     const RnnConfig plain{config.cell, config.input_size, config.hidden_size, config.num_layers, config.bidirectional};
@@ -115,7 +125,8 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
   if (name == "baseline")  // MXNet's CPU design: OpenBLAS GEMMs and plain C++ gate loops
     return rnnjit_contender(name, config, shape, mode, {Backend::jit, Isa::reference}, d);
   if (name == "reference") return rnnjit_contender(name, config, shape, mode, {Backend::reference, Isa::detect}, d);
-  throw UsageError(fmt::format("--compare: unknown peer '{}' (expected onednn, baseline or reference)", name));
+  throw UsageError(fmt::format(
+      "--compare: unknown peer '{}' (expected onednn, baseline or reference); cudnn with --device cuda", name));
 }
 
 int bench(const BenchFlags& f) {
@@ -126,6 +137,17 @@ int bench(const BenchFlags& f) {
   validate_flags(config, shape);
   if (f.reps < 1) throw UsageError(fmt::format("--reps must be positive, got {}", f.reps));
   if (f.warmup < 0) throw UsageError(fmt::format("--warmup must not be negative, got {}", f.warmup));
+  Device device = Device::cpu;
+  try {
+    device = parse_device(f.device);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--device: {}", e.what()));
+  }
+  if (device == Device::cuda && f.mixed_lengths)
+    throw UsageError("--mixed-lengths: variable lengths are not supported on the CUDA executor yet");
+  if (device == Device::cuda && options.backend == Backend::reference)
+    throw UsageError("--backend reference runs on the CPU only (not with --device cuda)");
+  if (device == Device::cuda && f.peak) throw UsageError("--peak measures the CPU's FMA peak (not with --device cuda)");
 
   Data d = make_data(config, shape);
   if (f.mixed_lengths) {
@@ -133,9 +155,11 @@ int bench(const BenchFlags& f) {
     std::uniform_int_distribution<std::int32_t> u(1, static_cast<std::int32_t>(shape.seq_len));
     for (std::int64_t n = 0; n < shape.batch; ++n) d.lengths.push_back(n == 0 ? static_cast<std::int32_t>(shape.seq_len) : u(rng));
   }
-  std::vector<Contender> contenders{rnnjit_contender("rnnjit", config, shape, mode, options, d)};
+  std::vector<Contender> contenders{
+      device == Device::cuda ? Contender{"rnnjit", cuda_rnnjit_iteration(config, shape, mode, {d.w, d.x, d.dy})}
+                             : rnnjit_contender("rnnjit", config, shape, mode, options, d)};
   const int threads = Rnn(config, options).options().threads;
-  for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, threads, d));
+  for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, threads, d, device));
 
   const bool progress = !f.json && isatty(STDERR_FILENO);
   std::vector<Timings> timings;
@@ -163,7 +187,8 @@ int bench(const BenchFlags& f) {
                      {"mode", mode == Mode::training ? "train" : "infer"}, {"reps", f.reps},
                      {"backend", std::string(to_string(options.backend))}, {"median_ms", ours.median()},
                      {"min_ms", ours.min()}, {"gflops", ours_gflops}, {"threads", threads},
-                     {"config", describe(config)}, {"mixed_lengths", f.mixed_lengths}};
+                     {"config", describe(config)}, {"mixed_lengths", f.mixed_lengths},
+                     {"device", std::string(to_string(device))}};
     if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
     for (std::size_t i = 1; i < timings.size(); ++i)
       j["peers"][timings[i].name] = {{"median_ms", timings[i].median()}, {"min_ms", timings[i].min()},
@@ -172,9 +197,10 @@ int bench(const BenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return kExitOk;
   }
-  fmt::print("{} {}{} mode={} reps={} threads={} ({:.3f} GFLOP per iteration)\n", describe(config),
+  fmt::print("{} {}{} mode={} reps={} {} ({:.3f} GFLOP per iteration)\n", describe(config),
              describe(shape), f.mixed_lengths ? " mixed lengths" : "", mode == Mode::training ? "train" : "infer",
-             f.reps, threads, flops * 1e-9);
+             f.reps, device == Device::cuda ? std::string("device=cuda") : fmt::format("threads={}", threads),
+             flops * 1e-9);
   if (peak > 0)
     fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it\n", peak, threads,
                100.0 * ours_gflops / peak);
@@ -197,7 +223,10 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_flag("--mixed-lengths", f->mixed_lengths,
                "variable-length sequences: lengths drawn in [1, T] (the longest T); FLOPs stay the padded ones");
   sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
-                                          "gate loops, MXNet's design), reference")->delimiter(',');
+                                          "gate loops, MXNet's design), reference; cudnn with --device cuda")
+      ->delimiter(',');
+  sub.add_option("--device", f->device, "cpu or cuda (rnnjit's CUDA executor; builds with the CUDA toolkit)")
+      ->capture_default_str();
   return [f] { return bench(*f); };
 }
 

@@ -14,14 +14,21 @@
 
 namespace rnnjit {
 
-enum class CellKind : std::uint8_t { rnn_relu = 0, rnn_tanh = 1, lstm = 2, gru = 3 };
+// gru is the linear-before-reset GRU of PyTorch, cuDNN and MXNet:
+//   n = tanh(W_in x + b_in + r * (W_hn h + b_hn)).
+// gru_reset_before is ONNX's default GRU (linear_before_reset = 0, oneDNN's "vanilla GRU"):
+//   n = tanh(W_in x + b_in + W_hn (r * h) + b_hn); same parameters, names and shapes.
+enum class CellKind : std::uint8_t { rnn_relu = 0, rnn_tanh = 1, lstm = 2, gru = 3, gru_reset_before = 4 };
 
-// "rnn_relu", "rnn_tanh", "lstm", "gru".
+// "rnn_relu", "rnn_tanh", "lstm", "gru", "gru_reset_before".
 std::string_view to_string(CellKind cell);
-// Throws Error("unknown cell 'x' (expected rnn_relu, rnn_tanh, lstm or gru)").
+// Throws Error("unknown cell 'x' (expected rnn_relu, rnn_tanh, lstm, gru or gru_reset_before)").
 CellKind parse_cell(std::string_view name);
 
-// Number of gates G: 1 for vanilla RNN, 4 for LSTM (i,f,g,o), 3 for GRU (r,z,n).
+// Whether the cell is one of the two GRU forms (gates r,z,n, the same parameter layout).
+inline bool is_gru(CellKind cell) { return cell == CellKind::gru || cell == CellKind::gru_reset_before; }
+
+// Number of gates G: 1 for vanilla RNN, 4 for LSTM (i,f,g,o), 3 for both GRUs (r,z,n).
 int gate_count(CellKind cell);
 
 struct RnnConfig {

@@ -38,10 +38,27 @@ Backend parse_backend(std::string_view name);  // "auto"|"reference"|"jit"
 Isa parse_isa(std::string_view name);          // "avx512"|"avx2"|"reference"
 Isa detect_isa();                              // RNNJIT_ISA if set (validated), else the CPU's best
 
+// Where an Execution runs. With Device::cuda (builds that found the CUDA toolkit, on a machine
+// with an NVIDIA GPU and driver) every span passed to forward/backward_data/backward_weights -
+// weights, x, y, states, gradients, caller-provided workspace and reserve - holds DEVICE
+// addresses (cuMemAlloc/cudaMalloc memory), as in cuDNN; the Execution's own workspace and
+// reserve are device memory it allocates once. Only their sizes are checked, never their
+// contents. Each call returns when its results are in device memory (it synchronises its own
+// streams, which are ordered after the legacy default stream's earlier work). GEMMs run on
+// cuBLAS (FP32, no TF32) and the gate kernels are generated CUDA compiled by NVRTC for the
+// device (cached in memory and under RNNJIT_CACHE_DIR). Not supported on the CUDA executor yet
+// (Error "... is not supported on the CUDA executor yet"): ForwardIo::seq_lengths, and batches
+// over 65535. packed_weights_size() is 0 and Isa/threads do not apply. Without a usable device,
+// Rnn::prepare throws Error("no CUDA device: <reason>").
+enum class Device : std::uint8_t { cpu = 0, cuda = 1 };
+std::string_view to_string(Device device);
+Device parse_device(std::string_view name);  // "cpu"|"cuda"
+
 struct Options {
   Backend backend = Backend::automatic;
   Isa isa = Isa::detect;
   int threads = 0;  // 0: RNNJIT_NUM_THREADS if set, else every hardware thread
+  Device device = Device::cpu;
 };
 
 // Shapes below are for sequence-major tensors; with RnnConfig::batch_first, x, y, dx and dy
@@ -85,6 +102,7 @@ struct BackwardWeightsIo {
 
 struct Plan;          // codegen/plan.hpp: plain data, printable
 class ExecutionImpl;
+class DeviceExecution;  // runtime/device_execution.hpp: Options::device other than cpu
 
 class Execution {
  public:
@@ -121,7 +139,9 @@ class Execution {
  private:
   friend class Rnn;
   explicit Execution(std::unique_ptr<ExecutionImpl> impl);
+  explicit Execution(std::unique_ptr<DeviceExecution> device);
   std::unique_ptr<ExecutionImpl> impl_;
+  std::unique_ptr<DeviceExecution> device_;  // set instead of impl_ for Device::cuda
 };
 
 class Rnn {

@@ -1,0 +1,71 @@
+#include "codegen/cuda/gpu_plan.hpp"
+
+#include <fmt/format.h>
+
+#include "codegen/cuda/cuda_source.hpp"
+#include "codegen/planner.hpp"
+#include "rnnjit/error.hpp"
+
+namespace rnnjit::cuda {
+namespace {
+
+// An invariant of the CUDA plan that the executor relies on; a failure is a planner bug.
+void expect(bool ok, const std::string& step, const char* what) {
+  if (!ok)
+    throw Error(fmt::format("GPU plan: step '{}': {} (a planner change the CUDA executor does not follow)", step, what));
+}
+
+void check_gemm(const GemmStep& g) {
+  expect(!g.blocking.generated() && !g.blocking.packed_b && !g.blocking.pack_a, g.what, "a GEMM has generated blocking");
+  expect(g.a_panels.buffer == Buffer::none, g.what, "a GEMM packs A");
+}
+
+void check_step(const Plan& plan, const Step& step) {
+  if (std::holds_alternative<PackStep>(step)) expect(false, std::get<PackStep>(step).what, "a plan packs weights");
+  if (const auto* g = std::get_if<GemmStep>(&step)) check_gemm(*g);
+  if (const auto* r = std::get_if<RecurrenceStep>(&step)) {
+    check_gemm(r->gemm);
+    if (r->projection.n > 0) check_gemm(r->projection);
+    if (r->projection_grad.n > 0) check_gemm(r->projection_grad);
+    expect(r->kernel >= 0 && r->kernel < static_cast<int>(plan.kernels.size()), r->what, "no gate kernel");
+    const bool whole = r->thread_kernels.size() == 1 && r->thread_kernels[0] == r->kernel &&
+                       r->thread_units == std::vector<std::int64_t>{0};
+    expect(whole, r->what, "the gate kernel is split across threads");
+    const KernelDesc& d = plan.kernels[static_cast<std::size_t>(r->kernel)];
+    expect(d.isa_kind() == Isa::cuda && d.kind_of() == KernelKind::gate && d.cols == d.hidden &&
+               static_cast<std::int64_t>(d.rows) == r->batch,
+           r->what, "the gate kernel does not cover every unit and row");
+  }
+}
+
+}  // namespace
+
+Launch gate_launch(const KernelDesc& d) {
+  return {(d.cols + kBlockThreads - 1) / static_cast<unsigned>(kBlockThreads), d.rows, static_cast<unsigned>(kBlockThreads)};
+}
+
+Plan make_gpu_plan(const RnnConfig& config, const Shape& shape, Mode mode) {
+  validate(config, shape);
+  if (shape.batch > kMaxGridY)
+    throw Error(fmt::format("batch {} is not supported on the CUDA executor yet (at most {}: the gate kernels' grid)",
+                            shape.batch, kMaxGridY));
+  Plan plan = make_plan(config, shape, mode, Isa::cuda, 1);
+  for (const auto* stages : {&plan.pack_weights, &plan.forward, &plan.backward_data, &plan.backward_weights})
+    for (const Stage& stage : *stages)
+      for (const auto& lane : stage.lanes)
+        for (const Step& step : lane) check_step(plan, step);
+  expect(plan.workspace.packed_bytes == 0 && plan.pack_weights.empty(), "pack weights", "a plan packs weights");
+  // A cell or feature the CUDA source generator has no kernel for is refused here, at planning.
+  for (const KernelDesc& d : plan.kernels) {
+    try {
+      gate_kernel_source(d);
+    } catch (const Error& e) {
+      throw Error(fmt::format("cell {} is not supported on the CUDA executor yet ({})", to_string(config.cell), e.what()));
+    }
+  }
+  plan.notes = {"device cuda: GEMMs are cuBLAS sgemm calls; gate kernels are CUDA source compiled by NVRTC, one "
+                "thread per (row, unit), one launch per step; the lanes of a stage run on their own streams"};
+  return plan;
+}
+
+}  // namespace rnnjit::cuda

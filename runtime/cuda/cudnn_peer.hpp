@@ -1,0 +1,64 @@
+// rnnjit: cuDNN's RNN on the same configuration and canonical weights as an Execution with
+// Device::cuda: the peer that the CUDA tests compare against and the benchmark times
+// (`rnn-jit bench --device cuda --compare cudnn`). It uses cuDNN's v8 RNN API
+// (cudnnRNNForward, cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8) in FP32 (FMA math, no
+// tensor cores); the canonical weights are copied into cuDNN's weight space block by block
+// through cudnnGetRNNWeightParams, and the weight gradients back out the same way.
+// libcudnn.so.<major> is loaded at run time (dlopen); builds without cudnn.h have no peer.
+//
+// Supported: every cell, layers, bidirectional, LSTM projection and cell clip, batch-first.
+// Refused with an Error: the reverse-only direction (cuDNN has none), dropout (cuDNN draws its
+// own masks, so results could not agree) and variable lengths (rnnjit's CUDA executor has none).
+// Every pointer is a device address; h/c pointers may be null (zeros in, not written out).
+#pragma once
+
+#include <memory>
+
+#include "rnnjit/config.hpp"
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit::cuda {
+
+struct CudnnForwardIo {
+  const float* x = nullptr;
+  const float* hx = nullptr;
+  const float* cx = nullptr;
+  float* y = nullptr;
+  float* hy = nullptr;
+  float* cy = nullptr;
+};
+
+struct CudnnBackwardIo {
+  const float* x = nullptr;   // the forward's x, hx, cx and y
+  const float* hx = nullptr;
+  const float* cx = nullptr;
+  const float* y = nullptr;
+  const float* dy = nullptr;
+  const float* dhy = nullptr;
+  const float* dcy = nullptr;
+  float* dx = nullptr;
+  float* dhx = nullptr;
+  float* dcx = nullptr;
+  float* dweights = nullptr;  // canonical layout; overwritten (null: backward data only)
+};
+
+class CudnnRnn {
+ public:
+  // Throws Error: "no CUDA device: ...", "cuDNN not available: ...", or what is refused.
+  CudnnRnn(const RnnConfig& config, const Shape& shape, Mode mode);
+  ~CudnnRnn();
+  CudnnRnn(const CudnnRnn&) = delete;
+  CudnnRnn& operator=(const CudnnRnn&) = delete;
+
+  // Copies canonical weights (device memory, WeightLayout order) into cuDNN's weight space.
+  void set_weights(const float* weights);
+  void forward(const CudnnForwardIo& io);
+  // After a training forward: backward data, then (with io.dweights) backward weights.
+  void backward(const CudnnBackwardIo& io);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rnnjit::cuda

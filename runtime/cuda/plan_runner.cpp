@@ -1,0 +1,150 @@
+#include "runtime/cuda/plan_runner.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/dropout.hpp"
+#include "rnnjit/error.hpp"
+
+namespace rnnjit::cuda {
+
+PlanRunner::PlanRunner(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}
+
+int PlanRunner::max_lanes() const {
+  std::size_t lanes = 1;
+  for (const auto* stages : {&plan_->forward, &plan_->backward_data, &plan_->backward_weights})
+    for (const Stage& s : *stages) lanes = std::max(lanes, s.lanes.size());
+  return static_cast<int>(lanes);
+}
+
+float* PlanRunner::resolve(const Operand& o, const DeviceBindings& b) const {
+  if (o.buffer == Buffer::none) return nullptr;
+  if (o.region >= 0) return reinterpret_cast<float*>(region_bytes(o.region, b)) + o.offset;
+  const float* p = b.buffers[static_cast<std::size_t>(o.buffer)];
+  return p ? const_cast<float*>(p) + o.offset : nullptr;
+}
+
+std::byte* PlanRunner::region_bytes(int region, const DeviceBindings& b) const {
+  const Region& r = plan_->workspace.regions[static_cast<std::size_t>(region)];
+  std::byte* base = r.space == Space::reserve ? b.reserve : r.space == Space::workspace ? b.workspace : nullptr;
+  if (!base) throw Error(fmt::format("region {} of the {} is not bound", r.name, to_string(r.space)));
+  return base + r.offset;
+}
+
+float* PlanRunner::timed(const Timed& t, std::int64_t time, const DeviceBindings& b) const {
+  float* base = resolve(t.base, b);
+  return base ? base + time * t.t_stride : nullptr;
+}
+
+void PlanRunner::run(const std::vector<Stage>& stages, const DeviceBindings& b, DeviceOps& ops, bool accumulate) const {
+  for (const Stage& stage : stages) {
+    const int lanes = static_cast<int>(stage.lanes.size());
+    ops.begin_stage(lanes);
+    for (int lane = 0; lane < lanes; ++lane)
+      for (const Step& s : stage.lanes[static_cast<std::size_t>(lane)]) step(s, b, ops, lane, accumulate);
+    ops.end_stage(lanes);
+  }
+}
+
+void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, int lane, bool accumulate) const {
+  if (const auto* g = std::get_if<GemmStep>(&s)) {
+    ops.gemm(lane, GemmCall{g->trans_a, g->trans_b, g->m, g->n, g->k, resolve(g->a, b), g->lda, resolve(g->b, b), g->ldb,
+                            resolve(g->c, b), g->ldc, accumulate && g->beta == 0.0f ? 1.0f : g->beta, g->batch,
+                            g->a_batch_stride, g->b_batch_stride, g->c_batch_stride});
+  } else if (const auto* c = std::get_if<CopyStep>(&s)) {
+    float* dst = resolve(c->dst, b);
+    if (!dst) return;  // an optional output the caller did not ask for
+    ops.copy(lane, CopyCall{resolve(c->src, b), dst, c->blocks, c->rows, c->cols, c->ld_src, c->ld_dst, c->block_src,
+                            c->block_dst});
+  } else if (std::holds_alternative<MaskStep>(s)) {
+    // Zeroes rows past the sequence lengths: nothing to do, the GPU runs all T steps of every row.
+  } else if (const auto* d = std::get_if<DropoutStep>(&s)) {
+    auto* keep = reinterpret_cast<std::uint8_t*>(region_bytes(d->mask_region, b));
+    if (d->pass == Pass::forward)
+      ops.dropout_forward(lane, resolve(d->src, b), resolve(d->dst, b), keep, d->elements, d->layer, d->p,
+                          dropout_scale(d->p), b.dropout_seed);
+    else
+      ops.dropout_backward(lane, resolve(d->dst, b), keep, d->elements, dropout_scale(d->p));
+  } else if (const auto* cs = std::get_if<ColumnSumStep>(&s)) {
+    ops.column_sum(lane, resolve(cs->src, b), cs->rows, cs->cols, cs->ld_src, resolve(cs->dst, b),
+                   accumulate && cs->beta == 0.0f ? 1.0f : cs->beta);
+  } else if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+    if (r->pass == Pass::forward) forward_recurrence(*r, b, ops, lane);
+    else backward_recurrence(*r, b, ops, lane);
+  } else if (const auto* p = std::get_if<PackStep>(&s)) {
+    throw Error(fmt::format("GPU plan: unexpected pack step '{}'", p->what));
+  }
+}
+
+void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindings& b, float* c, DeviceOps& ops,
+                           int lane) const {
+  ops.gemm(lane, GemmCall{g.trans_a, g.trans_b, g.m, g.n, g.k, a, g.lda, resolve(g.b, b), g.ldb, c, g.ldc, g.beta});
+}
+
+// Per step (t in processing order): gh = h_prev W_hh^T, then the gate kernel; with a projection
+// the kernel writes o * tanh(c) to cell_out and h = cell_out W_hr^T. As the CPU executor, less
+// the thread split and the variable-length carries.
+void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
+  const bool projected = r.projection.n > 0;
+  float* const gh = resolve(r.gh, b);
+  float* const h_init = resolve(r.h_init, b);
+  float* const c_init = resolve(r.c_init, b);
+  const float* const bias_ih = resolve(r.bias_ih, b);
+  const float* const bias_hh = resolve(r.bias_hh, b);
+  const std::int64_t T = r.steps;
+  for (std::int64_t s = 0; s < T; ++s) {
+    const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
+    const float* h_prev = s == 0 ? h_init : timed(r.h, prev, b);
+    float* const h_out = timed(r.h, t, b);
+    step_gemm(r.gemm, h_prev, b, gh, ops, lane);
+    GateForwardArgs args{};
+    args.gx = timed(r.gx, t, b);
+    args.gh = gh;
+    args.bias_ih = bias_ih;
+    args.bias_hh = bias_hh;
+    args.h_prev = h_prev;
+    args.c_prev = c_init ? (s == 0 ? c_init : timed(r.c, prev, b)) : nullptr;
+    args.h_out = projected ? timed(r.cell_out, t, b) : h_out;
+    args.c_out = timed(r.c, t, b);
+    args.gates = timed(r.gates, t, b);
+    ops.gate_forward(lane, r.kernel, args);
+    if (projected) step_gemm(r.projection, timed(r.cell_out, t, b), b, h_out, ops, lane);
+  }
+}
+
+// Per step, walking the forward's steps backwards: (projection: dh_proj = dh_carry + dy,
+// dcell = dh_proj W_hr), the gate kernel, then dh_carry (+)= dgates W_hh.
+void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
+  const bool projected = r.projection_grad.n > 0;
+  float* const h_init = resolve(r.h_init, b);
+  float* const c_init = resolve(r.c_init, b);
+  float* const dh_carry = resolve(r.dh_carry, b);
+  float* const dc_carry = resolve(r.dc_carry, b);
+  float* const dcell = resolve(r.dcell, b);
+  float* const zeros = resolve(r.zeros, b);
+  const std::int64_t T = r.steps, N = r.batch, S = r.state, ldh = r.ld_state;
+  for (std::int64_t s = 0; s < T; ++s) {
+    const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
+    const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
+    float* const gates = timed(r.gates, t, b);
+    if (projected) {
+      float* const dhp = timed(r.dh_proj, t, b);
+      ops.add(lane, dh_carry, S, timed(r.dy, t, b), ldh, dhp, S, N, S);
+      step_gemm(r.projection_grad, dhp, b, dcell, ops, lane);
+    }
+    GateBackwardArgs args{};
+    args.dy = projected ? dcell : timed(r.dy, t, b);
+    args.h = timed(r.h, t, b);
+    args.h_prev = first ? h_init : timed(r.h, prev, b);
+    args.c = timed(r.c, t, b);
+    args.c_prev = c_init ? (first ? c_init : timed(r.c, prev, b)) : nullptr;
+    args.gates = gates;
+    args.dh_carry = projected ? zeros : dh_carry;
+    args.dc_carry = dc_carry;
+    ops.gate_backward(lane, r.kernel, args);
+    step_gemm(r.gemm, gates, b, dh_carry, ops, lane);
+  }
+}
+
+}  // namespace rnnjit::cuda

@@ -1,0 +1,107 @@
+// rnnjit: the GPU executor's walk over a plan, kept apart from the device it drives.
+//
+// PlanRunner turns each step of a GPU plan (codegen/cuda/gpu_plan.hpp) into calls on DeviceOps,
+// with every address, size and beta resolved: GEMMs, gate kernel launches (one per time step),
+// copies, column sums, dropout. The calls of one lane are issued in order; the lanes of a stage
+// run concurrently. The CUDA implementation of DeviceOps (cuda_ops.hpp) queues them on one
+// stream per lane and returns at once. Addresses are only offset here, never read, so the same
+// walk runs on host memory through a host DeviceOps, which is how the walk is tested without a
+// GPU (tests/test_cuda_runner.cpp).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "codegen/kernel_args.hpp"
+#include "codegen/plan.hpp"
+
+namespace rnnjit::cuda {
+
+// Addresses of the buffers a plan's operands name; workspace and reserve are byte bases.
+// A GPU plan has no packed space. Variable lengths are not supported on the GPU yet.
+struct DeviceBindings {
+  std::array<const float*, kBufferCount> buffers{};
+  std::byte* workspace = nullptr;
+  std::byte* reserve = nullptr;
+  std::uint64_t dropout_seed = 0;
+
+  void bind(Buffer b, const float* p) { buffers[static_cast<std::size_t>(b)] = p; }
+};
+
+// Row-major C = op(A) op(B) + beta C (alpha 1), repeated for i < batch with A, B and C moved
+// by i times their strides; with c_stride == 0 every product adds into the same C (beta applies
+// to the first one), as GemmStep says.
+struct GemmCall {
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  std::int64_t lda = 0;
+  const float* b = nullptr;
+  std::int64_t ldb = 0;
+  float* c = nullptr;
+  std::int64_t ldc = 0;
+  float beta = 0.0f;
+  std::int64_t batch = 1, a_stride = 0, b_stride = 0, c_stride = 0;
+};
+
+// dst[blk, r, c] = src[blk, r, c], or 0 when src is null (CopyStep's layout).
+struct CopyCall {
+  const float* src = nullptr;
+  float* dst = nullptr;
+  std::int64_t blocks = 1, rows = 0, cols = 0, ld_src = 0, ld_dst = 0, block_src = 0, block_dst = 0;
+};
+
+class DeviceOps {
+ public:
+  virtual ~DeviceOps() = default;
+  // A stage of `lanes` lanes begins: each lane waits for everything issued before it.
+  virtual void begin_stage(int lanes) = 0;
+  // The stage ends: whatever is issued next waits for every lane.
+  virtual void end_stage(int lanes) = 0;
+  virtual void gemm(int lane, const GemmCall& g) = 0;
+  // The gate kernel plan.kernels[kernel] over all its rows and units.
+  virtual void gate_forward(int lane, int kernel, const GateForwardArgs& args) = 0;
+  virtual void gate_backward(int lane, int kernel, const GateBackwardArgs& args) = 0;
+  virtual void copy(int lane, const CopyCall& c) = 0;
+  // dst[j] = beta * dst[j] (0 when beta is 0) + sum over r < rows of src[r * ld_src + j], j < cols.
+  virtual void column_sum(int lane, const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld_src,
+                          float* dst, float beta) = 0;
+  // kernels/dropout.hpp: keep[e] = dropout_keep(seed, layer, e, p); dst[e] = keep ? src[e] * scale : 0.
+  virtual void dropout_forward(int lane, const float* src, float* dst, std::uint8_t* keep, std::int64_t elements,
+                               std::int64_t layer, float p, float scale, std::uint64_t seed) = 0;
+  // In place: dst[e] = keep[e] ? dst[e] * scale : 0.
+  virtual void dropout_backward(int lane, float* dst, const std::uint8_t* keep, std::int64_t elements, float scale) = 0;
+  // dst[r, j] = a[r, j] + b[r, j] for r < rows, j < cols (row strides lda, ldb, ldd).
+  virtual void add(int lane, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* dst,
+                   std::int64_t ldd, std::int64_t rows, std::int64_t cols) = 0;
+};
+
+class PlanRunner {
+ public:
+  explicit PlanRunner(std::shared_ptr<const Plan> plan);
+
+  const Plan& plan() const { return *plan_; }
+  // Most lanes any stage of the plan has (streams the device needs).
+  int max_lanes() const;
+
+  // accumulate: GEMMs and column sums that would overwrite their output add to it instead.
+  void run(const std::vector<Stage>& stages, const DeviceBindings& b, DeviceOps& ops, bool accumulate = false) const;
+
+ private:
+  float* resolve(const Operand& o, const DeviceBindings& b) const;
+  std::byte* region_bytes(int region, const DeviceBindings& b) const;
+  // A time-indexed operand at time `time` (null when its buffer is not bound).
+  float* timed(const Timed& t, std::int64_t time, const DeviceBindings& b) const;
+  void step(const Step& s, const DeviceBindings& b, DeviceOps& ops, int lane, bool accumulate) const;
+  // One product of a recurrence's per-step GEMM with this step's A.
+  void step_gemm(const GemmStep& g, const float* a, const DeviceBindings& b, float* c, DeviceOps& ops, int lane) const;
+  void forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
+  void backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
+
+  std::shared_ptr<const Plan> plan_;
+};
+
+}  // namespace rnnjit::cuda

@@ -1,0 +1,87 @@
+// rnnjit tests: DeviceOps on host memory, so that the GPU executor's plan walk
+// (runtime/cuda/plan_runner.hpp) runs without a GPU. Each operation does what its CUDA
+// counterpart does, written plainly: the GEMMs go through the column-major form the cuBLAS
+// calls are given (runtime/cuda/column_major.hpp) into OpenBLAS's column-major sgemm; the gate
+// kernels are their scalar twins (kernels/gate_reference.hpp, which the generated CUDA source
+// is checked against in test_cuda_source); the data-movement kernels are loops. It also counts
+// calls, so tests can check the walk's shape (launches per step, lanes per stage).
+#pragma once
+
+#include <cblas.h>
+
+#include <cstring>
+#include <vector>
+
+#include "codegen/plan.hpp"
+#include "kernels/dropout.hpp"
+#include "kernels/gate_reference.hpp"
+#include "runtime/cuda/column_major.hpp"
+#include "runtime/cuda/plan_runner.hpp"
+
+namespace rnnjit::test {
+
+class HostDeviceOps final : public cuda::DeviceOps {
+ public:
+  explicit HostDeviceOps(const Plan& plan) : plan_(plan) {}
+
+  int gemms = 0, gate_launches = 0, copies = 0, stages = 0, max_lanes = 0;
+
+  void begin_stage(int lanes) override {
+    ++stages;
+    max_lanes = std::max(max_lanes, lanes);
+  }
+  void end_stage(int) override {}
+
+  // Through the same column-major form that the cuBLAS calls use (runtime/cuda/column_major.hpp).
+  void gemm(int, const cuda::GemmCall& g) override {
+    ++gemms;
+    for (std::int64_t i = 0; i < g.batch; ++i) {
+      const cuda::ColumnMajorGemm c = cuda::column_major(g, i);
+      cblas_sgemm(CblasColMajor, c.trans_first ? CblasTrans : CblasNoTrans, c.trans_second ? CblasTrans : CblasNoTrans,
+                  c.m, c.n, c.k, 1.0f, c.first, c.ld_first, c.second, c.ld_second, c.beta, c.c, c.ldc);
+    }
+  }
+  void gate_forward(int, int kernel, const GateForwardArgs& args) override {
+    ++gate_launches;
+    gate_forward_reference(plan_.kernels[static_cast<std::size_t>(kernel)], args);
+  }
+  void gate_backward(int, int kernel, const GateBackwardArgs& args) override {
+    ++gate_launches;
+    gate_backward_reference(plan_.kernels[static_cast<std::size_t>(kernel)], args);
+  }
+  void copy(int, const cuda::CopyCall& c) override {
+    ++copies;
+    for (std::int64_t b = 0; b < c.blocks; ++b)
+      for (std::int64_t r = 0; r < c.rows; ++r)
+        for (std::int64_t j = 0; j < c.cols; ++j)
+          c.dst[b * c.block_dst + r * c.ld_dst + j] = c.src ? c.src[b * c.block_src + r * c.ld_src + j] : 0.0f;
+  }
+  void column_sum(int, const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, float* dst,
+                  float beta) override {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      float sum = beta == 0.0f ? 0.0f : beta * dst[j];
+      for (std::int64_t r = 0; r < rows; ++r) sum += src[r * ld + j];
+      dst[j] = sum;
+    }
+  }
+  void dropout_forward(int, const float* src, float* dst, std::uint8_t* keep, std::int64_t elements,
+                       std::int64_t layer, float p, float scale, std::uint64_t seed) override {
+    for (std::int64_t e = 0; e < elements; ++e) {
+      keep[e] = dropout_keep(seed, layer, e, p);
+      dst[e] = keep[e] ? src[e] * scale : 0.0f;
+    }
+  }
+  void dropout_backward(int, float* dst, const std::uint8_t* keep, std::int64_t elements, float scale) override {
+    for (std::int64_t e = 0; e < elements; ++e) dst[e] = keep[e] ? dst[e] * scale : 0.0f;
+  }
+  void add(int, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* dst, std::int64_t ldd,
+           std::int64_t rows, std::int64_t cols) override {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < cols; ++j) dst[r * ldd + j] = a[r * lda + j] + b[r * ldb + j];
+  }
+
+ private:
+  const Plan& plan_;
+};
+
+}  // namespace rnnjit::test

@@ -1,0 +1,281 @@
+// The CUDA executor on a GPU (each test skips with the reason when there is none): every cell,
+// uni- and bidirectional, 1-2 layers, inference and training, with tails (H past a block of
+// 128 threads, batch 1) and the supported features (reverse, clip, dropout, batch-first,
+// projection), against the double-precision reference (tests/rnn_case.hpp), and against cuDNN
+// where it loads (runtime/cuda/cudnn_peer.hpp); caller-provided device workspace and reserve,
+// steady-state allocations, determinism, the disk cache, and what is refused.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "runtime/cuda/cuda_support.hpp"
+#include "runtime/cuda/cudnn_peer.hpp"
+#include "runtime/cuda/kernel_cache.hpp"
+#include "tests/rnn_case.hpp"
+
+namespace rnnjit {
+namespace {
+
+using test::RnnCase;
+using test::Tensors;
+
+// Sets an environment variable for a scope and restores what was there before.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (saved_) ::setenv(name_, saved_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+class CudaDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string reason = cuda::device_unavailable_reason();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+  }
+};
+
+std::size_t bytes_of(const std::vector<float>& v) { return v.size() * sizeof(float); }
+
+// A case's tensors in device memory; results come back as host Tensors.
+struct OnDevice {
+  explicit OnDevice(const RnnCase& rc)
+      : w(up(rc.w)), x(up(rc.x)), hx(up(rc.hx)), cx(up(rc.cx)), dy(up(rc.dy)), dhy(up(rc.dhy)), dcy(up(rc.dcy)),
+        y(bytes_of(rc.dy)), hy(bytes_of(rc.hx)), cy(bytes_of(rc.cx)), dx(bytes_of(rc.x)), dhx(bytes_of(rc.hx)),
+        dcx(bytes_of(rc.cx)), dw(bytes_of(rc.w)) {}
+
+  static std::unique_ptr<cuda::DeviceArray> up(const std::vector<float>& v) {
+    auto a = std::make_unique<cuda::DeviceArray>(bytes_of(v));
+    a->upload(v.data(), bytes_of(v));
+    return a;
+  }
+  static std::vector<float> down(const cuda::DeviceArray& a) {
+    std::vector<float> v(a.bytes() / sizeof(float));
+    a.download(v.data(), a.bytes());
+    return v;
+  }
+  template <typename T>
+  static std::span<T> s(const std::unique_ptr<cuda::DeviceArray>& a) { return a->span<T>(); }
+  template <typename T>
+  static std::span<T> s(const cuda::DeviceArray& a) { return a.span<T>(); }
+
+  Tensors run(Execution& ex, const RnnCase& rc, std::span<std::byte> reserve = {}, std::span<std::byte> workspace = {}) {
+    ex.forward(s<const float>(w), {.x = s<const float>(x), .hx = s<const float>(hx), .cx = s<const float>(cx),
+                                   .y = s<float>(y), .hy = s<float>(hy), .cy = s<float>(cy),
+                                   .dropout_seed = rc.dropout_seed},
+               reserve, workspace);
+    Tensors t{down(y), down(hy), down(cy), {}, {}, {}, {}};
+    if (ex.mode() != Mode::training) return t;
+    ex.backward_data(s<const float>(w), {.dy = s<const float>(dy), .dhy = s<const float>(dhy), .dcy = s<const float>(dcy),
+                                         .dx = s<float>(dx), .dhx = s<float>(dhx), .dcx = s<float>(dcx)},
+                     reserve, workspace);
+    ex.backward_weights({.x = s<const float>(x), .dweights = s<float>(dw)}, reserve, workspace);
+    t.dx = down(dx);
+    t.dhx = down(dhx);
+    t.dcx = down(dcx);
+    t.dw = down(dw);
+    return t;
+  }
+
+  // cuDNN on the same tensors.
+  Tensors run_cudnn(const RnnCase& rc, Mode mode) {
+    cuda::CudnnRnn peer(rc.config, rc.shape, mode);
+    peer.set_weights(s<const float>(w).data());
+    auto p = [](const cuda::DeviceArray& a) { return a.span<float>().data(); };
+    auto c = [](const std::unique_ptr<cuda::DeviceArray>& a) { return a->span<const float>().data(); };
+    peer.forward({.x = c(x), .hx = c(hx), .cx = c(cx), .y = p(y), .hy = p(hy), .cy = p(cy)});
+    Tensors t{down(y), down(hy), down(cy), {}, {}, {}, {}};
+    if (mode != Mode::training) return t;
+    peer.backward({.x = c(x), .hx = c(hx), .cx = c(cx), .y = p(y), .dy = c(dy), .dhy = c(dhy), .dcy = c(dcy),
+                   .dx = p(dx), .dhx = p(dhx), .dcx = p(dcx), .dweights = p(dw)});
+    t.dx = down(dx);
+    t.dhx = down(dhx);
+    t.dcx = down(dcx);
+    t.dw = down(dw);
+    return t;
+  }
+
+  std::unique_ptr<cuda::DeviceArray> w, x, hx, cx, dy, dhy, dcy;
+  cuda::DeviceArray y, hy, cy, dx, dhx, dcx, dw;
+};
+
+void expect_agree(const Tensors& got, const Tensors& want, const RnnCase& rc, bool train, const std::string& who) {
+  const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
+  test::expect_close(got.y, want.y, tol, who + " y");
+  test::expect_close(got.hy, want.hy, tol, who + " hy");
+  if (rc.lstm()) test::expect_close(got.cy, want.cy, tol, who + " cy");
+  if (!train) return;
+  test::expect_close(got.dx, want.dx, gtol, who + " dx");
+  test::expect_close(got.dhx, want.dhx, gtol, who + " dhx");
+  if (rc.lstm()) test::expect_close(got.dcx, want.dcx, gtol, who + " dcx");
+  test::expect_close(got.dw, want.dw, gtol, who + " dweights");
+}
+
+struct DeviceCase {
+  std::string feature;
+  CellKind cell;
+  bool bidirectional;
+  std::int64_t layers;
+  Mode mode;
+};
+
+std::string case_name(const DeviceCase& c) {
+  return fmt::format("{}_{}_{}_l{}_{}", c.feature, to_string(c.cell), c.bidirectional ? "bidir" : "unidir", c.layers,
+                     c.mode == Mode::training ? "train" : "infer");
+}
+void PrintTo(const DeviceCase& c, std::ostream* os) { *os << case_name(c); }
+
+class CudaCases : public CudaDevice, public ::testing::WithParamInterface<DeviceCase> {};
+
+TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
+  const DeviceCase& c = GetParam();
+  const bool lstm = c.cell == CellKind::lstm;
+  RnnConfig config{.cell = c.cell, .input_size = 23, .hidden_size = c.feature == "tails" ? 130 : 19,
+                   .num_layers = c.layers, .bidirectional = c.bidirectional};
+  config.reverse = (c.feature == "reverse" || c.feature == "all") && !c.bidirectional;
+  config.clip = lstm && (c.feature == "clip" || c.feature == "all") ? 0.6f : 0.0f;
+  config.dropout = c.feature == "dropout" || c.feature == "all" ? 0.3f : 0.0f;
+  config.batch_first = c.feature == "batch_first" || c.feature == "all";
+  config.proj_size = lstm && (c.feature == "projection" || c.feature == "all") ? 7 : 0;
+  RnnCase rc(config, c.feature == "tails" ? Shape{4, 1} : Shape{7, 5}, 3);
+  rc.dropout_seed = 0x5eed;
+  const bool train = c.mode == Mode::training;
+  Execution ex = Rnn(config, {.device = Device::cuda}).prepare(rc.shape, c.mode);
+  EXPECT_EQ(ex.packed_weights_size(), 0u);
+  OnDevice dev(rc);
+  const Tensors got = dev.run(ex, rc), want = rc.reference(train);
+  expect_agree(got, want, rc, train, "rnnjit");
+  // cuDNN: no reverse-only direction, its own dropout masks; its clip's gradient is not compared.
+  const bool cudnn_runs = !config.reverse && !(config.dropout > 0.0f && train && config.num_layers > 1);
+  bool cudnn_ok = false;
+  const std::string cudnn = cuda::cudnn_status(&cudnn_ok);
+  if (!cudnn_runs) return;
+  if (!cudnn_ok) {
+    std::printf("cuDNN comparison skipped: %s\n", cudnn.c_str());
+    return;
+  }
+  const bool peer_train = train && config.clip == 0.0f;
+  const Tensors peer = OnDevice(rc).run_cudnn(rc, peer_train ? Mode::training : Mode::inference);
+  expect_agree(peer, want, rc, peer_train, "cudnn");
+  expect_agree(got, peer, rc, peer_train, "rnnjit vs cudnn");
+}
+
+std::vector<DeviceCase> device_cases() {
+  std::vector<DeviceCase> cases;
+  for (const char* feature : {"plain", "tails", "reverse", "clip", "dropout", "batch_first", "projection", "all"})
+    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru})
+      for (bool bidir : {false, true})
+        for (std::int64_t layers : {1, 2})
+          for (Mode mode : {Mode::inference, Mode::training}) {
+            const std::string f = feature;
+            if ((f == "clip" || f == "projection") && cell != CellKind::lstm) continue;
+            if (f == "reverse" && bidir) continue;
+            if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;
+            if ((f == "tails" || f == "all") && layers == 1) continue;
+            cases.push_back({f, cell, bidir, f == "dropout" ? 3 : layers, mode});
+          }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaCases, ::testing::ValuesIn(device_cases()),
+                         [](const auto& info) { return case_name(info.param); });
+
+const RnnConfig kGru{.cell = CellKind::gru, .input_size = 23, .hidden_size = 40, .num_layers = 2, .bidirectional = true};
+
+TEST_F(CudaDevice, CallerBuffersDeterminismAndSteadyState) {
+  RnnCase rc(kGru, {9, 6}, 5);
+  Execution ex = Rnn(kGru, {.device = Device::cuda}).prepare(rc.shape, Mode::training);
+  OnDevice dev(rc);
+  const Tensors first = dev.run(ex, rc);
+  const std::uint64_t allocations = ex.allocations();
+  EXPECT_EQ(allocations, 2u);  // workspace and reserve, once
+  const Tensors again = dev.run(ex, rc);
+  EXPECT_EQ(ex.allocations(), allocations);
+  EXPECT_EQ(first.y, again.y);
+  EXPECT_EQ(first.dw, again.dw);
+  cuda::DeviceArray workspace(ex.workspace_size()), reserve(ex.reserve_size());
+  const Tensors theirs = dev.run(ex, rc, reserve.span<std::byte>(), workspace.span<std::byte>());
+  EXPECT_EQ(ex.allocations(), allocations);
+  EXPECT_EQ(theirs.y, first.y);
+  EXPECT_EQ(theirs.dx, first.dx);
+  EXPECT_EQ(theirs.dw, first.dw);
+  // accumulate adds into dweights.
+  ex.forward(OnDevice::s<const float>(dev.w), {.x = OnDevice::s<const float>(dev.x), .y = dev.y.span<float>()});
+  ex.backward_data(OnDevice::s<const float>(dev.w), {.dy = OnDevice::s<const float>(dev.dy), .dx = dev.dx.span<float>()});
+  ex.backward_weights({.x = OnDevice::s<const float>(dev.x), .dweights = dev.dw.span<float>()});
+  const std::vector<float> once = OnDevice::down(dev.dw);
+  ex.backward_weights({.x = OnDevice::s<const float>(dev.x), .dweights = dev.dw.span<float>(), .accumulate = true});
+  const std::vector<float> twice = OnDevice::down(dev.dw);
+  std::vector<float> doubled(once.size());
+  for (std::size_t i = 0; i < once.size(); ++i) doubled[i] = 2.0f * once[i];
+  test::expect_close(twice, doubled, rc.tolerance(true), "accumulated dweights");
+}
+
+TEST_F(CudaDevice, RefusesWhatItDoesNotSupport) {
+  RnnCase rc(kGru, {4, 3}, 5);
+  rc.vary_lengths();
+  Execution ex = Rnn(kGru, {.device = Device::cuda}).prepare(rc.shape, Mode::training);
+  OnDevice dev(rc);
+  try {
+    ex.forward(OnDevice::s<const float>(dev.w), {.x = OnDevice::s<const float>(dev.x), .y = dev.y.span<float>(),
+                                                 .seq_lengths = rc.lengths});
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not supported on the CUDA executor yet"), std::string::npos) << e.what();
+  }
+  std::vector<std::byte> packed(64);
+  EXPECT_THROW(ex.forward(OnDevice::s<const float>(dev.w), {.x = OnDevice::s<const float>(dev.x), .y = dev.y.span<float>(),
+                                                            .packed_weights = packed}),
+               Error);  // nothing is packed on the GPU
+  EXPECT_THROW(ex.backward_data(OnDevice::s<const float>(dev.w), {.dy = OnDevice::s<const float>(dev.dy),
+                                                                  .dx = dev.dx.span<float>()}),
+               Error);  // no forward yet
+  EXPECT_THROW(ex.forward(OnDevice::s<const float>(dev.w).subspan(1), {.x = OnDevice::s<const float>(dev.x),
+                                                                        .y = dev.y.span<float>()}),
+               Error);  // sizes are checked
+}
+
+TEST_F(CudaDevice, CudnnPeerRefusesWhatCouldNotAgree) {
+  bool ok = false;
+  const std::string why = cuda::cudnn_status(&ok);
+  if (!ok) GTEST_SKIP() << why;
+  RnnConfig reverse = kGru;
+  reverse.bidirectional = false;
+  reverse.reverse = true;
+  EXPECT_THROW(cuda::CudnnRnn(reverse, {3, 2}, Mode::inference), Error);
+  RnnConfig dropout = kGru;
+  dropout.dropout = 0.5f;
+  EXPECT_THROW(cuda::CudnnRnn(dropout, {3, 2}, Mode::training), Error);
+  EXPECT_NO_THROW(cuda::CudnnRnn(dropout, {3, 2}, Mode::inference));  // inference drops nothing
+}
+
+TEST_F(CudaDevice, KernelsGoToTheDiskCache) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("rnnjit_cuda_exec_{}", ::getpid());
+  std::filesystem::remove_all(dir);
+  const ScopedEnv env("RNNJIT_CACHE_DIR", dir.string());
+  const RnnConfig c{.cell = CellKind::lstm, .input_size = 3, .hidden_size = 37};  // a size no other test uses
+  Execution ex = Rnn(c, {.device = Device::cuda}).prepare({2, 7}, Mode::training);
+  const std::string target = cuda::device_info().target;
+  std::size_t gates = 0;
+  for (const cuda::DiskEntry& e : cuda::disk_list(dir)) {
+    EXPECT_EQ(e.target, target);
+    gates += e.module.find("_h37_") != std::string::npos;
+  }
+  EXPECT_EQ(gates, 2u);  // forward training and backward
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rnnjit

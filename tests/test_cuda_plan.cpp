@@ -1,0 +1,205 @@
+// The GPU plan without a GPU: its invariants (cuBLAS GEMMs, one whole-H gate kernel per
+// recurrence, nothing packed), the gate kernels' launch shape derived from it, what it refuses,
+// the choice between cubin and PTX, and NVRTC compiling every kernel the GPU plans of all cells
+// need (uni/bidirectional, 1-2 layers, inference and training, sizes with tails) plus the
+// data-movement module, as SASS for sm_90 - what Device::cuda loads on an H100/H200.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "codegen/cuda/cuda_source.hpp"
+#include "codegen/cuda/gpu_plan.hpp"
+#include "codegen/cuda/nvrtc.hpp"
+#include "codegen/cuda/util_source.hpp"
+#include "codegen/plan_extents.hpp"
+#include "codegen/planner.hpp"
+
+namespace rnnjit {
+namespace {
+
+using cuda::Launch;
+
+std::vector<RnnConfig> configs(std::int64_t H) {
+  std::vector<RnnConfig> out;
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+    for (bool bidir : {false, true})
+      for (std::int64_t layers : {1, 2})
+        out.push_back({.cell = cell, .input_size = 7, .hidden_size = H, .num_layers = layers, .bidirectional = bidir});
+  return out;
+}
+
+template <typename F>
+void for_each_step(const Plan& plan, F f) {
+  for (const auto* stages : {&plan.pack_weights, &plan.forward, &plan.backward_data, &plan.backward_weights})
+    for (const Stage& s : *stages)
+      for (const auto& lane : s.lanes)
+        for (const Step& step : lane) f(step);
+}
+
+TEST(GpuPlan, CublasGemmsAndOneWholeGateKernelPerRecurrence) {
+  for (std::int64_t H : {1, 17, 128, 129, 800})
+    for (const RnnConfig& c : configs(H))
+      for (Mode mode : {Mode::inference, Mode::training}) {
+        SCOPED_TRACE(fmt::format("{} {}", describe(c), to_string(mode)));
+        const Plan plan = cuda::make_gpu_plan(c, {5, 3}, mode);
+        EXPECT_NO_THROW(check_extents(plan));
+        EXPECT_EQ(plan.isa, Isa::cuda);
+        EXPECT_EQ(plan.threads, 1);
+        EXPECT_EQ(plan.workspace.packed_bytes, 0u);
+        EXPECT_TRUE(plan.pack_weights.empty());
+        EXPECT_EQ(plan.kernels.size(), mode == Mode::training ? 2u : 1u);  // forward (and backward) gate kernels
+        int recurrences = 0;
+        for_each_step(plan, [&](const Step& s) {
+          EXPECT_FALSE(std::holds_alternative<PackStep>(s));
+          if (const auto* g = std::get_if<GemmStep>(&s)) {
+            EXPECT_FALSE(g->blocking.generated()) << g->what;
+          }
+          if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+            ++recurrences;
+            const KernelDesc& d = plan.kernels[static_cast<std::size_t>(r->kernel)];
+            EXPECT_EQ(d.isa_kind(), Isa::cuda);
+            EXPECT_EQ(d.cols, static_cast<std::uint32_t>(H));
+            EXPECT_EQ(d.rows, 3u);
+          }
+        });
+        EXPECT_EQ(recurrences, c.num_layers * c.directions() * (mode == Mode::training ? 2 : 1));
+        for (const Stage& s : plan.forward) EXPECT_LE(s.lanes.size(), static_cast<std::size_t>(c.directions()));
+        ASSERT_FALSE(plan.notes.empty());
+        EXPECT_NE(plan.notes[0].find("cuBLAS"), std::string::npos) << plan.notes[0];
+      }
+}
+
+// Every (row, unit) gets exactly one thread: the grid covers cols with less than one block to
+// spare, and the kernel's `if (j >= cols) return` masks the rest.
+TEST(GpuPlan, GateLaunchCoversEveryRowAndUnitOnce) {
+  for (std::uint32_t cols : {1u, 17u, 127u, 128u, 129u, 800u, 4096u})
+    for (std::uint32_t rows : {1u, 5u, 65535u}) {
+      const KernelDesc d = gate_kernel_desc({CellKind::lstm, 4, cols, 1, false}, {2, rows}, Mode::inference, Isa::cuda,
+                                      Pass::forward);
+      const Launch l = cuda::gate_launch(d);
+      EXPECT_EQ(l.block_x, static_cast<unsigned>(cuda::kBlockThreads));
+      EXPECT_EQ(l.grid_y, rows);
+      EXPECT_GE(l.grid_x * l.block_x, cols);
+      EXPECT_LT((l.grid_x - 1) * l.block_x, cols);
+      // The generated source states the same launch in its header comment.
+      EXPECT_NE(cuda::gate_kernel_source(d).find(fmt::format("grid: ({}, {}), block: {}", l.grid_x, l.grid_y, l.block_x)),
+                std::string::npos);
+    }
+}
+
+TEST(GpuPlan, RefusesBatchesBeyondTheGrid) {
+  const RnnConfig c{.cell = CellKind::gru, .input_size = 2, .hidden_size = 2};
+  EXPECT_NO_THROW(cuda::make_gpu_plan(c, {1, cuda::kMaxGridY}, Mode::inference));
+  try {
+    cuda::make_gpu_plan(c, {1, cuda::kMaxGridY + 1}, Mode::inference);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not supported on the CUDA executor yet"), std::string::npos) << e.what();
+  }
+}
+
+// A cell the CUDA source generator has no kernel for is refused when planning. (Looked up by
+// name: the cell exists only in builds that have it.)
+TEST(GpuPlan, RefusesCellsWithoutACudaKernel) {
+  CellKind cell{};
+  try {
+    cell = parse_cell("gru_reset_before");
+  } catch (const Error&) {
+    GTEST_SKIP() << "this build has no cell without a CUDA kernel";
+  }
+  try {
+    cuda::make_gpu_plan({.cell = cell, .input_size = 3, .hidden_size = 4}, {2, 2}, Mode::inference);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    // The planner may refuse it first, in its own words; either way the message starts so.
+    EXPECT_EQ(std::string(e.what()).rfind("cell gru_reset_before is not supported on ", 0), 0u) << e.what();
+  }
+}
+
+TEST(GpuPlan, FeaturesPlanLikeOnTheCpu) {
+  RnnConfig c{.cell = CellKind::lstm, .input_size = 9, .hidden_size = 12, .num_layers = 3};
+  c.reverse = true;
+  c.batch_first = true;
+  c.proj_size = 5;
+  c.clip = 0.5f;
+  c.dropout = 0.25f;
+  const Plan plan = cuda::make_gpu_plan(c, {4, 3}, Mode::training);
+  EXPECT_NO_THROW(check_extents(plan));
+  int dropouts = 0, projections = 0;
+  for_each_step(plan, [&](const Step& s) {
+    dropouts += std::holds_alternative<DropoutStep>(s);
+    if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+      EXPECT_TRUE(r->reverse);
+      projections += r->projection.n > 0 || r->projection_grad.n > 0;
+      EXPECT_FALSE(r->projection.blocking.generated());
+    }
+  });
+  EXPECT_EQ(dropouts, 4);     // two layers below the top, forward and backward
+  EXPECT_EQ(projections, 6);  // every recurrence, forward and backward
+}
+
+TEST(NvrtcTarget, CubinWhereNvrtcEmitsTheArchElsePtxForTheNewestBelow) {
+  const std::vector<int> supported{75, 80, 86, 89, 90, 100, 120};
+  EXPECT_EQ(cuda::choose_target(90, supported), (cuda::Target{90, true}));
+  EXPECT_EQ(cuda::choose_target(87, supported), (cuda::Target{86, false}));  // e.g. Orin: PTX for compute_86
+  EXPECT_EQ(cuda::choose_target(130, supported), (cuda::Target{120, false}));  // a GPU newer than NVRTC
+  EXPECT_THROW(cuda::choose_target(70, supported), Error);                     // older than anything supported
+  EXPECT_EQ(cuda::Target({90, true}).name(), "sm_90");
+  EXPECT_EQ(cuda::Target({90, false}).name(), "compute_90");
+  EXPECT_EQ(cuda::parse_target("compute_80"), (cuda::Target{80, false}));
+  EXPECT_THROW(cuda::parse_target("sm90"), Error);
+  EXPECT_THROW(cuda::parse_target("compute_"), Error);
+}
+
+class NvrtcCompile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::nvrtc_available()) GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
+  }
+};
+
+TEST_F(NvrtcCompile, NvrtcEmitsSassForHopper) {
+  const std::vector<int> archs = cuda::supported_archs();
+  ASSERT_FALSE(archs.empty());
+  EXPECT_TRUE(std::find(archs.begin(), archs.end(), 90) != archs.end()) << "NVRTC " << cuda::nvrtc_version();
+  EXPECT_EQ(cuda::parse_target("sm_90"), (cuda::Target{90, true}));
+}
+
+// ELF magic for cubins; a PTX image is text with the entry.
+void expect_image(const cuda::Image& image, const std::string& symbol) {
+  if (image.target.cubin) EXPECT_EQ(image.bytes.substr(0, 4), "\x7f" "ELF") << symbol;
+  else EXPECT_NE(image.bytes.find(".entry " + symbol), std::string::npos) << symbol;
+  EXPECT_NE(image.bytes.find(symbol), std::string::npos) << symbol;
+}
+
+TEST_F(NvrtcCompile, EveryKernelOfEveryGpuPlanCompilesToACubin) {
+  std::set<std::string> done;  // the same descriptor appears in several plans
+  for (std::int64_t H : {1, 17, 129})
+    for (const RnnConfig& c : configs(H))
+      for (Mode mode : {Mode::inference, Mode::training})
+        for (const KernelDesc& d : cuda::make_gpu_plan(c, {3, 5}, mode).kernels) {
+          const std::string name = kernel_name(d);
+          if (!done.insert(name).second) continue;
+          expect_image(cuda::compile_image(cuda::gate_kernel_source(d), name, {90, true}), name);
+        }
+  EXPECT_EQ(done.size(), 3u * 4 * 2 * 3) << "H x cells x (bidirectional changes ld_h) x kernels per cell and mode";
+}
+
+TEST_F(NvrtcCompile, FeatureKernelsAndTheDataMovementModuleCompile) {
+  RnnConfig c{.cell = CellKind::lstm, .input_size = 9, .hidden_size = 12, .num_layers = 2, .bidirectional = true};
+  c.proj_size = 5;
+  c.clip = 0.5f;
+  for (const KernelDesc& d : cuda::make_gpu_plan(c, {4, 3}, Mode::training).kernels)
+    expect_image(cuda::compile_image(cuda::gate_kernel_source(d), kernel_name(d), {90, true}), kernel_name(d));
+  for (const cuda::Target target : {cuda::Target{90, true}, cuda::Target{80, false}}) {
+    const cuda::Image util = cuda::compile_image(cuda::util_kernels_source(), cuda::kUtilModule, target);
+    for (const char* symbol : {cuda::kCopyKernel, cuda::kColumnSumKernel, cuda::kDropoutForwardKernel,
+                               cuda::kDropoutBackwardKernel, cuda::kAddKernel})
+      expect_image(util, symbol);
+  }
+}
+
+}  // namespace
+}  // namespace rnnjit

@@ -1,0 +1,174 @@
+// The GPU executor's plan walk without a GPU: PlanRunner (runtime/cuda/plan_runner.hpp) runs
+// the GPU plans of every cell, uni- and bidirectional, 1-2 layers, inference and training, with
+// the features the CUDA executor supports (reverse, clip, dropout, batch-first, projection), on
+// host memory through HostDeviceOps (tests/host_device_ops.hpp), and must agree with the
+// double-precision reference. What the CUDA executor adds to this walk - cuBLAS, the generated
+// kernels' launches, streams - is checked on a GPU by test_cuda_executor.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "codegen/cuda/gpu_plan.hpp"
+#include "codegen/plan_extents.hpp"
+#include "tests/host_device_ops.hpp"
+#include "tests/rnn_case.hpp"
+
+namespace rnnjit {
+namespace {
+
+using test::RnnCase;
+using test::Tensors;
+
+// Host scratch aligned like device memory (cuMemAlloc gives 256 bytes).
+struct Scratch {
+  explicit Scratch(std::size_t bytes)
+      : data(static_cast<std::byte*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256))) {}
+  ~Scratch() { std::free(data); }
+  std::byte* data;
+};
+
+const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+
+struct Walked {
+  Tensors t;
+  int gate_launches = 0, max_lanes = 0;
+};
+
+// What CudaExecution does with its buffers, on the host: forward, then backward data and weights.
+Walked walk(const RnnCase& rc, Mode mode) {
+  auto plan = std::make_shared<const Plan>(cuda::make_gpu_plan(rc.config, rc.shape, mode));
+  check_extents(*plan);
+  const cuda::PlanRunner runner(plan);
+  test::HostDeviceOps ops(*plan);
+  Scratch workspace(plan->workspace.workspace_bytes), reserve(plan->workspace.reserve_bytes);
+  Walked result;
+  Tensors& t = result.t;
+  t.y.resize(static_cast<std::size_t>(y_elements(rc.config, rc.shape)));
+  t.hy.resize(rc.hx.size());
+  t.cy.resize(rc.cx.size());
+  cuda::DeviceBindings f;
+  f.workspace = workspace.data;
+  f.reserve = mode == Mode::training ? reserve.data : nullptr;
+  f.dropout_seed = rc.dropout_seed;
+  f.bind(Buffer::weights, rc.w.data());
+  f.bind(Buffer::x, rc.x.data());
+  f.bind(Buffer::hx, or_null(rc.hx));
+  f.bind(Buffer::cx, or_null(rc.cx));
+  f.bind(Buffer::y, t.y.data());
+  f.bind(Buffer::hy, or_null(t.hy));
+  f.bind(Buffer::cy, or_null(t.cy));
+  runner.run(plan->forward, f, ops);
+  result.max_lanes = ops.max_lanes;
+  result.gate_launches = ops.gate_launches;
+  if (mode != Mode::training) return result;
+  t.dx.resize(rc.x.size());
+  t.dhx.resize(rc.hx.size());
+  t.dcx.resize(rc.cx.size());
+  t.dw.assign(rc.w.size(), 0.0f);
+  cuda::DeviceBindings d;
+  d.workspace = workspace.data;
+  d.reserve = reserve.data;
+  d.bind(Buffer::weights, rc.w.data());
+  d.bind(Buffer::dy, rc.dy.data());
+  d.bind(Buffer::dhy, or_null(rc.dhy));
+  d.bind(Buffer::dcy, or_null(rc.dcy));
+  d.bind(Buffer::dx, t.dx.data());
+  d.bind(Buffer::dhx, or_null(t.dhx));
+  d.bind(Buffer::dcx, or_null(t.dcx));
+  runner.run(plan->backward_data, d, ops);
+  cuda::DeviceBindings w;
+  w.workspace = workspace.data;
+  w.reserve = reserve.data;
+  w.bind(Buffer::x, rc.x.data());
+  w.bind(Buffer::dweights, t.dw.data());
+  runner.run(plan->backward_weights, w, ops);
+  result.gate_launches = ops.gate_launches;
+  return result;
+}
+
+struct WalkCase {
+  std::string feature;
+  CellKind cell;
+  bool bidirectional;
+  std::int64_t layers;
+  Mode mode;
+};
+
+std::string case_name(const WalkCase& c) {
+  return fmt::format("{}_{}_{}_l{}_{}", c.feature, to_string(c.cell), c.bidirectional ? "bidir" : "unidir", c.layers,
+                     c.mode == Mode::training ? "train" : "infer");
+}
+void PrintTo(const WalkCase& c, std::ostream* os) { *os << case_name(c); }
+
+RnnConfig config_of(const WalkCase& c) {
+  RnnConfig config{.cell = c.cell, .input_size = 23, .hidden_size = 19, .num_layers = c.layers,
+                   .bidirectional = c.bidirectional};
+  const bool lstm = c.cell == CellKind::lstm;
+  config.reverse = (c.feature == "reverse" || c.feature == "all") && !c.bidirectional;
+  config.clip = lstm && (c.feature == "clip" || c.feature == "all") ? 0.6f : 0.0f;
+  config.dropout = c.feature == "dropout" || c.feature == "all" ? 0.3f : 0.0f;
+  config.batch_first = c.feature == "batch_first" || c.feature == "all";
+  config.proj_size = lstm && (c.feature == "projection" || c.feature == "all") ? 7 : 0;
+  return config;
+}
+
+class GpuWalk : public ::testing::TestWithParam<WalkCase> {};
+
+TEST_P(GpuWalk, MatchesTheReference) {
+  const WalkCase& c = GetParam();
+  RnnCase rc(config_of(c), {7, 5}, 3);
+  rc.dropout_seed = 0x5eed;
+  const bool train = c.mode == Mode::training;
+  const Walked walked = walk(rc, c.mode);
+  const Tensors& got = walked.t;
+  const Tensors want = rc.reference(train);
+  // One gate kernel launch per step, layer and direction, in each pass; one lane per direction.
+  const std::int64_t steps = rc.shape.seq_len * c.layers * rc.config.directions();
+  EXPECT_EQ(walked.gate_launches, train ? 2 * steps : steps);
+  EXPECT_EQ(walked.max_lanes, rc.config.directions());
+  const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
+  test::expect_close(got.y, want.y, tol, "y");
+  test::expect_close(got.hy, want.hy, tol, "hy");
+  if (rc.lstm()) test::expect_close(got.cy, want.cy, tol, "cy");
+  if (!train) return;
+  test::expect_close(got.dx, want.dx, gtol, "dx");
+  test::expect_close(got.dhx, want.dhx, gtol, "dhx");
+  if (rc.lstm()) test::expect_close(got.dcx, want.dcx, gtol, "dcx");
+  test::expect_close(got.dw, want.dw, gtol, "dweights");
+}
+
+std::vector<WalkCase> walk_cases() {
+  std::vector<WalkCase> cases;
+  for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "all"})
+    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru})
+      for (bool bidir : {false, true})
+        for (std::int64_t layers : {1, 2})
+          for (Mode mode : {Mode::inference, Mode::training}) {
+            const std::string f = feature;
+            if ((f == "clip" || f == "projection") && cell != CellKind::lstm) continue;
+            if (f == "reverse" && bidir) continue;  // a unidirectional feature
+            if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;  // between layers, training only
+            cases.push_back({f, cell, bidir, f == "dropout" ? 3 : layers, mode});
+          }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, GpuWalk, ::testing::ValuesIn(walk_cases()),
+                         [](const auto& info) { return case_name(info.param); });
+
+// Rows of one batch row, units past a block of 128 threads and a batch of 1.
+TEST(GpuWalkShapes, TailsAndBatchOne) {
+  for (const Shape shape : {Shape{3, 1}, Shape{4, 3}})
+    for (CellKind cell : {CellKind::lstm, CellKind::gru, CellKind::rnn_tanh}) {
+      SCOPED_TRACE(fmt::format("{} T={} N={}", to_string(cell), shape.seq_len, shape.batch));
+      RnnCase rc({.cell = cell, .input_size = 5, .hidden_size = 130, .num_layers = 2, .bidirectional = true}, shape, 9);
+      const Tensors got = walk(rc, Mode::training).t, want = rc.reference(true);
+      test::expect_close(got.y, want.y, rc.tolerance(false), "y");
+      test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
+      test::expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
+    }
+}
+
+}  // namespace
+}  // namespace rnnjit

@@ -1,0 +1,22 @@
+// rnn-jit bench --device cuda: the contenders that run on the GPU. Each uploads the benchmark's
+// data to device memory once and returns an iteration (forward; training adds backward data
+// and weights) that returns when the device has finished it, so wall-clock timing is fair.
+#pragma once
+
+#include <functional>
+#include <span>
+
+#include "rnnjit/rnn.hpp"
+
+namespace rnnjit::cli {
+
+struct HostData {
+  std::span<const float> w, x, dy;
+};
+
+// rnnjit's CUDA Execution (Options::device = cuda).
+std::function<void()> cuda_rnnjit_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data);
+// cuDNN's RNN on the same weights (runtime/cuda/cudnn_peer.hpp).
+std::function<void()> cudnn_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data);
+
+}  // namespace rnnjit::cli
