@@ -62,7 +62,7 @@ template <typename Provider>
 ConfigInput decode_config_input(Provider& in) {
   ConfigInput c;
   c.regime = in.template ConsumeIntegralInRange<int>(0, 3);
-  c.config.cell = static_cast<CellKind>(c.regime <= 1 ? in.template ConsumeIntegralInRange<int>(0, 3)
+  c.config.cell = static_cast<CellKind>(c.regime <= 1 ? in.template ConsumeIntegralInRange<int>(0, 4)
                                                       : in.template ConsumeIntegral<std::uint8_t>());
   c.config.input_size = size_value(in, c.regime, 48);
   c.config.hidden_size = size_value(in, c.regime, 48);
@@ -75,14 +75,25 @@ ConfigInput decode_config_input(Provider& in) {
   static constexpr Isa kIsas[] = {Isa::reference, Isa::avx2, Isa::avx512, Isa::detect, Isa::cuda};
   c.isa = kIsas[in.template ConsumeIntegralInRange<int>(0, 4)];
   c.threads = in.template ConsumeIntegralInRange<int>(-2, 260);
+  // The features, valid or not (validate() must name what is wrong): decoded last so that the
+  // older corpus entries keep their meaning.
+  static constexpr float kFloats[] = {0.0f, 0.0f, 0.3f, 1.0f, -0.5f, 2.5f, std::numeric_limits<float>::infinity(),
+                                      std::numeric_limits<float>::quiet_NaN()};
+  c.config.reverse = in.ConsumeBool();
+  c.config.batch_first = in.ConsumeBool();
+  c.config.clip = kFloats[in.template ConsumeIntegralInRange<int>(0, 7)];
+  c.config.dropout = kFloats[in.template ConsumeIntegralInRange<int>(0, 7)];
+  c.config.proj_size = in.ConsumeBool() ? size_value(in, c.regime, 48) : 0;
   return c;
 }
 
 inline std::string describe_input(const ConfigInput& c) {
-  return fmt::format("regime {} cell {} I={} H={} L={} bidirectional={} T={} N={} {} isa {} threads {}", c.regime,
-                     static_cast<int>(c.config.cell), c.config.input_size, c.config.hidden_size, c.config.num_layers,
-                     c.config.bidirectional, c.shape.seq_len, c.shape.batch, to_string(c.mode), to_string(c.isa),
-                     c.threads);
+  return fmt::format("regime {} cell {} I={} H={} L={} bidirectional={} T={} N={} {} isa {} threads {} reverse={} "
+                     "batch_first={} clip={} dropout={} proj_size={}",
+                     c.regime, static_cast<int>(c.config.cell), c.config.input_size, c.config.hidden_size,
+                     c.config.num_layers, c.config.bidirectional, c.shape.seq_len, c.shape.batch, to_string(c.mode),
+                     to_string(c.isa), c.threads, c.config.reverse, c.config.batch_first, c.config.clip,
+                     c.config.dropout, c.config.proj_size);
 }
 
 // Planning is metadata only, but its cost still grows with sizes, layers and threads: plan what
@@ -118,16 +129,19 @@ inline std::string check_config_input(const ConfigInput& in) {
   constexpr std::int64_t kLimit = std::int64_t{1} << 34;
   const WeightLayout layout(c);
   if (layout.total_elements() <= 0 || layout.total_elements() > kLimit) return "weight count out of range";
-  if (layout.blocks().size() != static_cast<std::size_t>(4 * c.num_layers * c.directions()))
+  if (layout.blocks().size() != static_cast<std::size_t>((c.proj_size > 0 ? 5 : 4) * c.num_layers * c.directions()))
     return "wrong number of parameter blocks";
   if (!shape_ok) return {};
-  for (const std::int64_t n : {x_elements(c, s), y_elements(c, s), state_elements(c, s)})
+  for (const std::int64_t n : {x_elements(c, s), y_elements(c, s), state_elements(c, s), cell_state_elements(c, s)})
     if (n <= 0 || n > kLimit) return "tensor element count out of range";
   if (!cheap_to_plan(c, s)) return {};
 
   Plan plan;
   const bool plan_ok = accepts([&] { plan = make_plan(c, s, in.mode, in.isa, in.threads); });
-  const bool should_plan = in.isa != Isa::detect && in.threads >= 1 && in.threads <= 256;
+  // The reset-before GRU plans inference on the CPU only (the planner says so in one line).
+  const bool refused_cell =
+      c.cell == CellKind::gru_reset_before && (in.mode == Mode::training || in.isa == Isa::cuda);
+  const bool should_plan = in.isa != Isa::detect && in.threads >= 1 && in.threads <= 256 && !refused_cell;
   if (plan_ok && !should_plan) return "make_plan accepted isa detect or a thread count outside [1, 256]";
   if (!plan_ok && should_plan) return "make_plan rejected a valid input: " + why;
   if (!plan_ok) return one_line() ? std::string() : "make_plan threw an empty or multi-line message: " + why;

@@ -48,7 +48,7 @@ extern "C" {
 
 /* Kept equal to the CMake project's version (the build checks it). */
 #define RNNJIT_VERSION_MAJOR 0
-#define RNNJIT_VERSION_MINOR 1
+#define RNNJIT_VERSION_MINOR 2
 #define RNNJIT_VERSION_PATCH 0
 
 typedef enum rnnjit_status {
@@ -115,7 +115,7 @@ typedef struct rnnjit_tensor_sizes {
 const char* rnnjit_last_error(void);
 /* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
 const char* rnnjit_status_string(int32_t status);
-/* "0.1.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
+/* "0.2.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
 const char* rnnjit_version(void);
 
 /* ---- network ---- */
