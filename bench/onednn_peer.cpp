@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -203,6 +204,21 @@ struct OnednnRnn::Impl {
     const auto bwd_kind = dnnl::prop_kind::backward;
     Prims p;
     p.input = input;
+    auto build_gru = [&](auto forward, auto backward) {
+      using F = typename decltype(forward)::type;
+      using B = typename decltype(backward)::type;
+      const typename F::primitive_desc fpd(
+          typename F::desc(fwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter), eng);
+      p.fwd_pd = fpd;
+      p.fwd = F(fpd);
+      if (training()) {
+        const typename B::primitive_desc bpd(typename B::desc(bwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer,
+                                                              iter, src_layer, iter, wl, wi, bias, dst_layer, iter),
+                                             eng, fpd);
+        p.bwd_pd = bpd;
+        p.bwd = B(bpd);
+      }
+    };
     switch (cfg.cell) {
       case CellKind::rnn_relu:
       case CellKind::rnn_tanh: {
@@ -236,36 +252,14 @@ struct OnednnRnn::Impl {
         }
         break;
       }
-      case CellKind::gru_reset_before: {  // oneDNN's vanilla GRU: r applied before U_o, one bias per gate
-        using F = dnnl::gru_forward;
-        using B = dnnl::gru_backward;
-        F::primitive_desc fpd(F::desc(fwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter), eng);
-        p.fwd_pd = fpd;
-        p.fwd = F(fpd);
-        if (training()) {
-          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter, src_layer, iter,
-                                        wl, wi, bias, dst_layer, iter),
-                                eng, fpd);
-          p.bwd_pd = bpd;
-          p.bwd = B(bpd);
-        }
+      // Both GRUs have the same primitive signatures: oneDNN's vanilla GRU (r applied before U_o,
+      // one bias per gate) is rnnjit's reset-before GRU, lbr_gru PyTorch's.
+      case CellKind::gru_reset_before:
+        build_gru(std::type_identity<dnnl::gru_forward>{}, std::type_identity<dnnl::gru_backward>{});
         break;
-      }
-      case CellKind::gru: {
-        using F = dnnl::lbr_gru_forward;
-        using B = dnnl::lbr_gru_backward;
-        F::primitive_desc fpd(F::desc(fwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter), eng);
-        p.fwd_pd = fpd;
-        p.fwd = F(fpd);
-        if (training()) {
-          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter, src_layer, iter,
-                                        wl, wi, bias, dst_layer, iter),
-                                eng, fpd);
-          p.bwd_pd = bpd;
-          p.bwd = B(bpd);
-        }
+      case CellKind::gru:
+        build_gru(std::type_identity<dnnl::lbr_gru_forward>{}, std::type_identity<dnnl::lbr_gru_backward>{});
         break;
-      }
     }
     return p;
   }
