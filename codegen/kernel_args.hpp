@@ -2,7 +2,7 @@
 // passed as a single pointer; generated code loads the fields by offsetof. Gate kernels cover
 // hidden units [0, cols) from the pointers given; row strides follow from the KernelDesc:
 //   gx, gh: G*H      h_prev, h_out, h, dy: ld_h      c_*: H      gates: reserve_gates*H
-//   dh_carry, dc_carry: H
+//   dh_carry, dc_carry: H     peephole: rows of H (not per batch row, like the biases)
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,7 @@ struct GateForwardArgs {
   float* h_out;          // [N, ld_h]
   float* c_out;          // [N, H] LSTM only; may equal c_prev (in-place update)
   float* gates;          // [N, reserve_gates*H] training only: LSTM i,f,g,o; GRU r,z,hn,n
+  const float* peephole; // [3, H] LSTM with peepholes: P_i, P_f, P_o
 };
 
 struct GateBackwardArgs {
@@ -32,6 +33,7 @@ struct GateBackwardArgs {
   float* dh_carry;        // in: dL/dh_t through the recurrence; out: GRU's direct dh_{t-1} = dh*z
                           //   (the executor's GEMM then adds dgates x W_hh)
   float* dc_carry;        // in: dL/dc_t; out: dL/dc_{t-1} (LSTM)
+  const float* peephole;  // [3, H] LSTM with peepholes: P_i, P_f, P_o
 };
 
 // C[rows, vectors*16] (+)= A[rows, k] B[k, vectors*16]; strides come from the KernelDesc.

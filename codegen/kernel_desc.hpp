@@ -18,7 +18,7 @@
 namespace rnnjit {
 
 // Bumped whenever any emitter's output changes for an unchanged descriptor.
-inline constexpr std::uint32_t kGeneratorVersion = 3;
+inline constexpr std::uint32_t kGeneratorVersion = 4;
 
 enum class Pass : std::uint8_t { forward = 0, backward = 1 };
 enum class KernelKind : std::uint8_t { gate = 0, gemm = 1 };
@@ -42,7 +42,8 @@ struct KernelDesc {
   // reads r * h_prev, so the step splits at a barrier). 0: r,z -> r * h_prev (h_out) and z
   // (c_out); 1: n and h from gh_n, z (c_prev) and h_prev.
   std::uint8_t part = 0;
-  std::uint8_t reserved[2] = {0, 0};
+  std::uint8_t peephole = 0;      // gate, LSTM: i, f see P_i, P_f times c_prev and o sees P_o times c
+  std::uint8_t input_forget = 0;  // gate, LSTM: f = 1 - i
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
   std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
   std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and dy (D*H)
@@ -50,8 +51,10 @@ struct KernelDesc {
   std::uint32_t cols = 0;     // gate: hidden units this launch covers (<= hidden)
   std::uint32_t a_row_stride = 0, a_k_stride = 0, b_k_stride = 0, c_row_stride = 0;  // gemm
   std::uint32_t clip_bits = 0;  // gate, LSTM: the cell clip as float bits (std::bit_cast), 0: none
+  std::uint32_t gate_clip_bits = 0;  // gate: the pre-activation clip (ONNX's clip) as float bits, 0: none
 
   float clip() const { return std::bit_cast<float>(clip_bits); }
+  float gate_clip() const { return std::bit_cast<float>(gate_clip_bits); }
 
   KernelKind kind_of() const { return static_cast<KernelKind>(kind); }
   Isa isa_kind() const { return static_cast<Isa>(isa); }

@@ -122,12 +122,15 @@ struct DropoutStep {
   std::int64_t elements = 0;
 };
 
-// dst[j] (+)= sum over r < rows of src[r, j], j < cols (bias gradients).
+// dst[j] (+)= sum over r < rows of src[r, j], j < cols (bias gradients), or with a factor
+// operand of sum src[r, j] * factor[r, j] (peephole gradients: gate gradient times c).
 struct ColumnSumStep {
   std::string what;
   Operand src, dst;
   std::int64_t rows = 0, cols = 0, ld_src = 0;
   float beta = 0.0f;
+  Operand factor;
+  std::int64_t ld_factor = 0;
 };
 
 // The time loop of one layer and direction. Forward, at processing step s (t = s, or T-1-s
@@ -158,6 +161,7 @@ struct RecurrenceStep {
   GemmStep gemm;           // per step; its a (fwd: h_prev, bwd: gates at t) is filled per step
   Timed gx, h, c, gates, dy;
   Operand gh, bias_ih, bias_hh, h_init, c_init, dh_carry, dc_carry;
+  Operand peephole;  // LSTM with peepholes: [3, H] P_i, P_f, P_o
   // Variable lengths: an element past its length keeps its state (forward: h and c carried
   // from the previous step; backward: the gradients carried unchanged, gate gradients zero).
   // [N, 2H] of scratch for the rows being carried.

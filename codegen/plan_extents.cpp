@@ -46,6 +46,7 @@ void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, con
     matrix(fn, r.c.base, N, H, H, r.c.t_stride, T);
     matrix(fn, r.c_init, N, H, H);
   }
+  if (k.peephole) matrix(fn, r.peephole, 1, 3 * H, 3 * H);
   if (r.pass == Pass::forward) {
     matrix(fn, r.gx.base, N, GH, GH, r.gx.t_stride, T);
     matrix(fn, r.bias_ih, 1, GH, GH);
@@ -83,6 +84,7 @@ void for_each_extent(const Plan& p, const std::vector<Stage>& stages, const std:
         }
         if (const auto* c = std::get_if<ColumnSumStep>(&step)) {
           matrix(fn, c->src, c->rows, c->cols, c->ld_src);
+          matrix(fn, c->factor, c->rows, c->cols, c->ld_factor);
           matrix(fn, c->dst, 1, c->cols, c->cols);
         }
         if (const auto* r = std::get_if<RecurrenceStep>(&step)) recurrence(p, fn, *r);

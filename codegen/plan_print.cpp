@@ -80,8 +80,11 @@ std::string step_text(const Plan& p, const Step& step) {
                                p.workspace.regions[static_cast<std::size_t>(d.mask_region)].name);
           },
           [&](const ColumnSumStep& c) {
-            return fmt::format("colsum {}: [{}x{}] {} (ld {}) -> {}", c.what, c.rows, c.cols, operand_text(p, c.src),
-                               c.ld_src, operand_text(p, c.dst));
+            const std::string factor = c.factor.buffer == Buffer::none
+                                           ? std::string()
+                                           : fmt::format(" times {} (ld {})", operand_text(p, c.factor), c.ld_factor);
+            return fmt::format("colsum {}: [{}x{}] {} (ld {}){} -> {}", c.what, c.rows, c.cols, operand_text(p, c.src),
+                               c.ld_src, factor, operand_text(p, c.dst));
           },
           [&](const RecurrenceStep& r) {
             std::string kernels;
@@ -132,9 +135,14 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
                                   {"elements", d.elements}};
           },
           [&](const ColumnSumStep& c) {
-            return nlohmann::json{{"kind", "column_sum"}, {"what", c.what}, {"src", operand_json(p, c.src)},
-                                  {"dst", operand_json(p, c.dst)}, {"rows", c.rows}, {"cols", c.cols},
-                                  {"ld_src", c.ld_src}};
+            nlohmann::json j{{"kind", "column_sum"}, {"what", c.what}, {"src", operand_json(p, c.src)},
+                             {"dst", operand_json(p, c.dst)}, {"rows", c.rows}, {"cols", c.cols},
+                             {"ld_src", c.ld_src}};
+            if (c.factor.buffer != Buffer::none) {
+              j["factor"] = operand_json(p, c.factor);
+              j["ld_factor"] = c.ld_factor;
+            }
+            return j;
           },
           [&](const RecurrenceStep& r) {
             auto timed = [&](const Timed& t) {

@@ -357,6 +357,7 @@ class Planner {
         }
         r.bias_ih = weight(l, d, ParamKind::bias_ih);
         r.bias_hh = weight(l, d, ParamKind::bias_hh);
+        if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
         r.h_init = h_init;
         if (s.lstm) {
           r.c_init = c_init;
@@ -466,6 +467,7 @@ class Planner {
           r.c_init = region_operand(plan_.workspace, c_init_[ld]);
           r.dc_carry = dc;
         }
+        if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
         lane.push_back(r);
         lane.push_back(CopyStep{fmt::format("dhx l{} d{}", l, d), dh, buffer_operand(Buffer::dhx, ld * s.N * s.S), s.N,
                                 s.S, s.S, s.S, false, true});
@@ -555,10 +557,35 @@ class Planner {
         }
         lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
                                      s.T * s.N, s.GH, s.R, 0.0f});
+        if (config_.peephole) plan_peephole_gradient(lane, l, d);
         stage.lanes.push_back(std::move(lane));
       }
       plan_.backward_weights.push_back(std::move(stage));
     }
+  }
+
+  // dP_i, dP_f: the i and f gradients times c_{t-1} (c_init at the direction's first step, else
+  // c at the previous time); dP_o: the o gradient times c_t. Rows past a length add nothing (their
+  // gate gradients are zero).
+  void plan_peephole_gradient(std::vector<Step>& lane, std::int64_t l, int d) {
+    const auto& s = s_;
+    const std::size_t ld = ld_index(l, d);
+    const Operand gates = region_operand(plan_.workspace, gates_[ld]);
+    const Operand c = region_operand(plan_.workspace, c_[ld]);
+    const Operand c_init = region_operand(plan_.workspace, c_init_[ld]);
+    const bool reverse = config_.reversed(d);
+    const std::int64_t first_t = reverse ? s.T - 1 : 0, step = s.N * s.R;
+    for (int gate : {0, 1}) {
+      const Operand dp = dweight(l, d, ParamKind::weight_peephole, gate, s.H);
+      const std::string what = fmt::format("dP_{} l{} d{}", gate == 0 ? 'i' : 'f', l, d);
+      lane.push_back(ColumnSumStep{what + " (first step, c_init)", shifted(gates, first_t * step + gate * s.H), dp, s.N,
+                                   s.H, s.R, 0.0f, c_init, s.H});
+      if (s.T > 1)
+        lane.push_back(ColumnSumStep{what, shifted(gates, (reverse ? 0 : s.N) * s.R + gate * s.H), dp, (s.T - 1) * s.N,
+                                     s.H, s.R, 1.0f, shifted(c, reverse ? s.N * s.H : 0), s.H});
+    }
+    lane.push_back(ColumnSumStep{fmt::format("dP_o l{} d{}", l, d), shifted(gates, 3 * s.H),
+                                 dweight(l, d, ParamKind::weight_peephole, 2, s.H), s.T * s.N, s.H, s.R, 0.0f, c, s.H});
   }
 
   RnnConfig config_;
@@ -643,6 +670,9 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
                                                           : config.directions() * config.hidden_size);
   d.cols = d.hidden;
   if (config.cell == CellKind::lstm && config.clip > 0.0f) d.clip_bits = std::bit_cast<std::uint32_t>(config.clip);
+  if (config.gate_clip > 0.0f) d.gate_clip_bits = std::bit_cast<std::uint32_t>(config.gate_clip);
+  d.peephole = config.peephole;
+  d.input_forget = config.input_forget;
   const std::int64_t vectors = (config.hidden_size + 15) / 16;
   d.unroll = d.isa_kind() == Isa::avx512
                  ? static_cast<std::uint32_t>(std::min<std::int64_t>(x64::max_gate_unroll(config.cell, pass), vectors))

@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "kernels/dropout.hpp"
+#include "kernels/gate_clip.hpp"
 #include "rnnjit/weights.hpp"
 
 namespace rnnjit::reference {
@@ -45,6 +46,7 @@ struct LayerWeights {
   const T* b_ih;  // [G*H]
   const T* b_hh;  // [G*H]
   const T* w_hr;  // [P, H] (LSTM with projection; else null)
+  const T* peep;  // [3, H] P_i, P_f, P_o (LSTM with peepholes; else null)
   i64 in;         // I_l
 };
 
@@ -56,7 +58,14 @@ LayerWeights<T> layer_weights(const WeightLayout& layout, const T* w, i64 layer,
           w + layout.block(layer, dir, ParamKind::bias_ih).offset,
           w + layout.block(layer, dir, ParamKind::bias_hh).offset,
           config.proj_size > 0 ? w + layout.block(layer, dir, ParamKind::weight_hr).offset : nullptr,
+          config.peephole ? w + layout.block(layer, dir, ParamKind::weight_peephole).offset : nullptr,
           config.layer_input_size(layer)};
+}
+
+template <typename T>
+GateClip<T> gate_clip_of(const RnnConfig& config) {
+  if (config.gate_clip == 0.0f) return {};
+  return GateClip<T>(static_cast<T>(config.gate_clip), [](T x) { return sigmoid(x); }, [](T x) { return tanh_(x); });
 }
 
 // Time index of processing step s of an element of length len: a forward direction walks
@@ -146,6 +155,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   const bool reset_before = cell == CellKind::gru_reset_before;
   const bool clip = config.clip > 0.0f;
   const T clip_value = static_cast<T>(config.clip);
+  const GateClip<T> gclip = gate_clip_of<T>(config);
   // Dropout acts in training only, between layers.
   const bool dropout = reserve != nullptr && config.dropout > 0.0f && L > 1;
   const T dropout_factor = static_cast<T>(dropout_scale(config.dropout));
@@ -223,7 +233,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           if (reset_before) {
             // n's recurrent product reads r * h_{t-1}: r first, then W_hn (r * h) + b_hn
             // replaces W_hn h + b_hn (S = H: no projection on a GRU).
-            for (i64 k = 0; k < H; ++k) reset_h[sz(k)] = sigmoid(static_cast<T>(gx[sz(k)] + gh[sz(k)])) * hp[k];
+            for (i64 k = 0; k < H; ++k) reset_h[sz(k)] = sigmoid(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]))) * hp[k];
             for (i64 j = 2 * H; j < GH; ++j) {
               Acc b = lw.b_hh[j];
               for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(reset_h[sz(k)]);
@@ -234,16 +244,21 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           for (i64 k = 0; k < H; ++k) {
             T h = 0, c = 0;
             if (cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh) {
-              const T a = static_cast<T>(gx[sz(k)] + gh[sz(k)]);
+              const T a = gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]));
               h = cell == CellKind::rnn_relu ? relu(a) : tanh_(a);
               if (reserve) reserve->gates[uld][sz(row * GH + k)] = h;
             } else if (lstm) {
-              const T i = sigmoid(static_cast<T>(gx[sz(k)] + gh[sz(k)]));
-              const T f = sigmoid(static_cast<T>(gx[sz(H + k)] + gh[sz(H + k)]));
-              const T g = tanh_(static_cast<T>(gx[sz(2 * H + k)] + gh[sz(2 * H + k)]));
-              const T o = sigmoid(static_cast<T>(gx[sz(3 * H + k)] + gh[sz(3 * H + k)]));
+              // Peepholes: i and f see c_{t-1}, o sees c_t; input_forget couples f = 1 - i.
+              auto pre = [&](i64 gate, T peep) {
+                return gclip(static_cast<T>(gx[sz(gate * H + k)] + gh[sz(gate * H + k)]) + peep);
+              };
+              const T* pp = lw.peep;
+              const T i = sigmoid(pre(0, pp ? pp[k] * cp[k] : T(0)));
+              const T f = config.input_forget ? T(1) - i : sigmoid(pre(1, pp ? pp[H + k] * cp[k] : T(0)));
+              const T g = tanh_(pre(2, T(0)));
               c = f * cp[k] + i * g;
               if (clip) c = std::clamp(c, -clip_value, clip_value);
+              const T o = sigmoid(pre(3, pp ? pp[2 * H + k] * c : T(0)));
               h = o * tanh_(c);  // r_t with a projection
               if (reserve) {
                 T* gt = reserve->gates[uld].data() + row * GH;
@@ -252,11 +267,11 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
                 if (proj) reserve->r[uld][sz(row * H + k)] = h;
               }
             } else {  // GRU: linear before reset (hn = W_hn h + b_hn) or reset before (W_hn (r h) + b_hn)
-              const T r = sigmoid(static_cast<T>(gx[sz(k)] + gh[sz(k)]));
-              const T z = sigmoid(static_cast<T>(gx[sz(H + k)] + gh[sz(H + k)]));
+              const T r = sigmoid(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)])));
+              const T z = sigmoid(gclip(static_cast<T>(gx[sz(H + k)] + gh[sz(H + k)])));
               const T hn = static_cast<T>(gh[sz(2 * H + k)]);
-              const T nn = reset_before ? tanh_(static_cast<T>(gx[sz(2 * H + k)] + gh[sz(2 * H + k)]))
-                                        : tanh_(static_cast<T>(gx[sz(2 * H + k)]) + r * hn);
+              const T nn = reset_before ? tanh_(gclip(static_cast<T>(gx[sz(2 * H + k)] + gh[sz(2 * H + k)])))
+                                        : tanh_(gclip(static_cast<T>(gx[sz(2 * H + k)]) + r * hn));
               h = (T(1) - z) * nn + z * hp[k];
               if (reserve) {
                 T* gt = reserve->gates[uld].data() + row * GH;
@@ -307,6 +322,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   const bool reset_before = cell == CellKind::gru_reset_before;
   const T clip_value = static_cast<T>(config.clip);
   const bool clip = config.clip > 0.0f;
+  const GateClip<T> gclip = gate_clip_of<T>(config);
   const i64 out_width = D * S;
   // Rows of W_hh whose product is with h_{t-1} itself: all but n's with the reset before.
   const i64 h_rows = reset_before ? 2 * H : GH;
@@ -369,40 +385,43 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
           for (i64 k = 0; k < H; ++k) {
             const T dh = dcell[sz(k)];
             if (cell == CellKind::rnn_relu) {
-              const T da = g[k] > T(0) ? dh : T(0);
+              const T da = g[k] > T(0) ? dh * gclip.relu_pass(g[k]) : T(0);
               gx[k] = gh[k] = da;
             } else if (cell == CellKind::rnn_tanh) {
-              const T da = dh * (T(1) - g[k] * g[k]);
+              const T da = dh * (T(1) - g[k] * g[k]) * gclip.tanh_pass(g[k]);
               gx[k] = gh[k] = da;
             } else if (lstm) {
               const T i = g[k], f = g[H + k], gg = g[2 * H + k], o = g[3 * H + k];
               const T c = reserve.c[uld][sz(row * H + k)];
               const T cp = prev_state(reserve.c[uld], reserve.c0[uld], rev, t, len, n, H, N)[k];
               const T tc = tanh_(c);
-              T dc = dcn[k] + dh * o * (T(1) - tc * tc);  // w.r.t. c_t
+              const T* pp = lw.peep;
+              const T dO = dh * tc * o * (T(1) - o) * gclip.sigmoid_pass(o);
+              // w.r.t. c_t: through h, through o's peephole, and from step t+1.
+              T dc = dcn[k] + dh * o * (T(1) - tc * tc) + (pp ? dO * pp[2 * H + k] : T(0));
               // Through the clamp: only where c_t is strictly inside (-clip, clip).
               if (clip && !(c > -clip_value && c < clip_value)) dc = T(0);
-              const T di = dc * gg * i * (T(1) - i);
-              const T df = dc * cp * f * (T(1) - f);
-              const T dg = dc * i * (T(1) - gg * gg);
-              const T dO = dh * tc * o * (T(1) - o);
+              // input_forget: f = 1 - i, so i also reaches c through -c_{t-1}; f has no gradient.
+              const T di = dc * (config.input_forget ? gg - cp : gg) * i * (T(1) - i) * gclip.sigmoid_pass(i);
+              const T df = config.input_forget ? T(0) : dc * cp * f * (T(1) - f) * gclip.sigmoid_pass(f);
+              const T dg = dc * i * (T(1) - gg * gg) * gclip.tanh_pass(gg);
               gx[k] = gh[k] = di;
               gx[H + k] = gh[H + k] = df;
               gx[2 * H + k] = gh[2 * H + k] = dg;
               gx[3 * H + k] = gh[3 * H + k] = dO;
-              dcn[k] = dc * f;  // becomes dc_{t-1}
+              dcn[k] = dc * f + (pp ? di * pp[k] + df * pp[H + k] : T(0));  // becomes dc_{t-1}
             } else if (reset_before) {  // GRU, reset before: dr needs W_hn^T dn, formed below
               const T z = g[H + k], nn = g[2 * H + k];
-              const T dn = dh * (T(1) - z) * (T(1) - nn * nn);
-              gx[H + k] = gh[H + k] = dh * (hp[k] - nn) * z * (T(1) - z);
+              const T dn = dh * (T(1) - z) * (T(1) - nn * nn) * gclip.tanh_pass(nn);
+              gx[H + k] = gh[H + k] = dh * (hp[k] - nn) * z * (T(1) - z) * gclip.sigmoid_pass(z);
               gx[2 * H + k] = gh[2 * H + k] = dn;  // W_hn and b_hn see dn directly
               dh_prev[sz(k)] = Acc(dh * z);
             } else {  // GRU
               const T r = g[k], z = g[H + k], nn = g[2 * H + k];
               const T hn = reserve.gru_hn[uld][sz(row * H + k)];
-              const T dn = dh * (T(1) - z) * (T(1) - nn * nn);  // d/d(pre-activation of n)
-              const T dz = dh * (hp[k] - nn) * z * (T(1) - z);
-              const T dr = dn * hn * r * (T(1) - r);
+              const T dn = dh * (T(1) - z) * (T(1) - nn * nn) * gclip.tanh_pass(nn);  // d/d(pre-activation of n)
+              const T dz = dh * (hp[k] - nn) * z * (T(1) - z) * gclip.sigmoid_pass(z);
+              const T dr = dn * hn * r * (T(1) - r) * gclip.sigmoid_pass(r);
               gx[k] = gh[k] = dr;
               gx[H + k] = gh[H + k] = dz;
               gx[2 * H + k] = dn;
@@ -416,7 +435,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
               Acc drh = 0;
               for (i64 j = 2 * H; j < GH; ++j) drh += Acc(lw.w_hh[j * S + k]) * Acc(gh[j]);
               const T r = g[k];
-              gx[k] = gh[k] = static_cast<T>(drh) * hp[k] * r * (T(1) - r);
+              gx[k] = gh[k] = static_cast<T>(drh) * hp[k] * r * (T(1) - r) * gclip.sigmoid_pass(r);
               dh_prev[sz(k)] += drh * Acc(r);
             }
           }
@@ -499,6 +518,25 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
         for (i64 k = 0; k < S; ++k) dw_hh[j * S + k] = static_cast<T>(a_hh[sz(k)]);
         db_ih[j] = static_cast<T>(b_ih);
         db_hh[j] = static_cast<T>(b_hh);
+      }
+      if (config.peephole) {
+        // dP_i = sum dgates_i c_{t-1}, dP_f = sum dgates_f c_{t-1}, dP_o = sum dgates_o c_t.
+        T* dp = dw + layout.block(l, d, ParamKind::weight_peephole).offset;
+        std::vector<Acc> acc(sz(3 * H), 0);
+        for (i64 t = 0; t < TT; ++t)
+          for (i64 n = 0; n < N; ++n) {
+            const i64 len = lengths[sz(n)];
+            if (t >= len) continue;
+            const i64 row = t * N + n;
+            const T* cp = prev_state(reserve.c[uld], reserve.c0[uld], rev, t, len, n, H, N);
+            const T* c = reserve.c[uld].data() + row * H;
+            for (i64 k = 0; k < H; ++k) {
+              acc[sz(k)] += Acc(dgx[sz(row * GH + k)]) * Acc(cp[k]);
+              acc[sz(H + k)] += Acc(dgx[sz(row * GH + H + k)]) * Acc(cp[k]);
+              acc[sz(2 * H + k)] += Acc(dgx[sz(row * GH + 3 * H + k)]) * Acc(c[k]);
+            }
+          }
+        for (i64 e = 0; e < 3 * H; ++e) dp[e] = static_cast<T>(acc[sz(e)]);
       }
       if (proj) {
         // dW_hr = sum_t dh_t^T r_t over the valid steps.

@@ -75,6 +75,11 @@ void validate(const RnnConfig& c) {
   if (!(c.clip >= 0.0f) || std::isinf(c.clip))
     throw Error(fmt::format("clip must be a finite value >= 0 (0: none), got {}", c.clip));
   if (c.clip > 0.0f && !lstm) throw Error(fmt::format("clip applies to LSTM only, not to {}", to_string(c.cell)));
+  if (!(c.gate_clip >= 0.0f) || std::isinf(c.gate_clip))
+    throw Error(fmt::format("gate_clip must be a finite value >= 0 (0: none), got {}", c.gate_clip));
+  if (c.peephole && !lstm) throw Error(fmt::format("peephole applies to LSTM only, not to {}", to_string(c.cell)));
+  if (c.input_forget && !lstm)
+    throw Error(fmt::format("input_forget applies to LSTM only, not to {}", to_string(c.cell)));
   if (!(c.dropout >= 0.0f && c.dropout < 1.0f))
     throw Error(fmt::format("dropout must be in [0, 1), got {}", c.dropout));
   if (c.reverse && c.bidirectional)
@@ -82,9 +87,11 @@ void validate(const RnnConfig& c) {
   const std::int64_t gh = checked_mul(c.gates(), c.hidden_size, "gates*hidden_size");
   if (gh > kMaxDim) throw Error(fmt::format("gates*hidden_size = {} exceeds {}", gh, kMaxDim));
   const std::int64_t widest_input = std::max(c.input_size, c.directions() * c.state_size());
-  // Largest parameter count: all blocks of all layers (W_hr adds P*H < H*H per direction).
+  // Largest parameter count: all blocks of all layers (W_hr adds P*H < H*H per direction, the
+  // peepholes 3*H).
+  const std::int64_t peepholes = c.peephole ? 3 * c.hidden_size : 0;
   const std::int64_t per_dir = checked_mul(gh, widest_input + c.state_size() + 2, "weights of one layer") +
-                               checked_mul(c.proj_size, c.hidden_size, "weight_hr");
+                               checked_mul(c.proj_size, c.hidden_size, "weight_hr") + peepholes;
   checked_mul(per_dir, c.num_layers * c.directions(), "weight buffer");
 }
 
@@ -109,6 +116,9 @@ std::string describe(const RnnConfig& c) {
   if (c.clip > 0.0f) s += fmt::format(" clip={}", c.clip);
   if (c.dropout > 0.0f) s += fmt::format(" dropout={}", c.dropout);
   if (c.batch_first) s += " batch_first";
+  if (c.gate_clip > 0.0f) s += fmt::format(" gate_clip={}", c.gate_clip);
+  if (c.peephole) s += " peephole";
+  if (c.input_forget) s += " input_forget";
   return s;
 }
 

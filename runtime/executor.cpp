@@ -96,11 +96,17 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
       const float* src = resolve(s->src, b);
       float* dst = resolve(s->dst, b);
       const float beta = accumulate && s->beta == 0.0f ? 1.0f : s->beta;
+      const float* factor = resolve(s->factor, b);
       const auto [j0, j1] = share(s->cols, tid, threads);
       for (std::int64_t j = j0; j < j1; ++j) dst[j] = beta == 0.0f ? 0.0f : beta * dst[j];
       for (std::int64_t r = 0; r < s->rows; ++r) {
         const float* row = src + r * s->ld_src;
-        for (std::int64_t j = j0; j < j1; ++j) dst[j] += row[j];
+        if (factor) {
+          const float* f = factor + r * s->ld_factor;
+          for (std::int64_t j = j0; j < j1; ++j) dst[j] += row[j] * f[j];
+        } else {
+          for (std::int64_t j = j0; j < j1; ++j) dst[j] += row[j];
+        }
       }
     } else if (const auto* rec = std::get_if<RecurrenceStep>(&step)) {
       if (rec->pass == Pass::forward) forward_recurrence(*rec, b, tid, threads);
@@ -304,6 +310,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
   const float* const w_hr = resolve(r.projection.b, b);
   const float* const bias_ih = resolve(r.bias_ih, b);
   const float* const bias_hh = resolve(r.bias_hh, b);
+  const float* const peephole = resolve(r.peephole, b);
   const std::int64_t T = r.steps;
   GateForwardArgs args{};
   for (std::int64_t s = 0; s < T; ++s) {
@@ -347,6 +354,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       args.h_out = projected ? at(r.cell_out, t, col0) : h_out + col0;
       args.c_out = at(r.c, t, col0);
       args.gates = at(r.gates, t, col0);
+      args.peephole = peephole ? peephole + col0 : nullptr;
       if (lengths && args.c_out && c_in_place)
         for (std::int64_t n = 0; n < N; ++n)
           if (past_end(lengths, n, t)) copy_floats(save + n * 2 * H + col0, args.c_out + n * H, cols);
@@ -387,6 +395,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
   float* const zeros = resolve(r.zeros, b);
   const float* const w_hh = resolve(r.gemm.b, b);
   const float* const w_hr = resolve(r.projection_grad.b, b);
+  const float* const peephole = resolve(r.peephole, b);
   const std::int64_t T = r.steps;
   GateBackwardArgs args{};
   for (std::int64_t s = 0; s < T; ++s) {
@@ -414,6 +423,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       args.gates = gates + col0;
       args.dh_carry = (projected ? zeros : dh_carry) + col0;
       args.dc_carry = dc_carry ? dc_carry + col0 : nullptr;
+      args.peephole = peephole ? peephole + col0 : nullptr;
       for (std::int64_t n = 0; n < N && lengths && args.dc_carry; ++n)
         if (past_end(lengths, n, t)) copy_floats(save + n * 2 * H + H + col0, args.dc_carry + n * H, cols);
       (*kernel)(&args);

@@ -2,27 +2,32 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace rnnjit {
 
 std::string param_name(ParamKind kind, std::int64_t layer, int direction) {
-  static constexpr const char* kNames[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"};
+  static constexpr const char* kNames[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr",
+                                           "weight_peephole"};
   return fmt::format("{}_l{}{}", kNames[static_cast<int>(kind)], layer, direction ? "_reverse" : "");
 }
 
 WeightLayout::WeightLayout(const RnnConfig& config) : config_(config) {
   validate(config);
   const std::int64_t gh = config.gates() * config.hidden_size;
-  blocks_per_direction_ = config.proj_size > 0 ? 5 : 4;
+  kinds_ = {ParamKind::weight_ih, ParamKind::weight_hh, ParamKind::bias_ih, ParamKind::bias_hh};
+  if (config.proj_size > 0) kinds_.push_back(ParamKind::weight_hr);
+  if (config.peephole) kinds_.push_back(ParamKind::weight_peephole);
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
     for (int d = 0; d < config.directions(); ++d) {
       const std::int64_t in = config.layer_input_size(l);
-      const std::vector<std::int64_t> shapes[] = {
-          {gh, in}, {gh, config.state_size()}, {gh}, {gh}, {config.proj_size, config.hidden_size}};
-      for (int k = 0; k < blocks_per_direction_; ++k) {
+      const std::vector<std::int64_t> shapes[] = {{gh, in}, {gh, config.state_size()}, {gh}, {gh},
+                                                  {config.proj_size, config.hidden_size}, {3, config.hidden_size}};
+      for (ParamKind kind : kinds_) {
+        const std::vector<std::int64_t>& shape = shapes[static_cast<int>(kind)];
         std::int64_t size = 1;
-        for (std::int64_t e : shapes[k]) size *= e;
-        blocks_.push_back({param_name(static_cast<ParamKind>(k), l, d), static_cast<ParamKind>(k), l, d,
-                           shapes[k], total_, size});
+        for (std::int64_t e : shape) size *= e;
+        blocks_.push_back({param_name(kind, l, d), kind, l, d, shape, total_, size});
         total_ += size;
       }
     }
@@ -30,12 +35,14 @@ WeightLayout::WeightLayout(const RnnConfig& config) : config_(config) {
 }
 
 const ParamBlock& WeightLayout::block(std::int64_t layer, int direction, ParamKind kind) const {
+  const auto position = std::find(kinds_.begin(), kinds_.end(), kind);
   if (layer < 0 || layer >= config_.num_layers || direction < 0 || direction >= config_.directions() ||
-      static_cast<int>(kind) >= blocks_per_direction_)
+      position == kinds_.end())
     throw Error(fmt::format("no parameter block {} for layer {} direction {} in {}", static_cast<int>(kind), layer,
                             direction, describe(config_)));
-  return blocks_[static_cast<std::size_t>((layer * config_.directions() + direction) * blocks_per_direction_ +
-                                          static_cast<int>(kind))];
+  const std::int64_t per_direction = static_cast<std::int64_t>(kinds_.size());
+  return blocks_[static_cast<std::size_t>((layer * config_.directions() + direction) * per_direction +
+                                          (position - kinds_.begin()))];
 }
 
 const ParamBlock& WeightLayout::find(const std::string& name) const {

@@ -1,8 +1,8 @@
-// The features of issue #7 through the public API on every backend: reverse direction, cell
-// clipping, dropout between layers, batch-first tensors, variable sequence lengths and the LSTM
-// projection, alone
-// and combined, forward and backward, against the double-precision reference (whose gradients
-// are checked by finite differences in test_reference_features). Sizes have vector tails
+// The features through the public API on every backend: reverse direction, cell clipping,
+// dropout between layers, batch-first tensors, variable sequence lengths, the LSTM projection,
+// and ONNX's gate clip, LSTM peepholes and coupled input-forget gates, alone and combined,
+// forward and backward, against the double-precision reference (whose gradients are checked by
+// finite differences in test_reference_features). Sizes have vector tails
 // (H = 19, 115, 230) and odd batches; the AVX-512 plans run on one and two threads (training
 // only with two: it runs the forward pass too, and the cases that split are larger).
 #include <gtest/gtest.h>
@@ -25,6 +25,8 @@ struct Feature {
   bool reverse = false, batch_first = false, lengths = false;
   float clip = 0.0f, dropout = 0.0f;
   std::int64_t proj_size = 0;
+  float gate_clip = 0.0f;
+  bool peephole = false, input_forget = false;  // LSTM only
 };
 
 struct Target {
@@ -62,6 +64,9 @@ TEST_P(Features, MatchReference) {
   config.clip = p.cell == CellKind::lstm ? f.clip : 0.0f;
   config.dropout = f.dropout;
   config.proj_size = p.cell == CellKind::lstm ? f.proj_size : 0;
+  config.gate_clip = f.gate_clip;
+  config.peephole = p.cell == CellKind::lstm && f.peephole;
+  config.input_forget = p.cell == CellKind::lstm && f.input_forget;
   RnnCase rc(config, split ? Shape{24, 10} : Shape{7, 5}, 3);
   if (f.lengths) rc.vary_lengths();
   rc.dropout_seed = 0x5eed;
@@ -91,12 +96,19 @@ std::vector<FeatureCase> feature_cases() {
       {.name = "projection", .proj_size = 7},
       {.name = "all", .reverse = true, .batch_first = true, .lengths = true, .clip = 0.6f, .dropout = 0.3f,
        .proj_size = 11},
+      {.name = "gate_clip", .gate_clip = 0.4f},
+      {.name = "peephole", .peephole = true},
+      {.name = "input_forget", .input_forget = true},
+      {.name = "onnx", .reverse = true, .lengths = true, .gate_clip = 0.7f, .peephole = true, .input_forget = true},
+      {.name = "peephole_all", .reverse = true, .batch_first = true, .lengths = true, .clip = 0.6f, .dropout = 0.3f,
+       .proj_size = 11, .gate_clip = 0.8f, .peephole = true},
   };
   const Target targets[] = {{Isa::avx512, 1}, {Isa::avx512, 2}, {Isa::reference, 1}};
   std::vector<FeatureCase> cases;
   for (const Feature& f : features)
     for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru}) {
-      if ((f.clip > 0.0f || f.proj_size > 0) && f.name != "all" && cell != CellKind::lstm) continue;
+      const bool lstm_only = f.clip > 0.0f || f.proj_size > 0 || f.peephole || f.input_forget;
+      if (lstm_only && f.name != "all" && f.name != "onnx" && cell != CellKind::lstm) continue;
       for (bool bidir : {false, true}) {
         if (f.reverse && bidir && f.name == "reverse") continue;  // reverse is a unidirectional feature
         for (Mode mode : {Mode::inference, Mode::training})

@@ -9,6 +9,9 @@
 // must not write (columns between cols and ld_h, the reserve in inference, inputs-only carries)
 // must keep their bits. LSTM forward is also run in place (c_out == c_prev).
 //
+// The features (LSTM peepholes and input_forget, the gate clip of every cell) run the same sweep
+// on fewer sizes, with a plain absolute bound instead of the per-formula analysis below.
+//
 // Also: generated code is never writable and executable at once, and the emitters refuse
 // descriptors they cannot encode.
 #include <gtest/gtest.h>
@@ -135,6 +138,7 @@ Launch make_launch(const KernelDesc& d) {
     if (lstm) l.add("c_prev", Role::input, H, 1, range(-2, 2));
     l.add("h_out", Role::output, d.ld_h, 1);
     if (lstm) l.add("c_out", Role::output, H, 1);
+    if (d.peephole) l.add("peephole", Role::input, 0, 3, range(-1, 1));
     // The reserve: only LSTM and GRU training forwards write it.
     l.add("gates", d.training && !rnn ? Role::output : Role::untouched, R * H, static_cast<int>(R));
   } else {
@@ -154,6 +158,7 @@ Launch make_launch(const KernelDesc& d) {
     });
     l.add("dh_carry", gru ? Role::inout : Role::input, H, 1, range(-1, 1));
     if (lstm) l.add("dc_carry", Role::inout, H, 1, range(-1, 1));
+    if (d.peephole) l.add("peephole", Role::input, 0, 3, range(-1, 1));
   }
   return l;
 }
@@ -184,12 +189,19 @@ using Bounds = std::map<std::string, std::vector<double>>;
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+bool has_features(const KernelDesc& d) { return d.peephole || d.input_forget || d.gate_clip_bits; }
+
+// Inputs are at most 2 in magnitude and every output is a short chain of products and sums of
+// them, so 512u (3e-5) absolute is tens of times the rounding and far below any mistake.
+constexpr double kFeatureBound = 512 * kU;
+
 Bounds error_bounds(const Launch& l) {
   const KernelDesc& d = l.desc;
   const std::size_t H = d.hidden;
   Bounds b;
   for (const auto& [name, a] : l.arrays)
-    if (a.role == Role::output || a.role == Role::inout) b[name].assign(a.init.size(), 0.0);
+    if (a.role == Role::output || a.role == Role::inout) b[name].assign(a.init.size(), has_features(d) ? kFeatureBound : 0.0);
+  if (has_features(d)) return b;
   // Element (row n, gate block g, column j) of an array, and its bound.
   auto in = [&](const char* name, std::size_t n, std::size_t g, std::size_t j) -> double {
     const Array& a = l.arrays.at(name);
@@ -336,13 +348,13 @@ class PrintWorstErrors : public testing::Environment {
 template <typename Get>
 void run(const CompiledKernel* kernel, const KernelDesc& d, Get&& ptr) {
   if (d.pass_kind() == Pass::forward) {
-    GateForwardArgs a{ptr("gx"), ptr("gh"), ptr("bias_ih"), ptr("bias_hh"), ptr("h_prev"), ptr("c_prev"),
-                      ptr("h_out"), ptr("c_out"), ptr("gates")};
+    GateForwardArgs a{ptr("gx"),    ptr("gh"),    ptr("bias_ih"), ptr("bias_hh"), ptr("h_prev"),
+                      ptr("c_prev"), ptr("h_out"), ptr("c_out"),   ptr("gates"),   ptr("peephole")};
     if (kernel) (*kernel)(&a);
     else gate_forward_reference(d, a);
   } else {
-    GateBackwardArgs a{ptr("dy"), ptr("h"), ptr("h_prev"), ptr("c"), ptr("c_prev"), ptr("gates"), ptr("dh_carry"),
-                       ptr("dc_carry")};
+    GateBackwardArgs a{ptr("dy"),    ptr("h"),        ptr("h_prev"),   ptr("c"),       ptr("c_prev"),
+                       ptr("gates"), ptr("dh_carry"), ptr("dc_carry"), ptr("peephole")};
     if (kernel) (*kernel)(&a);
     else gate_backward_reference(d, a);
   }
@@ -471,6 +483,30 @@ std::vector<KernelDesc> sweep() {
             for (std::uint32_t ld : {H, 2 * H})
               descs.push_back(gate_desc(cell, pm.pass, pm.training, H, 3, ld, max_unroll, cols));
     }
+  // The features, alone and together. A gate clip of 0.7 holds about half of the forward's
+  // pre-activations (sums of four values in [-2, 2]) and, backward, treats the random gate
+  // values outside (act(-0.7), act(0.7)) as clamped.
+  struct Features {
+    bool peephole, input_forget, gate_clip;
+  };
+  const Features lstm_features[] = {{true, false, false}, {false, true, false}, {false, false, true},
+                                    {true, true, false},  {true, false, true},  {true, true, true}};
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+    for (const PassMode& pm : passes)
+      for (const Features& f : lstm_features) {
+        if (cell != CellKind::lstm && (f.peephole || f.input_forget)) continue;
+        for (std::uint32_t H : {1, 15, 17, 33, 100})
+          for (std::uint32_t ld : {H, 2 * H})
+            for (int u = 1; u <= x64::max_gate_unroll(cell, pm.pass); ++u)
+              for (std::uint32_t cols : {0u, 16u}) {
+                if (cols >= H) continue;
+                KernelDesc d = gate_desc(cell, pm.pass, pm.training, H, 3, ld, u, cols);
+                d.peephole = f.peephole;
+                d.input_forget = f.input_forget;
+                d.gate_clip_bits = f.gate_clip ? std::bit_cast<std::uint32_t>(0.7f) : 0u;
+                descs.push_back(d);
+              }
+      }
   return descs;
 }
 

@@ -64,6 +64,9 @@ std::string config_name(const RnnConfig& c) {
   if (c.clip > 0) s += "_clip";
   if (c.dropout > 0) s += fmt::format("_drop{}", static_cast<int>(std::lround(c.dropout * 100)));
   if (c.batch_first) s += "_bf";
+  if (c.gate_clip > 0) s += "_gclip";
+  if (c.peephole) s += "_peep";
+  if (c.input_forget) s += "_cifg";
   return s;
 }
 
@@ -246,7 +249,11 @@ TEST_P(FeatureGradCheck, MatchesCentralDifferences) {
   if (fc.auto_clip) p.cfg.clip = choose_clip(p);
   const RnnConfig& cfg = p.cfg;
   const WeightLayout layout(cfg);
-  const bool relu = cfg.cell == CellKind::rnn_relu, clip = cfg.clip > 0;
+  const bool relu = cfg.cell == CellKind::rnn_relu, clip = cfg.clip > 0, gate_clip = cfg.gate_clip > 0;
+  // A gate held by the gate clip stores exactly the activation of a bound (or the bound itself,
+  // relu's): which gates are held is a kink set like the relu's.
+  const double gb = cfg.gate_clip;
+  const double held[] = {reference::sigmoid(gb), reference::sigmoid(-gb), reference::tanh_(gb), reference::tanh_(-gb), gb};
 
   Reserve<double> rs;
   const Results an = run(p, true, &rs);
@@ -262,12 +269,15 @@ TEST_P(FeatureGradCheck, MatchesCentralDifferences) {
     if (clip)
       for (const auto& cs : r.c)
         for (double v : cs) m.push_back(std::abs(v) >= double(cfg.clip));
+    if (gate_clip)
+      for (const auto& gs : r.gates)
+        for (double v : gs) m.push_back(std::find(std::begin(held), std::end(held), v) != std::end(held));
     return m;
   };
   const std::vector<char> base = kinks(rs);
-  if (clip) {
+  if (clip || gate_clip) {
     const auto clipped = std::count(base.begin(), base.end(), 1);
-    EXPECT_GT(clipped, 0) << "no cell is clipped: the clip check would be vacuous";
+    EXPECT_GT(clipped, 0) << "no cell or gate is clipped: the clip check would be vacuous";
   }
 
   Reserve<double> probe;
@@ -388,6 +398,37 @@ std::vector<FdCase> fd_cases() {
     c.dropout = 0.3f;
     c.batch_first = true;
     add(c, 4, 3, {3, 1, 4});
+  }
+  // ONNX's features: LSTM peepholes and coupled input-forget gates, the gate clip of every cell.
+  c = make_config(CellKind::lstm, 3, 5, 1, false);
+  c.peephole = true;
+  add(c, 4, 2);
+  c = make_config(CellKind::lstm, 3, 4, 2, true);
+  c.peephole = true;
+  add(c, 4, 3, {2, 4, 1});
+  c = make_config(CellKind::lstm, 2, 5, 2, false);
+  c.peephole = true;
+  c.reverse = true;
+  c.proj_size = 2;
+  add(c, 3, 2);
+  add(make_config(CellKind::lstm, 2, 5, 1, true), 5, 2, {}, true);  // peephole with the cell clip, below
+  cases.back().cfg.peephole = true;
+  c = make_config(CellKind::lstm, 3, 5, 1, false);
+  c.input_forget = true;
+  add(c, 4, 2);
+  c = make_config(CellKind::lstm, 3, 4, 2, true);
+  c.input_forget = true;
+  c.peephole = true;
+  add(c, 4, 3, {3, 4, 2});
+  for (CellKind cell : {CellKind::lstm, CellKind::gru, CellKind::gru_reset_before, CellKind::rnn_tanh,
+                        CellKind::rnn_relu}) {
+    c = make_config(cell, 3, 5, 1, false);
+    c.gate_clip = 0.3f;
+    add(c, 4, 2);
+    c = make_config(cell, 2, 4, 2, true);
+    c.gate_clip = 0.5f;
+    c.peephole = c.input_forget = cell == CellKind::lstm;
+    add(c, 3, 3, {3, 1, 2});
   }
   return cases;
 }

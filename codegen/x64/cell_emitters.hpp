@@ -14,7 +14,7 @@ class LstmForward final : public GateEmitter {
   void body(int count, bool masked) override;
   void advance_rows() override;
   const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, c_prev_ = r12, h_out_ = r13,
-                     c_out_ = r14, gates_ = r15;
+                     c_out_ = r14, gates_ = r15, peephole_ = rdx;
 };
 
 class LstmBackward final : public GateEmitter {
@@ -24,7 +24,8 @@ class LstmBackward final : public GateEmitter {
   void load_pointers() override;
   void body(int count, bool masked) override;
   void advance_rows() override;
-  const Xbyak::Reg64 dy_ = r8, c_ = r9, c_prev_ = r10, gates_ = r11, dh_carry_ = r12, dc_carry_ = r13;
+  const Xbyak::Reg64 dy_ = r8, c_ = r9, c_prev_ = r10, gates_ = r11, dh_carry_ = r12, dc_carry_ = r13,
+                     peephole_ = r14;
 };
 
 class GruForward final : public GateEmitter {

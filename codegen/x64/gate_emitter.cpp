@@ -28,6 +28,10 @@ GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
     throw Error(fmt::format("{}: needs hidden >= 1, rows >= 1 and ld_h >= hidden", kernel_name(desc)));
   if (desc.clip_bits && (desc.cell_kind() != CellKind::lstm || !(desc.clip() > 0.0f)))
     throw Error(fmt::format("{}: clip needs an LSTM and a positive value", kernel_name(desc)));
+  if (desc.gate_clip_bits && !(desc.gate_clip() > 0.0f && desc.gate_clip() < 1e30f))
+    throw Error(fmt::format("{}: gate_clip must be a positive finite value", kernel_name(desc)));
+  if ((desc.peephole || desc.input_forget) && desc.cell_kind() != CellKind::lstm)
+    throw Error(fmt::format("{}: peephole and input_forget need an LSTM", kernel_name(desc)));
   if (desc.cols < 1 || desc.cols > desc.hidden)
     throw Error(fmt::format("{}: cols must be in [1, hidden = {}], got {}", kernel_name(desc), desc.hidden, desc.cols));
 }
@@ -54,12 +58,55 @@ void GateEmitter::accumulate(const Xbyak::Zmm& dst, const Xbyak::Address& src, b
   else vaddps(dst, dst, src);
 }
 
+void GateEmitter::accumulate_product(const Xbyak::Zmm& dst, const Xbyak::Zmm& a, const Xbyak::Address& b,
+                                     bool masked) {
+  if (masked) vfmadd231ps(dst | tail_mask_ | T_z, a, b);
+  else vfmadd231ps(dst, a, b);
+}
+
 void GateEmitter::store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool masked) {
   if (masked) vmovups(dst | tail_mask_, src);
   else vmovups(dst, src);
 }
 
+// The table after the code: clip, -clip, gate_clip, -gate_clip.
 Xbyak::Address GateEmitter::clip_bound(bool negative) { return ptr[rip + clip_table_ + (negative ? 4 : 0)]; }
+Xbyak::Address GateEmitter::gate_clip_bound(bool negative) { return ptr[rip + clip_table_ + (negative ? 12 : 8)]; }
+
+void GateEmitter::clamp_gates(std::span<const Xbyak::Zmm> v) {
+  if (!desc_.gate_clip_bits) return;
+  // The bound is the first source so that a NaN in v (the second) comes through.
+  vbroadcastss(clip_scratch_, gate_clip_bound(true));
+  for (const Xbyak::Zmm& r : v) vmaxps(r, clip_scratch_, r);
+  vbroadcastss(clip_scratch_, gate_clip_bound(false));
+  for (const Xbyak::Zmm& r : v) vminps(r, clip_scratch_, r);
+}
+
+void GateEmitter::store_gate_clip_bounds() {
+  const Xbyak::Zmm lo(0), hi(1);  // slot registers, free before the first row
+  for (int pair = 0; pair < 2; ++pair) {
+    vbroadcastss(lo, gate_clip_bound(true));
+    vbroadcastss(hi, gate_clip_bound(false));
+    const Xbyak::Zmm both[] = {lo, hi};
+    if (pair == 0) act_.sigmoid(both);
+    else act_.tanh(both);
+    vmovss(ptr[rsp + 8 * pair], Xbyak::Xmm(lo.getIdx()));
+    vmovss(ptr[rsp + 8 * pair + 4], Xbyak::Xmm(hi.getIdx()));
+  }
+}
+
+void GateEmitter::zero_unless_passed(const Xbyak::Zmm& grad, const Xbyak::Zmm& a, Activation act) {
+  if (!desc_.gate_clip_bits) return;
+  if (act == Activation::relu) {  // relu(-b) = 0 has no gradient anyway: only a < b matters
+    vbroadcastss(clip_scratch_, gate_clip_bound(false));
+    vcmpps(local_mask_, a, clip_scratch_, 0x11);  // a < b (ordered, quiet: false for NaN)
+  } else {
+    const int at = act == Activation::sigmoid ? 0 : 8;
+    vcmpps(local_mask_, a, ptr_b[rsp + at + 4], 0x11);            // a < act(b)
+    vcmpps(local_mask_ | local_mask_, a, ptr_b[rsp + at], 0x1e);  // and a > act(-b)
+  }
+  vmovaps(grad | local_mask_ | T_z, grad);
+}
 
 void GateEmitter::clamp_to_clip(const Xbyak::Zmm& v) {
   // The bound is the first source so that a NaN in v (the second) comes through.
@@ -82,9 +129,12 @@ void GateEmitter::generate() {
   const int tail = static_cast<int>(desc_.cols % kVector);
   const int blocks = full_vectors / unroll, remainder = full_vectors % unroll;
 
+  const bool gate_bounds = desc_.gate_clip_bits && desc_.pass_kind() == Pass::backward;
   preamble();
+  if (gate_bounds) sub(rsp, kGateBoundsBytes);
   load_pointers();
   act_.load_constants();
+  if (gate_bounds) store_gate_clip_bounds();
   if (tail) {
     mov(eax, (1u << tail) - 1);
     kmovw(tail_mask_, eax);
@@ -110,14 +160,17 @@ void GateEmitter::generate() {
   advance_rows();
   dec(row_counter_);
   jnz(row_loop, T_NEAR);
+  if (gate_bounds) add(rsp, kGateBoundsBytes);
   postamble();
   text_size_ = getSize();
   act_.emit_constant_table();
-  if (desc_.clip_bits) {
+  if (desc_.clip_bits || desc_.gate_clip_bits) {
     align(4);
     L(clip_table_);
-    dd(desc_.clip_bits);
-    dd(desc_.clip_bits ^ 0x80000000u);  // -clip
+    for (std::uint32_t bits : {desc_.clip_bits, desc_.gate_clip_bits}) {
+      dd(bits);
+      dd(bits ^ 0x80000000u);  // the negative bound
+    }
   }
   finalize();
 }

@@ -8,9 +8,11 @@
 //   zmm27..31  activation constants
 //   k1 tail mask; k2..k4 activation masks; k5 emitter-local
 //   rcx column byte offset, rax column-block counter, rsi row counter
+//   [rsp, rsp+16) backward kernels with a gate clip: the activations of the clip's bounds
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "codegen/kernel_desc.hpp"
@@ -44,6 +46,8 @@ class GateEmitter : public JitGenerator {
   Xbyak::Address at(const Xbyak::Reg64& base, int gate, int u) const;
   void load(const Xbyak::Zmm& dst, const Xbyak::Address& src, bool masked);
   void accumulate(const Xbyak::Zmm& dst, const Xbyak::Address& src, bool masked);  // dst += src
+  void accumulate_product(const Xbyak::Zmm& dst, const Xbyak::Zmm& a, const Xbyak::Address& b,
+                          bool masked);  // dst += a * b
   void store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool masked);
 
   std::int64_t hidden_bytes() const { return std::int64_t{desc_.hidden} * 4; }
@@ -52,6 +56,15 @@ class GateEmitter : public JitGenerator {
   // k = (-clip < c < clip) for the backward pass. Both use clip_scratch_ for the bound.
   void clamp_to_clip(const Xbyak::Zmm& v);
   void inside_clip(const Xbyak::Opmask& k, const Xbyak::Zmm& c);
+
+  // ONNX's gate clip (desc_.gate_clip_bits != 0; each a no-op without one). Forward: every
+  // pre-activation in v clamped to [-gate_clip, gate_clip], NaN kept. Backward: grad zeroed
+  // where the gate's activation a shows its pre-activation was clamped, i.e. a is not strictly
+  // between the activations of the two bounds. Those are computed once at kernel entry by the
+  // same activation code as the forward kernel's, so a clamped gate matches its bound exactly.
+  enum class Activation { sigmoid, tanh, relu };
+  void clamp_gates(std::span<const Xbyak::Zmm> v);
+  void zero_unless_passed(const Xbyak::Zmm& grad, const Xbyak::Zmm& a, Activation act);
 
   KernelDesc desc_;
   std::size_t text_size_ = 0;
@@ -63,7 +76,10 @@ class GateEmitter : public JitGenerator {
 
  private:
   Xbyak::Address clip_bound(bool negative);
+  Xbyak::Address gate_clip_bound(bool negative);
+  void store_gate_clip_bounds();  // backward prologue: the activations of +-gate_clip, to [rsp]
   Xbyak::Label clip_table_;
+  static constexpr int kGateBoundsBytes = 16;  // sigmoid(-b), sigmoid(b), tanh(-b), tanh(b)
 };
 
 // The emitter for a descriptor, finalized (read+execute). Throws Error if the descriptor is

@@ -1,6 +1,7 @@
 // rnnjit: GRU gate kernels, linear-before-reset form (PyTorch, cuDNN), gate order r, z, n.
 //   forward:  r,z = sigmoid(gx + b_ih + gh + b_hh); hn = gh_n + b_hn; n = tanh(gx_n + b_in + r hn);
-//             h = n + z (h_prev - n). Training stores r, z, hn, n.
+//             h = n + z (h_prev - n). Training stores r, z, hn, n. A gate clip clamps the
+//             arguments of the sigmoids and of the tanh.
 //   backward: dn = dh (1 - z)(1 - n^2); writes dr, dz, dn r (recurrent side of n), dn (input
 //             side) over r, z, hn, n, and the direct term dh z into dh_carry.
 #include <cstddef>
@@ -38,6 +39,7 @@ void GruForward::body(int count, bool masked) {
   }
   std::vector<Xbyak::Zmm> sig = slots(count, r);
   for (const Xbyak::Zmm& v : slots(count, z)) sig.push_back(v);
+  clamp_gates(sig);
   act_.sigmoid(sig);
   for (int u = 0; u < count; ++u) {
     vfmadd231ps(slot(u, n), slot(u, r), slot(u, hn));
@@ -47,6 +49,7 @@ void GruForward::body(int count, bool masked) {
       store(at(gates_, 2, u), slot(u, hn), masked);
     }
   }
+  clamp_gates(slots(count, n));
   act_.tanh(slots(count, n));
   for (int u = 0; u < count; ++u) {
     if (desc_.training) store(at(gates_, 3, u), slot(u, n), masked);
@@ -91,6 +94,7 @@ void GruBackward::body(int count, bool masked) {
     vmovaps(R(t), one);
     vfnmadd231ps(R(t), R(n), R(n));
     vmulps(R(s), R(s), R(t));                     // dn = dh (1 - z)(1 - n^2)
+    zero_unless_passed(R(s), R(n), Activation::tanh);
     store(at(gates_, 3, u), R(s), masked);
     vmulps(R(t), R(s), R(r));
     store(at(gates_, 2, u), R(t), masked);        // dn r
@@ -98,6 +102,7 @@ void GruBackward::body(int count, bool masked) {
     vfnmadd231ps(R(t), R(r), R(r));               // r (1 - r)
     vmulps(R(t), R(t), R(hn));
     vmulps(R(t), R(t), R(s));
+    zero_unless_passed(R(t), R(r), Activation::sigmoid);
     store(at(gates_, 0, u), R(t), masked);        // dr = dn hn r (1 - r)
     load(R(t), at(h_prev_, 0, u), masked);
     vsubps(R(t), R(t), R(n));
@@ -105,6 +110,7 @@ void GruBackward::body(int count, bool masked) {
     vmovaps(R(r), R(z));
     vfnmadd231ps(R(r), R(z), R(z));               // z (1 - z)
     vmulps(R(t), R(t), R(r));
+    zero_unless_passed(R(t), R(z), Activation::sigmoid);
     store(at(gates_, 1, u), R(t), masked);        // dz = dh (h_prev - n) z (1 - z)
   }
 }

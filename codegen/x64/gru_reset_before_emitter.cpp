@@ -35,6 +35,7 @@ void GruResetGates::body(int count, bool masked) {
     }
   std::vector<Xbyak::Zmm> sig = slots(count, r);
   for (const Xbyak::Zmm& v : slots(count, z)) sig.push_back(v);
+  clamp_gates(sig);
   act_.sigmoid(sig);
   for (int u = 0; u < count; ++u) {
     store(at(z_, 0, u), slot(u, z), masked);
@@ -72,6 +73,7 @@ void GruResetCandidate::body(int count, bool masked) {
     accumulate(slot(u, n), at(bias_ih_, 2, u), masked);
     accumulate(slot(u, n), at(bias_hh_, 2, u), masked);
   }
+  clamp_gates(slots(count, n));
   act_.tanh(slots(count, n));
   for (int u = 0; u < count; ++u) {
     load(slot(u, z), at(z_, 0, u), masked);

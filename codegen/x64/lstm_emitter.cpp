@@ -1,9 +1,12 @@
 // rnnjit: LSTM gate kernels (PyTorch gate order i, f, g, o).
-//   forward:  i,f,o = sigmoid, g = tanh of (gx + b_ih + gh + b_hh); c = f c_prev + i g (clamped to
-//             [-clip, clip] with a cell clip); h = o tanh(c)
-//   backward: from the stored i,f,g,o and c_t, c_{t-1}: dc = dc_carry + dh o (1 - tanh(c)^2) (zero
-//             where the clip held c at a bound), the pre-activation gradients written over the
-//             gates, and dc_carry = dc f.
+//   forward:  i,f,o = sigmoid, g = tanh of (gx + b_ih + gh + b_hh), with the peepholes P_i c_prev,
+//             P_f c_prev and P_o c added and the gate clip applied where the descriptor says;
+//             f = 1 - i with input_forget; c = f c_prev + i g (clamped to [-clip, clip] with a
+//             cell clip); h = o tanh(c)
+//   backward: from the stored i,f,g,o and c_t, c_{t-1}: do = dh tanh(c) o (1 - o); dc = dc_carry +
+//             dh o (1 - tanh(c)^2) + do P_o (zero where the clip held c at a bound); the
+//             pre-activation gradients written over the gates (each zero where the gate clip held
+//             it), and dc_carry = dc f + di P_i + df P_f.
 #include <cstddef>
 
 #include "codegen/kernel_args.hpp"
@@ -22,36 +25,65 @@ void LstmForward::load_pointers() {
   mov(h_out_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
   mov(c_out_, ptr[abi_arg + offsetof(GateForwardArgs, c_out)]);
   if (desc_.training) mov(gates_, ptr[abi_arg + offsetof(GateForwardArgs, gates)]);
+  if (desc_.peephole) mov(peephole_, ptr[abi_arg + offsetof(GateForwardArgs, peephole)]);
 }
 
 void LstmForward::body(int count, bool masked) {
-  for (int u = 0; u < count; ++u)
-    for (int g = 0; g < 4; ++g) {
-      load(slot(u, g), at(gx_, g, u), masked);
-      accumulate(slot(u, g), at(gh_, g, u), masked);
-      accumulate(slot(u, g), at(bias_ih_, g, u), masked);
-      accumulate(slot(u, g), at(bias_hh_, g, u), masked);
+  enum { i, f, g, o };
+  const bool peephole = desc_.peephole, coupled = desc_.input_forget;
+  const Xbyak::Zmm c_prev(16);  // an activation scratch, free until the activations run
+  for (int u = 0; u < count; ++u) {
+    for (int k : {i, f, g, o}) {
+      if (k == f && coupled) continue;  // f = 1 - i: its pre-activation is never formed
+      load(slot(u, k), at(gx_, k, u), masked);
+      accumulate(slot(u, k), at(gh_, k, u), masked);
+      accumulate(slot(u, k), at(bias_ih_, k, u), masked);
+      accumulate(slot(u, k), at(bias_hh_, k, u), masked);
     }
-  std::vector<Xbyak::Zmm> sig;
-  for (int g : {0, 1, 3})
-    for (const Xbyak::Zmm& z : slots(count, g)) sig.push_back(z);
-  act_.sigmoid(sig);
-  act_.tanh(slots(count, 2));
-  for (int u = 0; u < count; ++u) {
-    const Xbyak::Zmm i = slot(u, 0), f = slot(u, 1), g = slot(u, 2);
-    if (desc_.training)
-      for (int k = 0; k < 4; ++k) store(at(gates_, k, u), slot(u, k), masked);
-    // c = f * c_prev + i * g, in f's register.
-    if (masked) vmulps(f | tail_mask_ | T_z, f, at(c_prev_, 0, u));
-    else vmulps(f, f, at(c_prev_, 0, u));
-    vfmadd231ps(f, i, g);
-    if (desc_.clip_bits) clamp_to_clip(f);
-    store(at(c_out_, 0, u), f, masked);
+    if (peephole) {  // i and f see c_{t-1}; o sees c_t, added once c is known
+      load(c_prev, at(c_prev_, 0, u), masked);
+      accumulate_product(slot(u, i), c_prev, at(peephole_, 0, u), masked);
+      if (!coupled) accumulate_product(slot(u, f), c_prev, at(peephole_, 1, u), masked);
+    }
   }
-  act_.tanh(slots(count, 1));
+  // The gates whose pre-activations are complete now: all but f when coupled and o with peepholes.
+  std::vector<Xbyak::Zmm> sig;
+  for (int k : {i, f, o}) {
+    if ((k == f && coupled) || (k == o && peephole)) continue;
+    for (const Xbyak::Zmm& z : slots(count, k)) sig.push_back(z);
+  }
+  std::vector<Xbyak::Zmm> clipped = sig;
+  for (const Xbyak::Zmm& z : slots(count, g)) clipped.push_back(z);
+  clamp_gates(clipped);
+  act_.sigmoid(sig);
+  act_.tanh(slots(count, g));
   for (int u = 0; u < count; ++u) {
-    vmulps(slot(u, 3), slot(u, 3), slot(u, 1));
-    store(at(h_out_, 0, u), slot(u, 3), masked);
+    const Xbyak::Zmm I = slot(u, i), F = slot(u, f), G = slot(u, g), O = slot(u, o);
+    if (coupled) vsubps(F, act_.one(), I);
+    if (desc_.training) {
+      store(at(gates_, i, u), I, masked);
+      store(at(gates_, f, u), F, masked);
+      store(at(gates_, g, u), G, masked);
+      if (!peephole) store(at(gates_, o, u), O, masked);
+    }
+    // c = f * c_prev + i * g, in f's register.
+    if (masked) vmulps(F | tail_mask_ | T_z, F, at(c_prev_, 0, u));
+    else vmulps(F, F, at(c_prev_, 0, u));
+    vfmadd231ps(F, I, G);
+    if (desc_.clip_bits) clamp_to_clip(F);
+    store(at(c_out_, 0, u), F, masked);
+    if (peephole) accumulate_product(O, F, at(peephole_, 2, u), masked);
+  }
+  if (peephole) {
+    clamp_gates(slots(count, o));
+    act_.sigmoid(slots(count, o));
+    if (desc_.training)
+      for (int u = 0; u < count; ++u) store(at(gates_, o, u), slot(u, o), masked);
+  }
+  act_.tanh(slots(count, f));
+  for (int u = 0; u < count; ++u) {
+    vmulps(slot(u, o), slot(u, o), slot(u, f));
+    store(at(h_out_, 0, u), slot(u, o), masked);
   }
 }
 
@@ -74,10 +106,12 @@ void LstmBackward::load_pointers() {
   mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
   mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
   mov(dc_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dc_carry)]);
+  if (desc_.peephole) mov(peephole_, ptr[abi_arg + offsetof(GateBackwardArgs, peephole)]);
 }
 
 void LstmBackward::body(int count, bool masked) {
   enum { dh, dc, tc, o, i, f, g, t };
+  const bool peephole = desc_.peephole, coupled = desc_.input_forget;
   const Xbyak::Zmm one = act_.one();
   for (int u = 0; u < count; ++u) {
     load(slot(u, dh), at(dy_, 0, u), masked);
@@ -88,41 +122,62 @@ void LstmBackward::body(int count, bool masked) {
   for (int u = 0; u < count; ++u) {
     auto R = [&](int k) { return slot(u, k); };
     load(R(o), at(gates_, 3, u), masked);
-    vmulps(R(t), R(dh), R(o));                      // dh o
+    vmulps(R(t), R(dh), R(tc));                     // dh tanh(c)
+    vmovaps(R(f), R(o));
+    vfnmadd231ps(R(f), R(o), R(o));                 // o (1 - o)
+    vmulps(R(t), R(t), R(f));                       // do
+    zero_unless_passed(R(t), R(o), Activation::sigmoid);
+    store(at(gates_, 3, u), R(t), masked);
     vmovaps(R(i), one);
     vfnmadd231ps(R(i), R(tc), R(tc));               // 1 - tanh(c)^2
+    vmulps(R(dh), R(dh), R(o));                     // dh o (dh is not needed after this)
     load(R(dc), at(dc_carry_, 0, u), masked);
-    vfmadd231ps(R(dc), R(t), R(i));                 // dc += dh o (1 - tanh(c)^2)
+    vfmadd231ps(R(dc), R(dh), R(i));                // dc += dh o (1 - tanh(c)^2)
+    if (peephole) accumulate_product(R(dc), R(t), at(peephole_, 2, u), masked);  // dc += do P_o
     if (desc_.clip_bits) {                          // no gradient through a clamped c
       load(R(t), at(c_, 0, u), masked);
       inside_clip(local_mask_, R(t));
       vmovaps(R(dc) | local_mask_ | T_z, R(dc));
     }
-    vmulps(R(t), R(dh), R(tc));                     // do = dh tanh(c)
-    vmovaps(R(f), R(o));
-    vfnmadd231ps(R(f), R(o), R(o));                 // o (1 - o)
-    vmulps(R(t), R(t), R(f));
-    store(at(gates_, 3, u), R(t), masked);
     load(R(i), at(gates_, 0, u), masked);
     load(R(f), at(gates_, 1, u), masked);
     load(R(g), at(gates_, 2, u), masked);
-    vmovaps(R(t), R(i));
-    vfnmadd231ps(R(t), R(i), R(i));                 // i (1 - i)
-    vmulps(R(t), R(t), R(g));
-    vmulps(R(t), R(t), R(dc));                      // di = dc g i (1 - i)
+    if (coupled) {                                  // f = 1 - i: i also reaches c through -c_prev
+      if (masked) vsubps(R(t) | tail_mask_ | T_z, R(g), at(c_prev_, 0, u));
+      else vsubps(R(t), R(g), at(c_prev_, 0, u));
+      vmulps(R(t), R(t), R(dc));
+    } else {
+      vmulps(R(t), R(g), R(dc));
+    }
+    vmovaps(R(tc), R(i));
+    vfnmadd231ps(R(tc), R(i), R(i));                // i (1 - i)
+    vmulps(R(t), R(t), R(tc));                      // di = dc (g [- c_prev]) i (1 - i)
+    zero_unless_passed(R(t), R(i), Activation::sigmoid);
     store(at(gates_, 0, u), R(t), masked);
+    if (peephole) {                                 // dh (free) gathers di P_i + df P_f for dc_{t-1}
+      if (masked) vmulps(R(dh) | tail_mask_ | T_z, R(t), at(peephole_, 0, u));
+      else vmulps(R(dh), R(t), at(peephole_, 0, u));
+    }
     vmovaps(R(tc), one);
     vfnmadd231ps(R(tc), R(g), R(g));                // 1 - g^2
     vmulps(R(tc), R(tc), R(i));
     vmulps(R(tc), R(tc), R(dc));                    // dg = dc i (1 - g^2)
+    zero_unless_passed(R(tc), R(g), Activation::tanh);
     store(at(gates_, 2, u), R(tc), masked);
-    vmovaps(R(t), R(f));
-    vfnmadd231ps(R(t), R(f), R(f));                 // f (1 - f)
-    vmulps(R(t), R(t), R(dc));
-    if (masked) vmulps(R(t) | tail_mask_ | T_z, R(t), at(c_prev_, 0, u));
-    else vmulps(R(t), R(t), at(c_prev_, 0, u));     // df = dc c_prev f (1 - f)
+    if (coupled) {
+      vxorps(R(t), R(t), R(t));                     // f has no pre-activation: no gradient
+    } else {
+      vmovaps(R(t), R(f));
+      vfnmadd231ps(R(t), R(f), R(f));               // f (1 - f)
+      vmulps(R(t), R(t), R(dc));
+      if (masked) vmulps(R(t) | tail_mask_ | T_z, R(t), at(c_prev_, 0, u));
+      else vmulps(R(t), R(t), at(c_prev_, 0, u));   // df = dc c_prev f (1 - f)
+      zero_unless_passed(R(t), R(f), Activation::sigmoid);
+      if (peephole) accumulate_product(R(dh), R(t), at(peephole_, 1, u), masked);
+    }
     store(at(gates_, 1, u), R(t), masked);
     vmulps(R(dc), R(dc), R(f));                     // dc_{t-1} = dc f
+    if (peephole) vaddps(R(dc), R(dc), R(dh));      //   + di P_i + df P_f
     store(at(dc_carry_, 0, u), R(dc), masked);
   }
 }

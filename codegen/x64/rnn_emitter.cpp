@@ -1,5 +1,6 @@
 // rnnjit: vanilla RNN gate kernels, h = act(gx + b_ih + gh + b_hh) with act tanh or relu.
-// Backward needs only h_t: tanh' = 1 - h^2, relu' = [h > 0].
+// Backward needs only h_t: tanh' = 1 - h^2, relu' = [h > 0]; a gate clip clamps act's argument
+// and stops the gradient where it held.
 #include <cstddef>
 
 #include "codegen/kernel_args.hpp"
@@ -24,6 +25,7 @@ void RnnForward::body(int count, bool masked) {
     accumulate(slot(u, 0), at(bias_ih_, 0, u), masked);
     accumulate(slot(u, 0), at(bias_hh_, 0, u), masked);
   }
+  clamp_gates(slots(count, 0));
   if (desc_.cell_kind() == CellKind::rnn_tanh) act_.tanh(slots(count, 0));
   else act_.relu(slots(count, 0));
   for (int u = 0; u < count; ++u) store(at(h_out_, 0, u), slot(u, 0), masked);
@@ -55,9 +57,11 @@ void RnnBackward::body(int count, bool masked) {
       vmovaps(R(t), act_.one());
       vfnmadd231ps(R(t), R(h), R(h));
       vmulps(R(dh), R(dh), R(t));
+      zero_unless_passed(R(dh), R(h), Activation::tanh);
     } else {
       vcmpps(local_mask_, R(h), act_.constant(Constant::zero), 0x1E /*GT_OQ*/);
       vmovaps(R(dh) | local_mask_ | T_z, R(dh));
+      zero_unless_passed(R(dh), R(h), Activation::relu);
     }
     store(at(gates_, 0, u), R(dh), masked);
   }

@@ -50,6 +50,16 @@ struct RnnConfig {
   float dropout = 0.0f;
   // x, y, dx and dy are [N, T, *] instead of [T, N, *].
   bool batch_first = false;
+  // Every gate's pre-activation (biases and peepholes included) is clamped to
+  // [-gate_clip, gate_clip] before its activation, in every cell (ONNX's clip). 0: none.
+  float gate_clip = 0.0f;
+  // LSTM only: i and f also see P_i * c_{t-1} and P_f * c_{t-1}, o sees P_o * c_t, with the
+  // weight_peephole block [3, H] (rows i, f, o) per layer and direction (ONNX's P, oneDNN's
+  // peephole LSTM).
+  bool peephole = false;
+  // LSTM only: f = 1 - i (coupled input and forget gates, ONNX's input_forget); the forget
+  // gate's weights and biases stay in the layout, unused (their gradients are 0).
+  bool input_forget = false;
 
   int directions() const { return bidirectional ? 2 : 1; }
   int gates() const { return gate_count(cell); }

@@ -4,6 +4,7 @@
 //   weight_ih_l{k}[_reverse] [G*H, I_l]   weight_hh_l{k}[_reverse] [G*H, H]
 //   bias_ih_l{k}[_reverse]   [G*H]        bias_hh_l{k}[_reverse]   [G*H]
 //   weight_hr_l{k}[_reverse] [P, H]       (LSTM with projection only; weight_hh is then [G*H, P])
+//   weight_peephole_l{k}[_reverse] [3, H] (LSTM with peepholes only: rows P_i, P_f, P_o)
 // I_l is input_size for l = 0 and D*S above (S = P with a projection, else H).
 // Gate order within G*H is PyTorch's: LSTM i,f,g,o; GRU r,z,n; RNN a single gate.
 #pragma once
@@ -17,7 +18,9 @@
 
 namespace rnnjit {
 
-enum class ParamKind : std::uint8_t { weight_ih = 0, weight_hh = 1, bias_ih = 2, bias_hh = 3, weight_hr = 4 };
+enum class ParamKind : std::uint8_t {
+  weight_ih = 0, weight_hh = 1, bias_ih = 2, bias_hh = 3, weight_hr = 4, weight_peephole = 5
+};
 
 struct ParamBlock {
   std::string name;                 // PyTorch state_dict key, e.g. "bias_hh_l2_reverse"
@@ -52,7 +55,7 @@ class WeightLayout {
   void check_buffer(std::int64_t elements) const;
   RnnConfig config_;
   std::vector<ParamBlock> blocks_;
-  int blocks_per_direction_ = 4;
+  std::vector<ParamKind> kinds_;  // the blocks of one layer and direction, in order
   std::int64_t total_ = 0;
 };
 
