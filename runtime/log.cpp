@@ -27,20 +27,31 @@ void log_verbose(const std::string& line) {
   std::fprintf(stderr, "rnnjit: %s\n", line.c_str());
 }
 
-void dump_kernel(const CompiledKernel& kernel) {
+bool dump_enabled() {
   const char* dir = std::getenv("RNNJIT_DUMP");
-  if (!dir || !*dir) return;
+  return dir && *dir;
+}
+
+void dump_files(const std::string& name, std::initializer_list<std::pair<std::string_view, std::string_view>> files) {
+  if (!dump_enabled()) return;
+  const char* dir = std::getenv("RNNJIT_DUMP");
   // A dump that cannot be written must not break the program that is being observed.
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::filesystem::path base = std::filesystem::path(dir) / kernel.name();
-  std::ofstream asm_file(base.string() + ".asm");
-  asm_file << kernel.disassembly();
-  if (!kernel.code().empty()) {
-    std::ofstream bin(base.string() + ".bin", std::ios::binary);
-    bin.write(reinterpret_cast<const char*>(kernel.code().data()), static_cast<std::streamsize>(kernel.code().size()));
+  for (const auto& [extension, contents] : files) {
+    const std::string path = (std::filesystem::path(dir) / name).string() + "." + std::string(extension);
+    std::ofstream out(path, std::ios::binary);
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    if (!out) log_verbose(fmt::format("RNNJIT_DUMP: could not write {}", path));
   }
-  if (!asm_file) log_verbose(fmt::format("RNNJIT_DUMP: could not write {}.asm", base.string()));
+}
+
+void dump_kernel(const CompiledKernel& kernel) {
+  if (!dump_enabled()) return;
+  const std::string disassembly = kernel.disassembly();
+  const std::string_view code(reinterpret_cast<const char*>(kernel.code().data()), kernel.code().size());
+  if (code.empty()) dump_files(kernel.name(), {{"asm", disassembly}});
+  else dump_files(kernel.name(), {{"asm", disassembly}, {"bin", code}});
 }
 
 }  // namespace rnnjit

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -144,6 +145,26 @@ TEST_F(CudaDiskCache, CachedImageCompilesOnceThenReadsMemoryThenDisk) {
   const cuda::CachedImage from_disk = cuda::cached_image(source, cuda::kUtilModule, cuda::kCopyKernel, kSm90);
   EXPECT_EQ(from_disk.source, cuda::ImageSource::disk);
   EXPECT_EQ(from_disk.image->bytes, first.image->bytes);
+}
+
+// RNNJIT_DUMP: a module the library compiles leaves its source, PTX, image and NVRTC log.
+TEST_F(CudaDiskCache, DumpWritesSourcePtxImageAndLog) {
+  if (!cuda::nvrtc_available()) GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
+  const fs::path dump = dir_ / "dump";
+  const ScopedEnv env("RNNJIT_DUMP", dump.string());
+  const std::string source = cuda::util_kernels_source() + fmt::format("// dump {}\n", dir_.string());
+  const cuda::CachedImage image = cuda::cached_image(source, cuda::kUtilModule, cuda::kCopyKernel, kSm90);
+  ASSERT_EQ(image.source, cuda::ImageSource::compiled);
+  const std::string base = (dump / fmt::format("{}.{}", cuda::kUtilModule, kSm90.name())).string();
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    EXPECT_TRUE(in.good()) << path << " was not written";
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(read(base + ".cu"), source);
+  EXPECT_NE(read(base + ".ptx").find(cuda::kCopyKernel), std::string::npos) << "the PTX names the kernel";
+  if (kSm90.cubin) EXPECT_EQ(read(base + ".cubin"), image.image->bytes);
+  read(base + ".log");  // NVRTC's log: exists, usually empty
 }
 
 TEST(CudaCacheDir, FromTheEnvironment) {

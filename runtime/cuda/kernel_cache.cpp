@@ -182,6 +182,28 @@ std::string_view to_string(ImageSource s) {
   return s == ImageSource::memory ? "memory" : s == ImageSource::disk ? "disk" : "compiled";
 }
 
+namespace {
+
+// RNNJIT_DUMP: the source, NVRTC's log and the image; a cubin also gets the PTX of its
+// architecture (one more NVRTC compile, made only when dumping).
+void dump_image(const std::string& source, const std::string& module, const Image& image) {
+  if (!dump_enabled()) return;
+  const std::string name = fmt::format("{}.{}", module, image.target.name());
+  if (!image.target.cubin) {
+    dump_files(name, {{"cu", source}, {"ptx", image.bytes}, {"log", image.log}});
+    return;
+  }
+  std::string ptx;
+  try {
+    ptx = compile(source, module, image.target.name()).ptx;
+  } catch (const Error& e) {
+    ptx = fmt::format("// no PTX: {}\n", e.what());
+  }
+  dump_files(name, {{"cu", source}, {"ptx", ptx}, {"cubin", image.bytes}, {"log", image.log}});
+}
+
+}  // namespace
+
 CachedImage cached_image(const std::string& source, const std::string& module, const std::string& symbol,
                          const Target& target) {
   const CacheKey key = cache_key(source, module, target);
@@ -201,6 +223,7 @@ CachedImage cached_image(const std::string& source, const std::string& module, c
   auto image = std::make_shared<const Image>(compile_image(source, module, target));
   if (image->bytes.find(symbol) == std::string::npos)
     throw Error(fmt::format("NVRTC's image of {} for {} has no kernel {}", module, target.name(), symbol));
+  dump_image(source, module, *image);
   m.images.emplace(file, image);
   if (dir) {
     try {
