@@ -152,6 +152,7 @@ struct OnednnRnn::Impl {
   struct Layer {
     const Prims* p = nullptr;
     memory wl_user, wi_user, bias;      // ldigo, ldigo, ldgo: converted from canonical weights
+    memory peephole, dpeephole;         // ldgo [1, D, 3, H]: LSTM with peepholes only
     memory wl_fwd, wi_fwd;              // the forward primitive's format (== user when it is ldigo)
     memory wl_bwd, wi_bwd;              // the backward primitive's format (training)
     memory dwl_user, dwi_user, dbias;   // ldigo, ldigo, ldgo
@@ -173,6 +174,10 @@ struct OnednnRnn::Impl {
   Impl(const RnnConfig& c, const Shape& s, Mode m, int th)
       : cfg(c), shape(s), mode(m), threads(th), layout(c) {
     validate(c, s);
+    // What the peer does not model is refused, never silently dropped.
+    if (c.reverse || c.proj_size > 0 || c.clip > 0.0f || c.dropout > 0.0f || c.batch_first || c.gate_clip > 0.0f ||
+        c.input_forget)
+      throw Error("the oneDNN peer runs forward/bidirectional networks with peepholes at most, not " + describe(c));
     if (th < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(th));
 #if !RNNJIT_PEER_OPENMP
     if (th > 0) throw Error("threads needs oneDNN's OpenMP runtime (not found at build time); use 0");
@@ -188,6 +193,7 @@ struct OnednnRnn::Impl {
 
   bool training() const { return mode == Mode::training; }
   bool lstm() const { return cfg.cell == CellKind::lstm; }
+  bool peephole() const { return cfg.peephole; }
 
   memory::desc md(const memory::dims& dims, tag t) const { return memory::desc(dims, dt::f32, t); }
   memory::dims iter_dims() const { return {1, D, N, H}; }
@@ -240,12 +246,15 @@ struct OnednnRnn::Impl {
       case CellKind::lstm: {
         using F = dnnl::lstm_forward;
         using B = dnnl::lstm_backward;
-        F::primitive_desc fpd(F::desc(fwd_kind, dir, src_layer, iter, iter, wl, wi, bias, dst_layer, iter, iter), eng);
+        // An empty peephole descriptor is oneDNN's "no peepholes".
+        const memory::desc wp = peephole() ? md({1, D, 3, H}, tag::ldgo) : memory::desc();
+        F::primitive_desc fpd(F::desc(fwd_kind, dir, src_layer, iter, iter, wl, wi, wp, bias, dst_layer, iter, iter),
+                              eng);
         p.fwd_pd = fpd;
         p.fwd = F(fpd);
         if (training()) {
-          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, iter, wl, wi, bias, dst_layer, iter, iter,
-                                        src_layer, iter, iter, wl, wi, bias, dst_layer, iter, iter),
+          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, iter, wl, wi, wp, bias, dst_layer, iter, iter,
+                                        src_layer, iter, iter, wl, wi, wp, bias, dst_layer, iter, iter),
                                 eng, fpd);
           p.bwd_pd = bpd;
           p.bwd = B(bpd);
@@ -323,6 +332,10 @@ struct OnednnRnn::Impl {
       fa[DNNL_ARG_WEIGHTS_LAYER] = ly.wl_fwd;
       fa[DNNL_ARG_WEIGHTS_ITER] = ly.wi_fwd;
       fa[DNNL_ARG_BIAS] = ly.bias;
+      if (peephole()) {
+        ly.peephole = memory(md({1, D, 3, H}, tag::ldgo), eng);
+        fa[DNNL_ARG_WEIGHTS_PEEPHOLE] = ly.peephole;
+      }
       if (!training()) continue;
 
       fa[DNNL_ARG_WORKSPACE] = memory(query(p.fwd_pd, DNNL_ARG_WORKSPACE), eng);
@@ -356,6 +369,11 @@ struct OnednnRnn::Impl {
       ba[DNNL_ARG_DIFF_WEIGHTS_LAYER] = ly.dwl_bwd;
       ba[DNNL_ARG_DIFF_WEIGHTS_ITER] = ly.dwi_bwd;
       ba[DNNL_ARG_DIFF_BIAS] = ly.dbias;
+      if (peephole()) {
+        ly.dpeephole = memory(md({1, D, 3, H}, tag::ldgo), eng);
+        ba[DNNL_ARG_WEIGHTS_PEEPHOLE] = ly.peephole;
+        ba[DNNL_ARG_DIFF_WEIGHTS_PEEPHOLE] = ly.dpeephole;
+      }
     }
   }
 
@@ -393,6 +411,10 @@ struct OnednnRnn::Impl {
             b[(d * GB + g) * H + o] = v;
           }
         }
+        if (peephole()) {  // rows P_i, P_f, P_o: oneDNN's order too
+          const float* p = w.data() + layout.block(l, d, ParamKind::weight_peephole).offset;
+          std::copy(p, p + 3 * H, data_of(ly.peephole) + d * 3 * H);
+        }
       }
       if (!training()) {
         for (Reorder& r : ly.fwd_reorders) r.run(strm);
@@ -425,6 +447,10 @@ struct OnednnRnn::Impl {
             b_ih[row] = db;  // the summed bias's gradient is each summand's
             b_hh[row] = cfg.cell == CellKind::gru && g == 2 ? b[(d * GB + 3) * H + o] : db;
           }
+        }
+        if (peephole()) {
+          const float* dp = data_of(ly.dpeephole) + d * 3 * H;
+          std::copy(dp, dp + 3 * H, dw.data() + layout.block(l, d, ParamKind::weight_peephole).offset);
         }
       }
     }
@@ -502,6 +528,7 @@ struct OnednnRnn::Impl {
       std::memset(ly.dwl_bwd.get_data_handle(), 0, ly.dwl_bwd.get_desc().get_size());
       std::memset(ly.dwi_bwd.get_data_handle(), 0, ly.dwi_bwd.get_desc().get_size());
       std::memset(ly.dbias.get_data_handle(), 0, ly.dbias.get_desc().get_size());
+      if (peephole()) std::memset(ly.dpeephole.get_data_handle(), 0, ly.dpeephole.get_desc().get_size());
       ly.p->bwd.execute(strm, a);
       for (Reorder& r : ly.grad_reorders) r.run(strm);
     }

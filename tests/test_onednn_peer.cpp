@@ -35,18 +35,20 @@ struct PeerCase {
   std::int64_t input, hidden, layers;
   bool bidirectional;
   std::int64_t seq_len, batch;
+  bool peephole = false;
 };
 
 std::ostream& operator<<(std::ostream& os, const PeerCase& c) {
   return os << to_string(c.cell) << " I=" << c.input << " H=" << c.hidden << " L=" << c.layers
-            << " D=" << (c.bidirectional ? 2 : 1) << " T=" << c.seq_len << " N=" << c.batch;
+            << " D=" << (c.bidirectional ? 2 : 1) << " T=" << c.seq_len << " N=" << c.batch
+            << (c.peephole ? " peephole" : "");
 }
 
 std::string case_name(const testing::TestParamInfo<PeerCase>& info) {
   const PeerCase& c = info.param;
   return std::string(to_string(c.cell)) + "_I" + std::to_string(c.input) + "_H" + std::to_string(c.hidden) + "_L" +
          std::to_string(c.layers) + (c.bidirectional ? "_bi" : "_uni") + "_T" + std::to_string(c.seq_len) + "_N" +
-         std::to_string(c.batch);
+         std::to_string(c.batch) + (c.peephole ? "_peephole" : "");
 }
 
 RnnConfig config_of(const PeerCase& c) {
@@ -56,6 +58,7 @@ RnnConfig config_of(const PeerCase& c) {
   cfg.hidden_size = c.hidden;
   cfg.num_layers = c.layers;
   cfg.bidirectional = c.bidirectional;
+  cfg.peephole = c.peephole;
   return cfg;
 }
 
@@ -171,7 +174,9 @@ INSTANTIATE_TEST_SUITE_P(
         PeerCase{CellKind::rnn_relu, 7, 9, 3, false, 6, 1}, PeerCase{CellKind::gru, 7, 9, 3, false, 6, 4},
         // The reset-before GRU is oneDNN's vanilla GRU: an oracle for rnnjit's reference of it.
         PeerCase{CellKind::gru_reset_before, 5, 17, 2, true, 4, 3},
-        PeerCase{CellKind::gru_reset_before, 7, 9, 1, false, 6, 4}),
+        PeerCase{CellKind::gru_reset_before, 7, 9, 1, false, 6, 4},
+        // oneDNN's peephole LSTM (P_i, P_f on c_{t-1}, P_o on c_t): an oracle for rnnjit's reference of it.
+        PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3, true}, PeerCase{CellKind::lstm, 7, 9, 1, false, 6, 4, true}),
     case_name);
 
 // Optional buffers: no hx/cx means zeros, no hy/cy/dhx/dcx means not written, no dhy/dcy zeros.
@@ -229,6 +234,12 @@ TEST(OnednnPeerBuffers, Errors) {
   EXPECT_THROW(OnednnRnn(cfg, shape, Mode::inference, short_w), Error);
   RnnConfig bad = cfg;
   bad.hidden_size = 0;
+  EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, rc.w), Error);
+  bad = cfg;
+  bad.reverse = true;  // what the peer does not model is refused, not dropped
+  EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, rc.w), Error);
+  bad = cfg;
+  bad.gate_clip = 1.0f;
   EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, rc.w), Error);
 
   OnednnRnn infer(cfg, shape, Mode::inference, rc.w);
