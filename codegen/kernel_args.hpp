@@ -18,7 +18,8 @@ struct GateForwardArgs {
   const float* c_prev;   // [N, H] LSTM only
   float* h_out;          // [N, ld_h]
   float* c_out;          // [N, H] LSTM only; may equal c_prev (in-place update)
-  float* gates;          // [N, reserve_gates*H] training only: LSTM i,f,g,o; GRU r,z,hn,n
+  float* gates;          // [N, reserve_gates*H] training only: LSTM i,f,g,o; GRU r,z,hn,n; GRU
+                         //   reset before r,z (part 0), n (part 1)
   const float* peephole; // [3, H] LSTM with peepholes: P_i, P_f, P_o
 };
 
@@ -34,6 +35,7 @@ struct GateBackwardArgs {
                           //   (the executor's GEMM then adds dgates x W_hh)
   float* dc_carry;        // in: dL/dc_t; out: dL/dc_{t-1} (LSTM)
   const float* peephole;  // [3, H] LSTM with peepholes: P_i, P_f, P_o
+  const float* d_reset_h; // [N, H] GRU reset before, part 1: dL/d(r * h_prev) = dn W_hn
 };
 
 // C[rows, vectors*16] (+)= A[rows, k] B[k, vectors*16]; strides come from the KernelDesc.

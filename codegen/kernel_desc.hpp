@@ -38,9 +38,10 @@ struct KernelDesc {
   std::uint8_t n_tail = 0;    // gemm: valid lanes of the last vector, 0 when it is full
   std::uint8_t vectors = 0;   // gemm: zmm vectors of C per row (n_r)
   std::uint8_t prefetch = 0;  // gemm: cache lines of the next B chunk to prefetch into L2 per k step
-  // gate, gru_reset_before forward: which of the step's two kernels (the recurrent GEMM of n
-  // reads r * h_prev, so the step splits at a barrier). 0: r,z -> r * h_prev (h_out) and z
-  // (c_out); 1: n and h from gh_n, z (c_prev) and h_prev.
+  // gate, gru_reset_before: which of the step's two kernels (the recurrent GEMM of n reads
+  // r * h_prev, so the step splits at a barrier). Forward 0: r,z -> r * h_prev (h_out) and z
+  // (c_out); 1: n and h from gh_n, z (c_prev) and h_prev. Backward 0: dz, dn and the direct
+  // dh z; 1 (after the GEMM d(r * h_prev) = dn W_hn): dr, and dh_carry += d(r * h_prev) r.
   std::uint8_t part = 0;
   std::uint8_t peephole = 0;      // gate, LSTM: i, f see P_i, P_f times c_prev and o sees P_o times c
   std::uint8_t input_forget = 0;  // gate, LSTM: f = 1 - i

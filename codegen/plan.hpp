@@ -169,15 +169,19 @@ struct RecurrenceStep {
   GemmStep projection, projection_grad;
   Timed cell_out, dh_proj;
   Operand dcell, zeros;
-  // GRU with the reset before (forward only; gemm_n.n > 0): gemm covers the r,z columns of gh
-  // and the part-0 kernels write reset_h = r * h_prev [N, ld_state] and z [N, H]; after a
-  // barrier gemm_n writes gh's n columns from reset_h and the part-1 kernels (kernel_n,
-  // thread_kernels_n on thread_units_n, the split of gemm_n) write h.
+  // GRU with the reset before (gemm_n.n > 0). Forward: gemm covers the r,z columns of gh and
+  // the part-0 kernels write reset_h = r * h_prev [N, ld_state] (kept per step in training, for
+  // dW_hn) and z [N, H]; after a barrier gemm_n writes gh's n columns from reset_h and the
+  // part-1 kernels (kernel_n, thread_kernels_n on thread_units_n, the split of gemm_n) write h.
+  // Backward: the part-0 kernels write dz, dn and dh_carry = dh z; after a barrier gemm_n forms
+  // d_reset_h = dn W_hn [N, H], the part-1 kernels (both parts split like gemm_n) dr and
+  // dh_carry += d_reset_h r; after another, gemm adds [dr, dz] W_hh[r,z rows] into dh_carry.
   GemmStep gemm_n;
   int kernel_n = -1;
   std::vector<int> thread_kernels_n;
   std::vector<std::int64_t> thread_units_n;
-  Operand reset_h, z;
+  Timed reset_h;
+  Operand z, d_reset_h;
 };
 
 using Step = std::variant<GemmStep, CopyStep, ColumnSumStep, RecurrenceStep, PackStep, MaskStep, DropoutStep>;

@@ -35,9 +35,16 @@ void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, con
     g.a = {};  // the per-step operands are covered below (the projection's C is h)
     gemm(fn, g);
   }
-  if (r.gemm_n.n > 0) {  // GRU with the reset before: A is reset_h itself
-    gemm(fn, r.gemm_n);
-    matrix(fn, r.z, N, H, H);
+  if (r.gemm_n.n > 0) {  // GRU with the reset before: A is reset_h (forward) or dn (backward)
+    GemmStep g = r.gemm_n;
+    g.a = {};
+    gemm(fn, g);
+    if (r.pass == Pass::forward) {
+      matrix(fn, r.reset_h.base, N, S, ldh, r.reset_h.t_stride, T);
+      matrix(fn, r.z, N, H, H);
+    } else {
+      matrix(fn, r.d_reset_h, N, H, H);
+    }
   }
   matrix(fn, r.h.base, N, S, ldh, r.h.t_stride, T);
   matrix(fn, r.h_init, N, S, ldh);

@@ -70,6 +70,8 @@ class Planner {
     plan_outputs();
     if (mode == Mode::training) {
       backward_kernel_ = add_kernel(Pass::backward);
+      if (s_.reset_before)
+        backward_kernel_n_ = add_kernel_desc(part_n(gate_kernel_desc(config_, plan_.shape, mode, plan_.isa, Pass::backward)));
       allocate_backward();
       plan_dy();
       plan_backward_data();
@@ -193,7 +195,7 @@ class Planner {
       gh_[d] = region(fmt::format("gh.d{}", d), false, s.N * s.GH);
       carry_save_[d] = region(fmt::format("carry_save.d{}", d), false, s.N * 2 * s.H);
       if (s.reset_before) {
-        reset_h_[d] = region(fmt::format("reset_h.d{}", d), false, s.N * s.W);
+        if (!train) reset_h_[d] = region(fmt::format("reset_h.d{}", d), false, s.N * s.W);
         z_[d] = region(fmt::format("z.d{}", d), false, s.N * s.H);
       }
     }
@@ -208,6 +210,8 @@ class Planner {
       for (std::int64_t l = 0; l < s.L; ++l) {
         out_.push_back(region(fmt::format("out.l{}", l), true, s.T * s.N * s.W));
         h_init_.push_back(region(fmt::format("h_init.l{}", l), true, s.N * s.W));
+        // r * h_prev of every step, laid out like the layer's output (direction d at column d*H).
+        if (s.reset_before) reset_hs_.push_back(region(fmt::format("reset_h.l{}", l), true, s.T * s.N * s.W));
         for (int d = 0; d < s.D; ++d) {
           gates_.push_back(region(fmt::format("gates.l{}.d{}", l, d), true, s.T * s.N * s.R));
           if (s.lstm) {
@@ -240,6 +244,7 @@ class Planner {
     const auto& s = s_;
     for (int d = 0; d < s.D; ++d) {
       dh_[d] = region(fmt::format("dh_carry.d{}", d), false, s.N * s.S);
+      if (s.reset_before) d_reset_h_[d] = region(fmt::format("d_reset_h.d{}", d), false, s.N * s.H);
       if (s.lstm) dc_[d] = region(fmt::format("dc_carry.d{}", d), false, s.N * s.H);
       if (s.P) {
         dcell_[d] = region(fmt::format("dcell.d{}", d), false, s.N * s.H);
@@ -332,11 +337,14 @@ class Planner {
           r.gemm = with_packed_weights(GemmStep{"recurrent projection r,z", false, true, s.N, 2 * s.H, s.S, {},
                                                 weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
                                        fmt::format("w_hh_rz.l{}.d{}", l, d), true, s.H, 2);
-          r.reset_h = region_operand(plan_.workspace, reset_h_[d]);
+          r.reset_h = training() ? Timed{shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]),
+                                                 d * s.S),
+                                         s.N * ldh}
+                                 : Timed{region_operand(plan_.workspace, reset_h_[d]), 0};
           r.z = region_operand(plan_.workspace, z_[d]);
           r.kernel_n = forward_kernel_n_;
           r.gemm_n = with_packed_weights(GemmStep{"recurrent projection n (on r * h_prev)", false, true, s.N, s.H, s.S,
-                                                  r.reset_h, shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
+                                                  {}, shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
                                                   shifted(r.gh, 2 * s.H), ldh, s.S, s.GH, 0.0f, {}},
                                          fmt::format("w_hh_n.l{}.d{}", l, d), true, s.H, 1);
           split_gate_kernel(r, Pass::forward, r.gemm_n, 1);
@@ -445,9 +453,23 @@ class Planner {
         }
         RecurrenceStep r = recurrence(Pass::backward, l, d);
         r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
-        r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.S, s.GH, {},
-                                    weight(l, d, ParamKind::weight_hh), dh, s.R, s.S, s.S, s.gru ? 1.0f : 0.0f, {}},
-                           s.S, 0, true, d, &lane);
+        if (s.reset_before) {
+          // d(r * h_prev) = dn W_hn first (W_hh's n rows), then dh_carry += [dr, dz] W_hh[r,z rows].
+          r.d_reset_h = region_operand(plan_.workspace, d_reset_h_[d]);
+          r.kernel_n = backward_kernel_n_;
+          r.gemm_n = generated(GemmStep{"reset gradient d(r * h_prev) = dn W_hn", false, false, s.N, s.H, s.H, {},
+                                        shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S), r.d_reset_h, s.R,
+                                        s.S, s.H, 0.0f, {}},
+                               s.H, 0, true, d, &lane, true);
+          r.gemm = generated(GemmStep{"recurrent gradient r,z", false, false, s.N, s.S, 2 * s.H, {},
+                                      weight(l, d, ParamKind::weight_hh), dh, s.R, s.S, s.S, 1.0f, {}},
+                             s.S, 0, true, d, &lane);
+          split_gate_kernel(r, Pass::backward, r.gemm_n, 1);
+        } else {
+          r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.S, s.GH, {},
+                                      weight(l, d, ParamKind::weight_hh), dh, s.R, s.S, s.S, s.gru ? 1.0f : 0.0f, {}},
+                             s.S, 0, true, d, &lane);
+        }
         if (s.P) {
           r.dh_proj = {region_operand(plan_.workspace, dh_proj_[ld]), s.N * s.P};
           r.dcell = region_operand(plan_.workspace, dcell_[d]);
@@ -457,7 +479,7 @@ class Planner {
                                                  weight(l, d, ParamKind::weight_hr), r.dcell, s.P, s.H, s.H, 0.0f, {}},
                                         s.H, 0, true, d, &lane, true);
         }
-        split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : r.gemm);
+        split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : s.reset_before ? r.gemm_n : r.gemm);
         r.dy = {shifted(dy_of_layer(l), d * s.S), s.N * ldh};
         r.h = {shifted(layer_output(l), d * s.S), s.N * ldh};
         r.h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.S);
@@ -534,12 +556,23 @@ class Planner {
         const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.S);
         const bool reverse = config_.reversed(d);
         const std::int64_t first_t = reverse ? s.T - 1 : 0;
-        lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, s.GH, s.S,
-                                          s.N, shifted(gates, first_t * s.N * s.R), h_init,
+        // The reset-before GRU's n rows multiply r * h_prev, kept per step: one GEMM of their own.
+        const std::int64_t h_rows = s.reset_before ? 2 * s.H : s.GH;
+        lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, h_rows,
+                                          s.S, s.N, shifted(gates, first_t * s.N * s.R), h_init,
                                           dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}},
                                  s.S, 0, false, d));
+        if (s.reset_before) {
+          GemmStep dw = generated(
+              GemmStep{fmt::format("dW_hn l{} d{} (on r * h_prev)", l, d), true, false, s.H, s.S, s.T * s.N,
+                       shifted(gates, 2 * s.H),
+                       shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]), d * s.S),
+                       dweight(l, d, ParamKind::weight_hh, 2 * s.H, s.S), s.R, ldh, s.S, 0.0f, {}, {}},
+              s.S, 0, false, d, &lane);
+          lane.push_back(std::move(dw));
+        }
         if (s.T > 1) {
-          GemmStep dw = generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, s.GH, s.S, (s.T - 1) * s.N,
+          GemmStep dw = generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, (s.T - 1) * s.N,
                                            shifted(gates, reverse ? 0 : s.N * s.R),
                                            shifted(out, reverse ? s.N * ldh : 0), dweight(l, d, ParamKind::weight_hh),
                                            s.R, ldh, s.S, 1.0f, {}, {}},
@@ -592,8 +625,9 @@ class Planner {
   WeightLayout layout_;
   Plan plan_;
   Sizes s_{};
-  int forward_kernel_ = -1, backward_kernel_ = -1, forward_kernel_n_ = -1;
-  int reset_h_[2] = {-1, -1}, z_[2] = {-1, -1};  // GRU with the reset before (per direction)
+  int forward_kernel_ = -1, backward_kernel_ = -1, forward_kernel_n_ = -1, backward_kernel_n_ = -1;
+  int reset_h_[2] = {-1, -1}, z_[2] = {-1, -1}, d_reset_h_[2] = {-1, -1};  // GRU with the reset before
+  std::vector<int> reset_hs_;  // GRU with the reset before, training: r * h_prev per layer (reserve)
   bool dropout_ = false;  // training with dropout between layers
   int carry_save_[2] = {-1, -1}, y_seq_ = -1, dy_seq_ = -1;
   int cell_state_out_[2] = {-1, -1}, dcell_[2] = {-1, -1}, zeros_[2] = {-1, -1};  // projection
@@ -686,9 +720,6 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
   if (threads < 1 || threads > 256) throw Error(fmt::format("threads must be in [1, 256], got {}", threads));
   if (config.cell == CellKind::gru_reset_before && isa == Isa::cuda)
     throw Error("cell gru_reset_before is not supported on CUDA (its step needs two recurrent GEMMs)");
-  if (config.cell == CellKind::gru_reset_before && mode == Mode::training)
-    throw Error("cell gru_reset_before: training is not supported on the JIT backend (inference only; the reference "
-                "backend trains it)");
   return Planner(config, shape, mode, isa, threads).build();
 }
 

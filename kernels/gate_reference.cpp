@@ -60,11 +60,14 @@ void gate_forward_reference(const KernelDesc& d, const GateForwardArgs& a) {
         }
         case CellKind::gru_reset_before:
           if (d.part == 0) {  // r * h_prev for n's recurrent GEMM, z for part 1
-            h_out[j] = sigmoidf(pre(0)) * h_prev[j];
-            a.c_out[n * H + j] = sigmoidf(pre(1));
+            const float r = sigmoidf(pre(0)), z = sigmoidf(pre(1));
+            h_out[j] = r * h_prev[j];
+            a.c_out[n * H + j] = z;
+            if (gates) { gates[j] = r; gates[H + j] = z; }
           } else {            // gh_n = W_hn (r * h_prev)
             const float nn = std::tanh(pre(2));
             h_out[j] = nn + a.c_prev[n * H + j] * (h_prev[j] - nn);
+            if (gates) gates[2 * H + j] = nn;
           }
           break;
       }
@@ -77,24 +80,25 @@ void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
   const GateClip<float> gclip = gate_clip_of(d);
   const float* pp = d.peephole ? a.peephole : nullptr;
   for (std::int64_t n = 0; n < d.rows; ++n) {
-    const float* dy = a.dy + n * d.ld_h;
+    const float* dy = a.dy ? a.dy + n * d.ld_h : nullptr;
     float* gates = a.gates + n * R;
     float* dh_carry = a.dh_carry + n * H;
     for (std::int64_t j = 0; j < static_cast<std::int64_t>(d.cols); ++j) {
-      const float dh = dy[j] + dh_carry[j];
+      // (Part 1 of the reset-before GRU reads neither: dy may be null there.)
+      const auto dh_at = [&] { return dy[j] + dh_carry[j]; };
       switch (d.cell_kind()) {
         case CellKind::rnn_tanh: {
-          const float h = a.h[n * d.ld_h + j];
+          const float dh = dh_at(), h = a.h[n * d.ld_h + j];
           gates[j] = dh * (1.0f - h * h) * gclip.tanh_pass(h);
           break;
         }
         case CellKind::rnn_relu: {
-          const float h = a.h[n * d.ld_h + j];
+          const float dh = dh_at(), h = a.h[n * d.ld_h + j];
           gates[j] = h > 0.0f ? dh * gclip.relu_pass(h) : 0.0f;
           break;
         }
         case CellKind::lstm: {
-          const float i = gates[j], f = gates[H + j], g = gates[2 * H + j], o = gates[3 * H + j];
+          const float dh = dh_at(), i = gates[j], f = gates[H + j], g = gates[2 * H + j], o = gates[3 * H + j];
           const float c = a.c[n * H + j], cp = a.c_prev[n * H + j];
           const float tc = std::tanh(c);
           const float dO = dh * tc * o * (1.0f - o) * gclip.sigmoid_pass(o);
@@ -110,7 +114,7 @@ void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
           break;
         }
         case CellKind::gru: {
-          const float r = gates[j], z = gates[H + j], hn = gates[2 * H + j], nn = gates[3 * H + j];
+          const float dh = dh_at(), r = gates[j], z = gates[H + j], hn = gates[2 * H + j], nn = gates[3 * H + j];
           const float dn = dh * (1.0f - z) * (1.0f - nn * nn) * gclip.tanh_pass(nn);
           gates[j] = dn * hn * r * (1.0f - r) * gclip.sigmoid_pass(r);
           gates[H + j] = dh * (a.h_prev[n * d.ld_h + j] - nn) * z * (1.0f - z) * gclip.sigmoid_pass(z);
@@ -119,8 +123,20 @@ void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
           dh_carry[j] = dh * z;
           break;
         }
-        case CellKind::gru_reset_before:  // the planner refuses its training on this backend
-          throw Error(fmt::format("{}: no backward gate kernel for gru_reset_before", kernel_name(d)));
+        case CellKind::gru_reset_before: {
+          const float r = gates[j], z = gates[H + j], nn = gates[2 * H + j], hp = a.h_prev[n * d.ld_h + j];
+          if (d.part == 0) {  // dz, dn (W_hn and b_hn see dn directly) and the direct term dh z
+            const float dh = dh_at();
+            gates[H + j] = dh * (hp - nn) * z * (1.0f - z) * gclip.sigmoid_pass(z);
+            gates[2 * H + j] = dh * (1.0f - z) * (1.0f - nn * nn) * gclip.tanh_pass(nn);
+            dh_carry[j] = dh * z;
+          } else {            // d(r * h_prev) reaches r and h_prev
+            const float drh = a.d_reset_h[n * H + j];
+            gates[j] = drh * hp * r * (1.0f - r) * gclip.sigmoid_pass(r);
+            dh_carry[j] += drh * r;
+          }
+          break;
+        }
       }
     }
   }

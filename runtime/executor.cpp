@@ -295,7 +295,6 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
   const auto [h0, h1] = projected      ? gemm_columns(r.projection, tid)
                         : reset_before ? std::pair{n_share.col0, n_share.col0 + n_share.cols}
                                        : std::pair{col0, col0 + cols};
-  float* const reset_h = resolve(r.reset_h, b);
   float* const z = resolve(r.z, b);
   float* const gh_n = resolve(r.gemm_n.c, b);
   const float* const w_hn = resolve(r.gemm_n.b, b);
@@ -317,6 +316,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
     const float* h_prev = s == 0 ? h_init : at(r.h, prev, 0);
     float* const h_out = at(r.h, t, 0);
+    float* const reset_h = reset_before ? at(r.reset_h, t, 0) : nullptr;
     step_gemm(r.gemm, h_prev, w_hh, gh, tid, threads);
     if (kernel && reset_before) {
       args = {};
@@ -327,6 +327,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       args.h_prev = h_prev + col0;
       args.h_out = reset_h + col0;  // r * h_prev
       args.c_out = z + col0;
+      args.gates = at(r.gates, t, col0);
       (*kernel)(&args);
     }
     if (reset_before) {
@@ -342,6 +343,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
         args.h_prev = h_prev + c0;
         args.c_prev = z + c0;
         args.h_out = h_out + c0;
+        args.gates = at(r.gates, t, c0);
         (*n_share.kernel)(&args);
       }
     } else if (kernel) {
@@ -380,11 +382,12 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
   if (!generated && tid != 0) return;  // OpenBLAS plans run a recurrence on one thread
   const auto [kernel, col0, cols] = gate_share(r, tid);
   auto at = [&](const Timed& t, std::int64_t time, std::int64_t col) { return timed(t, time, b, col); };
-  const bool projected = r.projection_grad.n > 0;
+  const bool projected = r.projection_grad.n > 0, reset_before = r.gemm_n.n > 0;
+  const GateShare n_share = reset_before ? gate_share(r, tid, 1) : GateShare{nullptr, 0, 0};
   // The columns of dh_carry this thread writes (recurrent GEMM) and so carries or combines.
-  const auto [h0, h1] = projected ? gemm_columns(r.gemm, tid) : std::pair{col0, col0 + cols};
-  const std::int64_t N = r.batch, H = kernel ? kernel->desc().hidden : 0, S = r.state, ldh = r.ld_state;
-  const std::int64_t R = kernel ? kernel->desc().reserve_gates() * H : 0;
+  const auto [h0, h1] = projected || reset_before ? gemm_columns(r.gemm, tid) : std::pair{col0, col0 + cols};
+  const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.kernel)];
+  const std::int64_t N = r.batch, H = desc.hidden, S = r.state, ldh = r.ld_state, R = desc.reserve_gates() * H;
   const std::int32_t* const lengths = b.lengths;
   float* const save = resolve(r.carry_save, b);
   float* const h_init = resolve(r.h_init, b);
@@ -396,8 +399,17 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
   const float* const w_hh = resolve(r.gemm.b, b);
   const float* const w_hr = resolve(r.projection_grad.b, b);
   const float* const peephole = resolve(r.peephole, b);
+  float* const d_reset_h = resolve(r.d_reset_h, b);
+  const float* const w_hn = resolve(r.gemm_n.b, b);
   const std::int64_t T = r.steps;
   GateBackwardArgs args{};
+  // Variable lengths: no gate gradient for a row past its length (after the step's last kernel).
+  auto zero_past_end = [&](std::int64_t t, float* gates_at_col0, std::int64_t width) {
+    for (std::int64_t n = 0; n < N && lengths; ++n)
+      if (past_end(lengths, n, t))
+        for (std::int64_t g = 0; g < desc.reserve_gates(); ++g)
+          std::memset(gates_at_col0 + n * R + g * H, 0, static_cast<std::size_t>(width) * sizeof(float));
+  };
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
     const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
@@ -427,11 +439,24 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       for (std::int64_t n = 0; n < N && lengths && args.dc_carry; ++n)
         if (past_end(lengths, n, t)) copy_floats(save + n * 2 * H + H + col0, args.dc_carry + n * H, cols);
       (*kernel)(&args);
-      for (std::int64_t n = 0; n < N && lengths; ++n) {
-        if (!past_end(lengths, n, t)) continue;
-        for (int g = 0; g < kernel->desc().reserve_gates(); ++g)
-          std::memset(args.gates + n * R + g * H, 0, static_cast<std::size_t>(cols) * sizeof(float));
-        if (args.dc_carry) copy_floats(args.dc_carry + n * H, save + n * 2 * H + H + col0, cols);
+      for (std::int64_t n = 0; n < N && lengths && args.dc_carry; ++n)
+        if (past_end(lengths, n, t)) copy_floats(args.dc_carry + n * H, save + n * 2 * H + H + col0, cols);
+      if (!reset_before) zero_past_end(t, args.gates, cols);
+    }
+    if (reset_before) {
+      // d(r * h_prev) = dn W_hn once every dn is in, then dr and its share of dh_{t-1} (both
+      // parts split like gemm_n, so each thread reads the d(r * h_prev) columns it computed).
+      if (threads > 1) ThreadTeam::instance().barrier();
+      step_gemm(r.gemm_n, gates + 2 * H, w_hn, d_reset_h, tid, threads);
+      if (n_share.kernel) {
+        const std::int64_t c0 = n_share.col0;
+        args = {};
+        args.d_reset_h = d_reset_h + c0;
+        args.h_prev = (first ? h_init : at(r.h, prev, 0)) + c0;
+        args.gates = gates + c0;
+        args.dh_carry = dh_carry + c0;
+        (*n_share.kernel)(&args);
+        zero_past_end(t, gates + c0, n_share.cols);
       }
     }
     if (threads > 1) ThreadTeam::instance().barrier();  // every thread's gate gradients are in

@@ -67,11 +67,8 @@ class ExecutionImpl {
   ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, Backend backend, Isa isa, int threads)
       : config_(config), shape_(shape), mode_(mode), backend_(backend), weights_(WeightLayout(config).total_elements()) {
     shape_text_ = fmt::format("for {} T={} N={}", describe(config), shape.seq_len, shape.batch);
-    // The reference backend only describes its call with the plan, and it trains what the JIT
-    // planner refuses to (the reset-before GRU): then it shows the forward pass.
-    const bool jit_refuses = config.cell == CellKind::gru_reset_before && mode == Mode::training;
-    plan_ = Cache::instance().plan(
-        {config, shape, backend_ == Backend::reference && jit_refuses ? Mode::inference : mode, isa, threads});
+    // The reference backend only describes its call with the plan.
+    plan_ = Cache::instance().plan({config, shape, mode, isa, threads});
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),

@@ -106,7 +106,8 @@ std::vector<FeatureCase> feature_cases() {
   const Target targets[] = {{Isa::avx512, 1}, {Isa::avx512, 2}, {Isa::reference, 1}};
   std::vector<FeatureCase> cases;
   for (const Feature& f : features)
-    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru}) {
+    for (CellKind cell :
+         {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru, CellKind::gru_reset_before}) {
       const bool lstm_only = f.clip > 0.0f || f.proj_size > 0 || f.peephole || f.input_forget;
       if (lstm_only && f.name != "all" && f.name != "onnx" && cell != CellKind::lstm) continue;
       for (bool bidir : {false, true}) {

@@ -2,13 +2,15 @@
 // default linear_before_reset = 0): n = tanh(W_in x + b_in + W_hn (r * h) + b_hn).
 //  - the reference: one step by hand, and finite-difference gradient checks in double of
 //    backward_data + backward_weights (layers, both directions, reverse, lengths, batch-first),
-//  - the two AVX-512 gate kernels of a step against their scalar twins (tails, partial launches),
-//  - the JIT backend's forward (AVX-512 on 1 and 2 threads, and the reference ISA) against the
-//    reference, with vector tails; its training is refused with a one-line Error.
+//  - the AVX-512 gate kernels of a step (two forward, two backward) against their scalar twins
+//    (tails, partial launches, the gate clip),
+//  - the JIT backend (AVX-512 on 1 and 2 threads, and the reference ISA), inference and training,
+//    against the reference, with vector tails.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <ostream>
@@ -138,76 +140,106 @@ INSTANTIATE_TEST_SUITE_P(Cases, GruResetBeforeGradients,
                                            FdCase{"batch_first_lengths", false, false, true, true}),
                          [](const auto& info) { return info.param.name; });
 
-// --- the two gate kernels of a step against their scalar twins --------------------------------
+// --- the gate kernels of a step against their scalar twins ------------------------------------
 
-KernelDesc kernel_desc(Isa isa, int part, std::uint32_t H, std::uint32_t cols, std::uint32_t rows, std::uint32_t ld_h,
-                       std::uint32_t unroll) {
+KernelDesc kernel_desc(Isa isa, Pass pass, bool training, int part, std::uint32_t H, std::uint32_t cols,
+                       std::uint32_t rows, std::uint32_t ld_h, std::uint32_t unroll, bool gate_clip) {
   KernelDesc d;
   d.isa = static_cast<std::uint8_t>(isa);
   d.cell = static_cast<std::uint8_t>(CellKind::gru_reset_before);
-  d.pass = static_cast<std::uint8_t>(Pass::forward);
+  d.pass = static_cast<std::uint8_t>(pass);
+  d.training = training;
   d.part = static_cast<std::uint8_t>(part);
   d.hidden = H;
   d.cols = cols;
   d.rows = rows;
   d.ld_h = ld_h;
   d.unroll = isa == Isa::avx512 ? unroll : 1;
+  d.gate_clip_bits = gate_clip ? std::bit_cast<std::uint32_t>(0.8f) : 0u;
   return d;
 }
 
+// Forward parts (inference and training) and backward parts, with a gate clip and without: every
+// array a kernel touches starts from the same values on both sides and must end equal (backward
+// gates are random in (0, 1), n in (-1, 1): with the clip some lie outside the bounds' activations).
 TEST(GruResetBeforeKernels, EmittersMatchScalarTwins) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(-3, 3);
-  for (std::uint32_t H : {1u, 7u, 16u, 17u, 33u, 64u, 115u})
-    for (std::uint32_t rows : {1u, 3u})
-      for (std::uint32_t ld_h : {H, 2 * H})
-        for (std::uint32_t cols : {H, (H + 1) / 2})
-          for (std::uint32_t unroll = 1; unroll <= 4; ++unroll)
-            for (int part : {0, 1}) {
-              auto fill = [&](std::size_t n) {
-                std::vector<float> v(n);
-                for (float& e : v) e = u(rng);
-                return v;
-              };
-              const std::size_t GH = 3 * H;
-              const auto gx = fill(rows * GH), gh = fill(rows * GH), b_ih = fill(GH), b_hh = fill(GH),
-                         h_prev = fill(rows * ld_h), z_in = fill(rows * H);
-              const auto init_out = fill(rows * ld_h), init_z = fill(rows * H);
-              auto run = [&](Isa isa, std::vector<float>& out, std::vector<float>& z_out) {
-                const CompiledKernel k(kernel_desc(isa, part, H, cols, rows, ld_h, unroll));
-                GateForwardArgs a{};
-                a.gx = gx.data(), a.gh = gh.data(), a.bias_ih = b_ih.data(), a.bias_hh = b_hh.data();
-                a.h_prev = h_prev.data(), a.h_out = out.data();
-                if (part == 0) a.c_out = z_out.data();
-                else a.c_prev = z_in.data();
-                k(&a);
-              };
-              std::vector<float> out_jit = init_out, z_jit = init_z, out_ref = init_out, z_ref = init_z;
-              run(Isa::avx512, out_jit, z_jit);
-              run(Isa::reference, out_ref, z_ref);
-              const std::string what = fmt::format("part {} H {} rows {} ld_h {} cols {} unroll {}", part, H, rows,
-                                                   ld_h, cols, unroll);
-              for (std::size_t i = 0; i < out_ref.size(); ++i)
-                ASSERT_NEAR(out_jit[i], out_ref[i], 4e-6f * (1 + std::abs(out_ref[i]))) << what << " h[" << i << "]";
-              for (std::size_t i = 0; i < z_ref.size(); ++i)
-                ASSERT_NEAR(z_jit[i], z_ref[i], 4e-6f) << what << " z[" << i << "]";
-            }
+  std::uniform_real_distribution<float> u(-3, 3), unit(0, 1);
+  struct Variant {
+    Pass pass;
+    bool training;
+  };
+  for (const Variant v : {Variant{Pass::forward, false}, Variant{Pass::forward, true}, Variant{Pass::backward, false}})
+    for (bool gate_clip : {false, true})
+      for (std::uint32_t H : {1u, 7u, 16u, 17u, 33u, 64u, 115u})
+        for (std::uint32_t rows : {1u, 3u})
+          for (std::uint32_t ld_h : {H, 2 * H})
+            for (std::uint32_t cols : {H, (H + 1) / 2})
+              for (std::uint32_t unroll = 1; unroll <= 4; ++unroll)
+                for (int part : {0, 1}) {
+                  if (v.pass == Pass::backward && unroll > 3) continue;
+                  auto fill = [&](std::size_t n, auto& dist) {
+                    std::vector<float> x(n);
+                    for (float& e : x) e = dist(rng);
+                    return x;
+                  };
+                  const std::size_t GH = 3 * H;
+                  // Inputs (read only) and arrays the kernel writes (compared afterwards).
+                  const auto gx = fill(rows * GH, u), gh = fill(rows * GH, u), b_ih = fill(GH, u), b_hh = fill(GH, u),
+                             h_prev = fill(rows * ld_h, u), z_in = fill(rows * H, unit), dy = fill(rows * ld_h, u),
+                             d_reset_h = fill(rows * H, u);
+                  std::vector<float> gates0 = fill(rows * GH, unit);
+                  for (std::size_t i = 0; i < rows * GH; ++i)
+                    if (i % GH >= 2 * H) gates0[i] = 2 * gates0[i] - 1;  // n in (-1, 1)
+                  const std::vector<std::vector<float>> init = {fill(rows * ld_h, u), fill(rows * H, u), gates0,
+                                                                fill(rows * H, u)};
+                  auto run = [&](Isa isa, std::vector<std::vector<float>>& out) {
+                    const CompiledKernel k(kernel_desc(isa, v.pass, v.training, part, H, cols, rows, ld_h, unroll,
+                                                       gate_clip));
+                    if (v.pass == Pass::forward) {
+                      GateForwardArgs a{};
+                      a.gx = gx.data(), a.gh = gh.data(), a.bias_ih = b_ih.data(), a.bias_hh = b_hh.data();
+                      a.h_prev = h_prev.data(), a.h_out = out[0].data(), a.gates = out[2].data();
+                      if (part == 0) a.c_out = out[1].data();
+                      else a.c_prev = z_in.data();
+                      k(&a);
+                    } else {
+                      GateBackwardArgs a{};
+                      a.dy = dy.data(), a.h_prev = h_prev.data(), a.gates = out[2].data(), a.dh_carry = out[3].data();
+                      a.d_reset_h = d_reset_h.data();
+                      k(&a);
+                    }
+                  };
+                  auto jit = init, ref = init;
+                  run(Isa::avx512, jit);
+                  run(Isa::reference, ref);
+                  const std::string what = fmt::format("{} train {} part {} clip {} H {} rows {} ld_h {} cols {} unroll {}",
+                                                       v.pass == Pass::forward ? "fwd" : "bwd", v.training, part,
+                                                       gate_clip, H, rows, ld_h, cols, unroll);
+                  const char* names[] = {"h_out", "z", "gates", "dh_carry"};
+                  for (std::size_t a = 0; a < init.size(); ++a)
+                    for (std::size_t i = 0; i < init[a].size(); ++i)
+                      ASSERT_NEAR(jit[a][i], ref[a][i], 8e-6f * (1 + std::abs(ref[a][i])))
+                          << what << " " << names[a] << "[" << i << "]";
+                }
 }
 
-// --- the JIT backend's forward against the reference -------------------------------------------
+// --- the JIT backend against the reference -----------------------------------------------------
 
 struct JitCase {
   std::string name;
   Isa isa;
   int threads;
   bool bidirectional = false, reverse = false, lengths = false, batch_first = false;
+  Mode mode = Mode::inference;
+  float gate_clip = 0.0f;
 };
 void PrintTo(const JitCase& c, std::ostream* os) { *os << c.name; }
 
 class GruResetBeforeJit : public ::testing::TestWithParam<JitCase> {};
 
-TEST_P(GruResetBeforeJit, ForwardMatchesReference) {
+TEST_P(GruResetBeforeJit, MatchesReference) {
   const JitCase& p = GetParam();
   if (p.isa == Isa::avx512 && detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   const bool split = p.threads > 1;  // two threads only split plans with enough work per thread
@@ -215,51 +247,65 @@ TEST_P(GruResetBeforeJit, ForwardMatchesReference) {
               .num_layers = 2, .bidirectional = p.bidirectional};
   c.reverse = p.reverse;
   c.batch_first = p.batch_first;
+  c.gate_clip = p.gate_clip;
   test::RnnCase rc(c, split ? Shape{24, 10} : Shape{7, 5}, 5);
   if (p.lengths) rc.vary_lengths();
   Rnn rnn(c, {.backend = Backend::jit, .isa = p.isa, .threads = p.threads});
-  Execution ex = rnn.prepare(rc.shape, Mode::inference);
+  Execution ex = rnn.prepare(rc.shape, p.mode);
   ASSERT_EQ(ex.plan().threads, p.threads) << "the plan does not split the steps as the case intends";
-  const test::Tensors got = rc.run(ex), want = rc.reference(false);
+  const bool train = p.mode == Mode::training;
+  const test::Tensors got = rc.run(ex), want = rc.reference(train);
   test::expect_close(got.y, want.y, rc.tolerance(false), "y");
   test::expect_close(got.hy, want.hy, rc.tolerance(false), "hy");
+  if (!train) return;
+  test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
+  test::expect_close(got.dhx, want.dhx, rc.tolerance(true), "dhx");
+  test::expect_close(got.dw, want.dw, rc.tolerance(true), "dw");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, GruResetBeforeJit,
-    ::testing::Values(JitCase{"avx512_t1", Isa::avx512, 1}, JitCase{"avx512_t1_bidir", Isa::avx512, 1, true},
-                      JitCase{"avx512_t1_reverse_lengths", Isa::avx512, 1, false, true, true},
-                      JitCase{"avx512_t1_bidir_batch_first", Isa::avx512, 1, true, false, false, true},
-                      JitCase{"avx512_t2", Isa::avx512, 2}, JitCase{"avx512_t2_lengths", Isa::avx512, 2, false, false, true},
-                      JitCase{"avx512_t2_reverse_batch_first", Isa::avx512, 2, false, true, false, true},
-                      JitCase{"avx512_t2_bidir", Isa::avx512, 2, true},
-                      JitCase{"reference_isa", Isa::reference, 1},
-                      JitCase{"reference_isa_bidir_lengths_batch_first", Isa::reference, 1, true, false, true, true}),
-    [](const auto& info) { return info.param.name; });
+std::vector<JitCase> jit_cases() {
+  std::vector<JitCase> cases = {
+      {"avx512_t1", Isa::avx512, 1},
+      {"avx512_t1_bidir", Isa::avx512, 1, true},
+      {"avx512_t1_reverse_lengths", Isa::avx512, 1, false, true, true},
+      {"avx512_t1_bidir_batch_first", Isa::avx512, 1, true, false, false, true},
+      {"avx512_t2", Isa::avx512, 2},
+      {"avx512_t2_lengths", Isa::avx512, 2, false, false, true},
+      {"avx512_t2_reverse_batch_first", Isa::avx512, 2, false, true, false, true},
+      {"avx512_t2_bidir", Isa::avx512, 2, true},
+      {"avx512_t1_gate_clip", Isa::avx512, 1, true, false, true, false, Mode::inference, 0.5f},
+      {"reference_isa", Isa::reference, 1},
+      {"reference_isa_bidir_lengths_batch_first", Isa::reference, 1, true, false, true, true},
+  };
+  // Training: the same cases, forward and backward.
+  const std::size_t n = cases.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    JitCase t = cases[i];
+    t.name += "_train";
+    t.mode = Mode::training;
+    cases.push_back(t);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GruResetBeforeJit, ::testing::ValuesIn(jit_cases()),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(GruResetBeforeJitPlan, SplitsTheRecurrentGemmAroundTheResetGate) {
   const RnnConfig c{.cell = CellKind::gru_reset_before, .input_size = 8, .hidden_size = 20};
-  const Plan plan = make_plan(c, {3, 2}, Mode::inference, Isa::avx512, 1);
+  const Plan plan = make_plan(c, {3, 2}, Mode::training, Isa::avx512, 1);
   const std::string text = to_text(plan);
-  EXPECT_NE(text.find("recurrent projection r,z"), std::string::npos) << text;
-  EXPECT_NE(text.find("recurrent projection n (on r * h_prev)"), std::string::npos) << text;
-  EXPECT_NE(text.find("gru_reset_before_fwd_rz_avx512"), std::string::npos) << text;
-  EXPECT_NE(text.find("gru_reset_before_fwd_n_avx512"), std::string::npos) << text;
+  for (const char* want : {"recurrent projection r,z", "recurrent projection n (on r * h_prev)",
+                           "gru_reset_before_fwd_train_rz_avx512", "gru_reset_before_fwd_train_n_avx512",
+                           "reset gradient d(r * h_prev) = dn W_hn", "recurrent gradient r,z",
+                           "gru_reset_before_bwd_rz_avx512", "gru_reset_before_bwd_n_avx512", "dW_hn l0 d0 (on r * h_prev)"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << " is not in\n" << text;
 }
 
-TEST(GruResetBeforeJitPlan, TrainingIsRefusedOnTheJitBackendOnly) {
+TEST(GruResetBeforeJitPlan, CudaRefusesIt) {
   const RnnConfig c{.cell = CellKind::gru_reset_before, .input_size = 6, .hidden_size = 5, .num_layers = 2};
-  for (Isa isa : {Isa::reference, Isa::avx512}) {
-    try {
-      (void)make_plan(c, {3, 2}, Mode::training, isa, 1);
-      ADD_FAILURE() << "training was planned";
-    } catch (const Error& e) {
-      EXPECT_STREQ(e.what(), "cell gru_reset_before: training is not supported on the JIT backend (inference only; "
-                             "the reference backend trains it)");
-    }
-  }
   EXPECT_THROW((void)make_plan(c, {3, 2}, Mode::inference, Isa::cuda, 1), Error);
-  // The reference backend trains it, matching the double-precision oracle.
+  // The reference backend trains it too, matching the double-precision oracle.
   test::RnnCase rc(c, {4, 3}, 2);
   Rnn rnn(c, {.backend = Backend::reference});
   Execution ex = rnn.prepare(rc.shape, Mode::training);

@@ -49,9 +49,11 @@ class GruBackward final : public GateEmitter {
   const Xbyak::Reg64 dy_ = r8, h_prev_ = r9, gates_ = r10, dh_carry_ = r11;
 };
 
-// GRU with the reset before the recurrent product (ONNX's linear_before_reset = 0), forward
-// only, as two kernels per step (desc.part): the r,z kernel writes r * h_prev and z, then,
-// after the GEMM of n's columns on r * h_prev, the n kernel writes h.
+// GRU with the reset before the recurrent product (ONNX's linear_before_reset = 0), as two
+// kernels per step each way (desc.part). Forward: the r,z kernel writes r * h_prev and z, then,
+// after the GEMM of n's columns on r * h_prev, the n kernel writes h (training: both also store
+// their gates). Backward: dz, dn and dh z, then, after the GEMM d(r * h_prev) = dn W_hn, dr and
+// the reset gate's share of dh_{t-1}.
 class GruResetGates final : public GateEmitter {
  public:
   explicit GruResetGates(const KernelDesc& desc);
@@ -59,7 +61,8 @@ class GruResetGates final : public GateEmitter {
   void load_pointers() override;
   void body(int count, bool masked) override;
   void advance_rows() override;
-  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, reset_h_ = r13, z_ = r14;
+  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, reset_h_ = r13, z_ = r14,
+                     gates_ = r15;
 };
 
 class GruResetCandidate final : public GateEmitter {
@@ -69,7 +72,28 @@ class GruResetCandidate final : public GateEmitter {
   void load_pointers() override;
   void body(int count, bool masked) override;
   void advance_rows() override;
-  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, h_out_ = r13, z_ = r14;
+  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, h_out_ = r13, z_ = r14,
+                     gates_ = r15;
+};
+
+class GruResetBackwardUpdate final : public GateEmitter {
+ public:
+  explicit GruResetBackwardUpdate(const KernelDesc& desc);
+ private:
+  void load_pointers() override;
+  void body(int count, bool masked) override;
+  void advance_rows() override;
+  const Xbyak::Reg64 dy_ = r8, h_prev_ = r9, gates_ = r10, dh_carry_ = r11;
+};
+
+class GruResetBackwardReset final : public GateEmitter {
+ public:
+  explicit GruResetBackwardReset(const KernelDesc& desc);
+ private:
+  void load_pointers() override;
+  void body(int count, bool masked) override;
+  void advance_rows() override;
+  const Xbyak::Reg64 d_reset_h_ = r8, h_prev_ = r9, gates_ = r10, dh_carry_ = r11;
 };
 
 // Vanilla RNN, tanh or relu as the descriptor's cell says.

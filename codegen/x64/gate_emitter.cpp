@@ -186,6 +186,7 @@ namespace rnnjit::x64 {
 int max_gate_unroll(CellKind cell, Pass pass) {
   const bool vanilla = cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh;
   if (pass == Pass::forward) return 4;           // LSTM/GRU: 4 registers a slot (GRU reset before: 3); RNN: 1
+  if (cell == CellKind::gru_reset_before) return 3;  // backward: 5 and 4 a slot
   return vanilla ? 4 : 2;                        // backward: RNN 3 a slot; LSTM/GRU 8
 }
 
@@ -197,9 +198,11 @@ std::unique_ptr<GateEmitter> emit_gate_kernel(const KernelDesc& d) {
     case CellKind::gru:
       return fwd ? std::unique_ptr<GateEmitter>(new GruForward(d)) : std::unique_ptr<GateEmitter>(new GruBackward(d));
     case CellKind::gru_reset_before:
-      if (!fwd || d.training) break;  // inference only: no reserve layout, no backward kernel
-      return d.part ? std::unique_ptr<GateEmitter>(new GruResetCandidate(d))
-                    : std::unique_ptr<GateEmitter>(new GruResetGates(d));
+      if (fwd)
+        return d.part ? std::unique_ptr<GateEmitter>(new GruResetCandidate(d))
+                      : std::unique_ptr<GateEmitter>(new GruResetGates(d));
+      return d.part ? std::unique_ptr<GateEmitter>(new GruResetBackwardReset(d))
+                    : std::unique_ptr<GateEmitter>(new GruResetBackwardUpdate(d));
     case CellKind::rnn_relu:
     case CellKind::rnn_tanh:
       return fwd ? std::unique_ptr<GateEmitter>(new RnnForward(d)) : std::unique_ptr<GateEmitter>(new RnnBackward(d));

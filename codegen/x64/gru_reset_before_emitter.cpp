@@ -1,10 +1,16 @@
 // rnnjit: GRU gate kernels with the reset before the recurrent product (ONNX's default GRU,
-// linear_before_reset = 0; oneDNN's "vanilla GRU"), gate order r, z, n, forward (inference) only.
-// n's recurrent GEMM reads r * h_prev, so a step is two kernels around that GEMM:
-//   part 0 (GruResetGates):     r,z = sigmoid(gx + b_ih + gh + b_hh); h_out = r * h_prev; c_out = z
-//   part 1 (GruResetCandidate): n = tanh(gx_n + b_in + gh_n + b_hn), gh_n = W_hn (r * h_prev);
-//                               h = n + z (h_prev - n) with z from c_prev
-// z travels through the c_out/c_prev pointers ([N, H], unused by a GRU otherwise).
+// linear_before_reset = 0; oneDNN's "vanilla GRU"), gate order r, z, n. n's recurrent GEMM
+// reads r * h_prev, so a step is two kernels around a GEMM each way:
+//   forward part 0 (GruResetGates):     r,z = sigmoid(gx + b_ih + gh + b_hh); h_out = r * h_prev;
+//                                       c_out = z; training stores r, z
+//   forward part 1 (GruResetCandidate): n = tanh(gx_n + b_in + gh_n + b_hn), gh_n = W_hn (r * h_prev);
+//                                       h = n + z (h_prev - n) with z from c_prev; training stores n
+//   backward part 0 (GruResetBackwardUpdate): dh = dy + dh_carry; dz = dh (h_prev - n) z (1 - z),
+//                                       dn = dh (1 - z)(1 - n^2) over z, n; dh_carry = dh z
+//   backward part 1 (GruResetBackwardReset): with d = d(r * h_prev) = dn W_hn: dr = d h_prev r (1 - r)
+//                                       over r; dh_carry += d r
+// z travels through the c_out/c_prev pointers ([N, H], unused by a GRU otherwise). A gate clip
+// clamps the activations' arguments and stops the gradients where it held.
 #include <cstddef>
 
 #include "codegen/kernel_args.hpp"
@@ -22,6 +28,7 @@ void GruResetGates::load_pointers() {
   mov(h_prev_, ptr[abi_arg + offsetof(GateForwardArgs, h_prev)]);
   mov(reset_h_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
   mov(z_, ptr[abi_arg + offsetof(GateForwardArgs, c_out)]);
+  if (desc_.training) mov(gates_, ptr[abi_arg + offsetof(GateForwardArgs, gates)]);
 }
 
 void GruResetGates::body(int count, bool masked) {
@@ -39,6 +46,10 @@ void GruResetGates::body(int count, bool masked) {
   act_.sigmoid(sig);
   for (int u = 0; u < count; ++u) {
     store(at(z_, 0, u), slot(u, z), masked);
+    if (desc_.training) {
+      store(at(gates_, 0, u), slot(u, r), masked);
+      store(at(gates_, 1, u), slot(u, z), masked);
+    }
     load(slot(u, h), at(h_prev_, 0, u), masked);
     vmulps(slot(u, h), slot(u, h), slot(u, r));  // r * h_prev
     store(at(reset_h_, 0, u), slot(u, h), masked);
@@ -51,6 +62,7 @@ void GruResetGates::advance_rows() {
   add(h_prev_, static_cast<int>(desc_.ld_h * 4));
   add(reset_h_, static_cast<int>(desc_.ld_h * 4));
   add(z_, static_cast<int>(hidden_bytes()));
+  if (desc_.training) add(gates_, 3 * static_cast<int>(hidden_bytes()));
 }
 
 GruResetCandidate::GruResetCandidate(const KernelDesc& desc) : GateEmitter(desc, 3) { generate(); }
@@ -63,6 +75,7 @@ void GruResetCandidate::load_pointers() {
   mov(h_prev_, ptr[abi_arg + offsetof(GateForwardArgs, h_prev)]);
   mov(h_out_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
   mov(z_, ptr[abi_arg + offsetof(GateForwardArgs, c_prev)]);
+  if (desc_.training) mov(gates_, ptr[abi_arg + offsetof(GateForwardArgs, gates)]);
 }
 
 void GruResetCandidate::body(int count, bool masked) {
@@ -76,6 +89,7 @@ void GruResetCandidate::body(int count, bool masked) {
   clamp_gates(slots(count, n));
   act_.tanh(slots(count, n));
   for (int u = 0; u < count; ++u) {
+    if (desc_.training) store(at(gates_, 2, u), slot(u, n), masked);
     load(slot(u, z), at(z_, 0, u), masked);
     load(slot(u, t), at(h_prev_, 0, u), masked);
     vsubps(slot(u, t), slot(u, t), slot(u, n));
@@ -90,6 +104,85 @@ void GruResetCandidate::advance_rows() {
   add(h_prev_, static_cast<int>(desc_.ld_h * 4));
   add(h_out_, static_cast<int>(desc_.ld_h * 4));
   add(z_, static_cast<int>(hidden_bytes()));
+  if (desc_.training) add(gates_, 3 * static_cast<int>(hidden_bytes()));
+}
+
+GruResetBackwardUpdate::GruResetBackwardUpdate(const KernelDesc& desc) : GateEmitter(desc, 5) { generate(); }
+
+void GruResetBackwardUpdate::load_pointers() {
+  mov(dy_, ptr[abi_arg + offsetof(GateBackwardArgs, dy)]);
+  mov(h_prev_, ptr[abi_arg + offsetof(GateBackwardArgs, h_prev)]);
+  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
+  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
+}
+
+void GruResetBackwardUpdate::body(int count, bool masked) {
+  enum { dh, z, n, t, s };
+  for (int u = 0; u < count; ++u) {
+    auto R = [&](int k) { return slot(u, k); };
+    load(R(dh), at(dy_, 0, u), masked);
+    accumulate(R(dh), at(dh_carry_, 0, u), masked);
+    load(R(z), at(gates_, 1, u), masked);
+    load(R(n), at(gates_, 2, u), masked);
+    vmulps(R(t), R(dh), R(z));
+    store(at(dh_carry_, 0, u), R(t), masked);     // direct term dh z
+    vsubps(R(s), R(dh), R(t));                    // dh (1 - z)
+    vmovaps(R(t), act_.one());
+    vfnmadd231ps(R(t), R(n), R(n));
+    vmulps(R(s), R(s), R(t));                     // dn = dh (1 - z)(1 - n^2)
+    zero_unless_passed(R(s), R(n), Activation::tanh);
+    store(at(gates_, 2, u), R(s), masked);
+    load(R(t), at(h_prev_, 0, u), masked);
+    vsubps(R(t), R(t), R(n));
+    vmulps(R(t), R(t), R(dh));
+    vmovaps(R(s), R(z));
+    vfnmadd231ps(R(s), R(z), R(z));               // z (1 - z)
+    vmulps(R(t), R(t), R(s));                     // dz = dh (h_prev - n) z (1 - z)
+    zero_unless_passed(R(t), R(z), Activation::sigmoid);
+    store(at(gates_, 1, u), R(t), masked);
+  }
+}
+
+void GruResetBackwardUpdate::advance_rows() {
+  add(dy_, static_cast<int>(desc_.ld_h * 4));
+  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
+  add(gates_, 3 * static_cast<int>(hidden_bytes()));
+  add(dh_carry_, static_cast<int>(hidden_bytes()));
+}
+
+GruResetBackwardReset::GruResetBackwardReset(const KernelDesc& desc) : GateEmitter(desc, 4) { generate(); }
+
+void GruResetBackwardReset::load_pointers() {
+  mov(d_reset_h_, ptr[abi_arg + offsetof(GateBackwardArgs, d_reset_h)]);
+  mov(h_prev_, ptr[abi_arg + offsetof(GateBackwardArgs, h_prev)]);
+  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
+  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
+}
+
+void GruResetBackwardReset::body(int count, bool masked) {
+  enum { d, r, t, s };
+  for (int u = 0; u < count; ++u) {
+    auto R = [&](int k) { return slot(u, k); };
+    load(R(d), at(d_reset_h_, 0, u), masked);
+    load(R(r), at(gates_, 0, u), masked);
+    load(R(s), at(dh_carry_, 0, u), masked);
+    vfmadd231ps(R(s), R(d), R(r));                // dh_carry += d r
+    store(at(dh_carry_, 0, u), R(s), masked);
+    vmovaps(R(t), R(r));
+    vfnmadd231ps(R(t), R(r), R(r));               // r (1 - r)
+    vmulps(R(t), R(t), R(d));
+    if (masked) vmulps(R(t) | tail_mask_ | T_z, R(t), at(h_prev_, 0, u));
+    else vmulps(R(t), R(t), at(h_prev_, 0, u));   // dr = d h_prev r (1 - r)
+    zero_unless_passed(R(t), R(r), Activation::sigmoid);
+    store(at(gates_, 0, u), R(t), masked);
+  }
+}
+
+void GruResetBackwardReset::advance_rows() {
+  add(d_reset_h_, static_cast<int>(hidden_bytes()));
+  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
+  add(gates_, 3 * static_cast<int>(hidden_bytes()));
+  add(dh_carry_, static_cast<int>(hidden_bytes()));
 }
 
 }  // namespace rnnjit::x64
