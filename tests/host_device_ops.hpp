@@ -24,7 +24,7 @@ class HostDeviceOps final : public cuda::DeviceOps {
  public:
   explicit HostDeviceOps(const Plan& plan) : plan_(plan) {}
 
-  int gemms = 0, gate_launches = 0, copies = 0, stages = 0, max_lanes = 0;
+  int gemms = 0, gate_launches = 0, copies = 0, stages = 0, max_lanes = 0, column_sums = 0, factor_sums = 0;
 
   void begin_stage(int lanes) override {
     ++stages;
@@ -56,12 +56,14 @@ class HostDeviceOps final : public cuda::DeviceOps {
         for (std::int64_t j = 0; j < c.cols; ++j)
           c.dst[b * c.block_dst + r * c.ld_dst + j] = c.src ? c.src[b * c.block_src + r * c.ld_src + j] : 0.0f;
   }
-  void column_sum(int, const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, float* dst,
-                  float beta) override {
-    for (std::int64_t j = 0; j < cols; ++j) {
-      float sum = beta == 0.0f ? 0.0f : beta * dst[j];
-      for (std::int64_t r = 0; r < rows; ++r) sum += src[r * ld + j];
-      dst[j] = sum;
+  void column_sum(int, const cuda::ColumnSumCall& c) override {
+    ++column_sums;
+    factor_sums += c.factor != nullptr;
+    for (std::int64_t j = 0; j < c.cols; ++j) {
+      float sum = c.beta == 0.0f ? 0.0f : c.beta * c.dst[j];
+      for (std::int64_t r = 0; r < c.rows; ++r)
+        sum += c.factor ? c.src[r * c.ld_src + j] * c.factor[r * c.ld_factor + j] : c.src[r * c.ld_src + j];
+      c.dst[j] = sum;
     }
   }
   void dropout_forward(int, const float* src, float* dst, std::uint8_t* keep, std::int64_t elements,

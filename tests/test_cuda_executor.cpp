@@ -1,13 +1,16 @@
 // The CUDA executor on a GPU (each test skips with the reason when there is none): every cell,
 // uni- and bidirectional, 1-2 layers, inference and training, with tails (H past a block of
 // 128 threads, batch 1) and the supported features (reverse, clip, dropout, batch-first,
-// projection), against the double-precision reference (tests/rnn_case.hpp), and against cuDNN
-// where it loads (runtime/cuda/cudnn_peer.hpp); caller-provided device workspace and reserve,
-// steady-state allocations, determinism, the disk cache, and what is refused.
+// projection, ONNX's gate clip, LSTM peepholes and coupled input/forget gates), against the
+// double-precision reference (tests/rnn_case.hpp), and against cuDNN where it loads and has the
+// features (runtime/cuda/cudnn_peer.hpp); caller-provided device workspace and reserve,
+// steady-state allocations, determinism, the disk cache, and what is refused (the cuDNN peer's
+// refusals also without a GPU).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -149,6 +152,12 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   config.dropout = c.feature == "dropout" || c.feature == "all" ? 0.3f : 0.0f;
   config.batch_first = c.feature == "batch_first" || c.feature == "all";
   config.proj_size = lstm && (c.feature == "projection" || c.feature == "all") ? 7 : 0;
+  // ONNX's options ("lstm_onnx": all of them and the cell clip); 0.7 clamps a good share of the
+  // pre-activations.
+  config.gate_clip = c.feature == "gate_clip" || c.feature == "lstm_onnx" ? 0.7f : 0.0f;
+  config.peephole = lstm && (c.feature == "peephole" || c.feature == "lstm_onnx");
+  config.input_forget = lstm && (c.feature == "input_forget" || c.feature == "lstm_onnx");
+  if (c.feature == "lstm_onnx") config.clip = 0.6f;
   RnnCase rc(config, c.feature == "tails" ? Shape{4, 1} : Shape{7, 5}, 3);
   rc.dropout_seed = 0x5eed;
   const bool train = c.mode == Mode::training;
@@ -157,11 +166,14 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   OnDevice dev(rc);
   const Tensors got = dev.run(ex, rc), want = rc.reference(train);
   expect_agree(got, want, rc, train, "rnnjit");
-  // cuDNN: no reverse-only direction, its own dropout masks; its clip's gradient is not compared.
-  const bool cudnn_runs = !config.reverse && !(config.dropout > 0.0f && train && config.num_layers > 1);
+  // cuDNN: what the peer refuses (no reverse-only direction, its own dropout masks, none of
+  // ONNX's options) is not compared; its clip's gradient is not compared.
+  if (const std::string why = cuda::cudnn_peer_refusal(config, c.mode); !why.empty()) {
+    std::printf("cuDNN comparison skipped: %s\n", why.c_str());
+    return;
+  }
   bool cudnn_ok = false;
   const std::string cudnn = cuda::cudnn_status(&cudnn_ok);
-  if (!cudnn_runs) return;
   if (!cudnn_ok) {
     std::printf("cuDNN comparison skipped: %s\n", cudnn.c_str());
     return;
@@ -174,13 +186,16 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
 
 std::vector<DeviceCase> device_cases() {
   std::vector<DeviceCase> cases;
-  for (const char* feature : {"plain", "tails", "reverse", "clip", "dropout", "batch_first", "projection", "all"})
+  for (const char* feature : {"plain", "tails", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
+                              "peephole", "input_forget", "lstm_onnx", "all"})
     for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru})
       for (bool bidir : {false, true})
         for (std::int64_t layers : {1, 2})
           for (Mode mode : {Mode::inference, Mode::training}) {
             const std::string f = feature;
-            if ((f == "clip" || f == "projection") && cell != CellKind::lstm) continue;
+            const bool lstm_only = f == "clip" || f == "projection" || f == "peephole" || f == "input_forget" ||
+                                   f == "lstm_onnx";
+            if (lstm_only && cell != CellKind::lstm) continue;
             if (f == "reverse" && bidir) continue;
             if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;
             if ((f == "tails" || f == "all") && layers == 1) continue;
@@ -259,6 +274,40 @@ TEST_F(CudaDevice, CudnnPeerRefusesWhatCouldNotAgree) {
   dropout.dropout = 0.5f;
   EXPECT_THROW(cuda::CudnnRnn(dropout, {3, 2}, Mode::training), Error);
   EXPECT_NO_THROW(cuda::CudnnRnn(dropout, {3, 2}, Mode::inference));  // inference drops nothing
+  RnnConfig lstm{.cell = CellKind::lstm, .input_size = 5, .hidden_size = 8};
+  lstm.peephole = true;
+  EXPECT_THROW(cuda::CudnnRnn(lstm, {3, 2}, Mode::inference), Error);
+  RnnConfig gate_clip = kGru;
+  gate_clip.gate_clip = 1.5f;
+  EXPECT_THROW(cuda::CudnnRnn(gate_clip, {3, 2}, Mode::inference), Error);
+}
+
+// What the cuDNN peer cannot run, in one line each (no GPU needed): cuDNN has no reverse-only
+// direction, no ONNX gate clip, no peepholes and no coupled input/forget gates, and draws its
+// own dropout masks; the LSTM cell clip, projection and batch-first it has.
+TEST(CudnnPeer, RefusesWhatCudnnLacks) {
+  const RnnConfig plain{.cell = CellKind::lstm, .input_size = 5, .hidden_size = 8, .num_layers = 2};
+  auto refusal = [&](auto change, Mode mode = Mode::training) {
+    RnnConfig c = plain;
+    change(c);
+    return cuda::cudnn_peer_refusal(c, mode);
+  };
+  EXPECT_EQ(refusal([](RnnConfig&) {}), "");
+  EXPECT_EQ(refusal([](RnnConfig& c) { c.clip = 0.5f; c.proj_size = 3; c.batch_first = true; c.bidirectional = true; }), "");
+  EXPECT_EQ(refusal([](RnnConfig& c) { c.dropout = 0.3f; }, Mode::inference), "");
+  const std::pair<std::string, std::function<void(RnnConfig&)>> refused[] = {
+      {"reverse-only direction", [](RnnConfig& c) { c.reverse = true; }},
+      {"without dropout", [](RnnConfig& c) { c.dropout = 0.3f; }},
+      {"no gate_clip", [](RnnConfig& c) { c.gate_clip = 0.7f; }},
+      {"no peephole", [](RnnConfig& c) { c.peephole = true; }},
+      {"no input_forget", [](RnnConfig& c) { c.input_forget = true; }},
+  };
+  for (const auto& [words, change] : refused) {
+    const std::string why = refusal(change);
+    EXPECT_EQ(why.rfind("the cuDNN peer ", 0), 0u) << why;
+    EXPECT_NE(why.find(words), std::string::npos) << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  }
 }
 
 TEST_F(CudaDevice, KernelsGoToTheDiskCache) {

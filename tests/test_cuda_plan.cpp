@@ -140,6 +140,43 @@ TEST(GpuPlan, FeaturesPlanLikeOnTheCpu) {
   EXPECT_EQ(projections, 6);  // every recurrence, forward and backward
 }
 
+// ONNX's options: the gate kernels carry them, every recurrence gets its peephole block, and the
+// peephole gradients are column sums with a factor (i, f: times c_{t-1}; o: times c_t).
+TEST(GpuPlan, GateClipPeepholesAndCoupledGates) {
+  for (bool bidir : {false, true}) {
+    RnnConfig c{.cell = CellKind::lstm, .input_size = 9, .hidden_size = 12, .num_layers = 2, .bidirectional = bidir};
+    c.gate_clip = 0.7f;
+    c.peephole = true;
+    c.input_forget = true;
+    const Plan plan = cuda::make_gpu_plan(c, {4, 3}, Mode::training);
+    EXPECT_NO_THROW(check_extents(plan));
+    for (const KernelDesc& d : plan.kernels) {
+      EXPECT_EQ(d.gate_clip(), 0.7f);
+      EXPECT_TRUE(d.peephole && d.input_forget) << kernel_name(d);
+    }
+    int recurrences = 0, factor_sums = 0;
+    for_each_step(plan, [&](const Step& s) {
+      if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+        ++recurrences;
+        EXPECT_EQ(r->peephole.buffer, Buffer::weights) << r->what;
+      }
+      if (const auto* cs = std::get_if<ColumnSumStep>(&s))
+        if (cs->factor.buffer != Buffer::none) {
+          ++factor_sums;
+          EXPECT_GE(cs->ld_factor, cs->cols) << cs->what;
+          EXPECT_EQ(cs->dst.buffer, Buffer::dweights) << cs->what;
+        }
+    });
+    EXPECT_EQ(recurrences, 2 * 2 * c.directions());
+    EXPECT_GE(factor_sums, 3 * 2 * c.directions()) << "dP_i, dP_f and dP_o of every layer and direction";
+  }
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::gru}) {  // the gate clip on every cell
+    RnnConfig c{.cell = cell, .input_size = 3, .hidden_size = 5};
+    c.gate_clip = 2.5f;
+    for (const KernelDesc& d : cuda::make_gpu_plan(c, {2, 2}, Mode::training).kernels) EXPECT_EQ(d.gate_clip(), 2.5f);
+  }
+}
+
 TEST(NvrtcTarget, CubinWhereNvrtcEmitsTheArchElsePtxForTheNewestBelow) {
   const std::vector<int> supported{75, 80, 86, 89, 90, 100, 120};
   EXPECT_EQ(cuda::choose_target(90, supported), (cuda::Target{90, true}));
@@ -193,6 +230,20 @@ TEST_F(NvrtcCompile, FeatureKernelsAndTheDataMovementModuleCompile) {
   c.clip = 0.5f;
   for (const KernelDesc& d : cuda::make_gpu_plan(c, {4, 3}, Mode::training).kernels)
     expect_image(cuda::compile_image(cuda::gate_kernel_source(d), kernel_name(d), {90, true}), kernel_name(d));
+  // ONNX's options: the gate clip on every cell; LSTM peepholes and coupled gates, alone and together.
+  std::vector<RnnConfig> onnx;
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+    onnx.push_back({.cell = cell, .input_size = 9, .hidden_size = 131, .gate_clip = 0.7f});
+  for (int features = 1; features < 4; ++features) {
+    RnnConfig lstm{.cell = CellKind::lstm, .input_size = 9, .hidden_size = 131};
+    lstm.peephole = features & 1;
+    lstm.input_forget = features & 2;
+    onnx.push_back(lstm);
+  }
+  for (const RnnConfig& o : onnx)
+    for (Mode mode : {Mode::inference, Mode::training})
+      for (const KernelDesc& d : cuda::make_gpu_plan(o, {4, 3}, mode).kernels)
+        expect_image(cuda::compile_image(cuda::gate_kernel_source(d), kernel_name(d), {90, true}), kernel_name(d));
   for (const cuda::Target target : {cuda::Target{90, true}, cuda::Target{80, false}}) {
     const cuda::Image util = cuda::compile_image(cuda::util_kernels_source(), cuda::kUtilModule, target);
     for (const char* symbol : {cuda::kCopyKernel, cuda::kColumnSumKernel, cuda::kDropoutForwardKernel,

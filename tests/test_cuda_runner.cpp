@@ -1,9 +1,11 @@
 // The GPU executor's plan walk without a GPU: PlanRunner (runtime/cuda/plan_runner.hpp) runs
 // the GPU plans of every cell, uni- and bidirectional, 1-2 layers, inference and training, with
-// the features the CUDA executor supports (reverse, clip, dropout, batch-first, projection), on
-// host memory through HostDeviceOps (tests/host_device_ops.hpp), and must agree with the
-// double-precision reference. What the CUDA executor adds to this walk - cuBLAS, the generated
-// kernels' launches, streams - is checked on a GPU by test_cuda_executor.
+// the features the CUDA executor supports (reverse, clip, dropout, batch-first, projection,
+// ONNX's gate clip, LSTM peepholes and coupled input/forget gates), on host memory through
+// HostDeviceOps (tests/host_device_ops.hpp), and must agree with the double-precision reference
+// (training: dx, dhx, dcx and every weight gradient, the peepholes' dP included). What the CUDA
+// executor adds to this walk - cuBLAS, the generated kernels' launches, streams - is checked on
+// a GPU by test_cuda_executor.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -32,7 +34,7 @@ const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr :
 
 struct Walked {
   Tensors t;
-  int gate_launches = 0, max_lanes = 0;
+  int gate_launches = 0, max_lanes = 0, factor_sums = 0;
 };
 
 // What CudaExecution does with its buffers, on the host: forward, then backward data and weights.
@@ -84,6 +86,7 @@ Walked walk(const RnnCase& rc, Mode mode) {
   w.bind(Buffer::dweights, t.dw.data());
   runner.run(plan->backward_weights, w, ops);
   result.gate_launches = ops.gate_launches;
+  result.factor_sums = ops.factor_sums;
   return result;
 }
 
@@ -101,15 +104,26 @@ std::string case_name(const WalkCase& c) {
 }
 void PrintTo(const WalkCase& c, std::ostream* os) { *os << case_name(c); }
 
+// "lstm_onnx": ONNX's LSTM options together (gate clip, peepholes, input_forget, cell clip);
+// "all": every feature the cell has.
 RnnConfig config_of(const WalkCase& c) {
   RnnConfig config{.cell = c.cell, .input_size = 23, .hidden_size = 19, .num_layers = c.layers,
                    .bidirectional = c.bidirectional};
   const bool lstm = c.cell == CellKind::lstm;
-  config.reverse = (c.feature == "reverse" || c.feature == "all") && !c.bidirectional;
-  config.clip = lstm && (c.feature == "clip" || c.feature == "all") ? 0.6f : 0.0f;
-  config.dropout = c.feature == "dropout" || c.feature == "all" ? 0.3f : 0.0f;
-  config.batch_first = c.feature == "batch_first" || c.feature == "all";
-  config.proj_size = lstm && (c.feature == "projection" || c.feature == "all") ? 7 : 0;
+  auto has = [&](std::initializer_list<const char*> features) {
+    for (const char* f : features)
+      if (c.feature == f) return true;
+    return c.feature == "all";
+  };
+  config.reverse = has({"reverse"}) && !c.bidirectional;
+  config.clip = lstm && has({"clip", "lstm_onnx"}) ? 0.6f : 0.0f;
+  config.dropout = has({"dropout"}) ? 0.3f : 0.0f;
+  config.batch_first = has({"batch_first"});
+  config.proj_size = lstm && has({"projection"}) ? 7 : 0;
+  // 0.7 clamps a good share of the pre-activations (their spread is about 0.6 here).
+  config.gate_clip = has({"gate_clip", "lstm_onnx"}) ? 0.7f : 0.0f;
+  config.peephole = lstm && has({"peephole", "lstm_onnx"});
+  config.input_forget = lstm && has({"input_forget", "lstm_onnx"});
   return config;
 }
 
@@ -127,6 +141,8 @@ TEST_P(GpuWalk, MatchesTheReference) {
   const std::int64_t steps = rc.shape.seq_len * c.layers * rc.config.directions();
   EXPECT_EQ(walked.gate_launches, train ? 2 * steps : steps);
   EXPECT_EQ(walked.max_lanes, rc.config.directions());
+  // The peephole gradients are column sums with a factor (gate gradient times c), nothing else is.
+  EXPECT_EQ(walked.factor_sums > 0, train && rc.config.peephole);
   const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
   test::expect_close(got.y, want.y, tol, "y");
   test::expect_close(got.hy, want.hy, tol, "hy");
@@ -140,13 +156,16 @@ TEST_P(GpuWalk, MatchesTheReference) {
 
 std::vector<WalkCase> walk_cases() {
   std::vector<WalkCase> cases;
-  for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "all"})
+  for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
+                              "peephole", "input_forget", "lstm_onnx", "all"})
     for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru})
       for (bool bidir : {false, true})
         for (std::int64_t layers : {1, 2})
           for (Mode mode : {Mode::inference, Mode::training}) {
             const std::string f = feature;
-            if ((f == "clip" || f == "projection") && cell != CellKind::lstm) continue;
+            const bool lstm_only = f == "clip" || f == "projection" || f == "peephole" || f == "input_forget" ||
+                                   f == "lstm_onnx";
+            if (lstm_only && cell != CellKind::lstm) continue;
             if (f == "reverse" && bidir) continue;  // a unidirectional feature
             if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;  // between layers, training only
             cases.push_back({f, cell, bidir, f == "dropout" ? 3 : layers, mode});
@@ -168,6 +187,29 @@ TEST(GpuWalkShapes, TailsAndBatchOne) {
       test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
       test::expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
     }
+}
+
+// The LSTM features past a block of 128 threads, with one time step (the peephole gradients of
+// c_init only) and a batch of 1, forward and reverse.
+TEST(GpuWalkShapes, LstmFeaturesTailsAndOneStep) {
+  for (const Shape shape : {Shape{1, 1}, Shape{1, 3}, Shape{3, 1}, Shape{4, 3}})
+    for (bool reverse : {false, true})
+      for (bool input_forget : {false, true}) {
+        SCOPED_TRACE(fmt::format("T={} N={} reverse={} input_forget={}", shape.seq_len, shape.batch, reverse,
+                                 input_forget));
+        RnnConfig c{.cell = CellKind::lstm, .input_size = 5, .hidden_size = 130, .num_layers = 2};
+        c.reverse = reverse;
+        c.gate_clip = 0.7f;
+        c.peephole = true;
+        c.input_forget = input_forget;
+        RnnCase rc(c, shape, 11);
+        const Tensors got = walk(rc, Mode::training).t, want = rc.reference(true);
+        test::expect_close(got.y, want.y, rc.tolerance(false), "y");
+        test::expect_close(got.cy, want.cy, rc.tolerance(false), "cy");
+        test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
+        test::expect_close(got.dcx, want.dcx, rc.tolerance(true), "dcx");
+        test::expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
+      }
 }
 
 }  // namespace

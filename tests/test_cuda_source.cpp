@@ -1,17 +1,23 @@
 // The CUDA path without a GPU: every generated gate kernel (all cells, forward inference and
-// training, backward; H with tails) compiles with NVRTC to PTX, and the generated source's math
-// runs on the host — compiled by the system compiler behind a small shim that plays the CUDA
-// grid — against the scalar twins (kernels/gate_reference.hpp).
+// training, backward; H with tails; the LSTM cell clip, ONNX's gate clip on every cell, LSTM
+// peepholes and coupled input/forget gates, alone and together) compiles with NVRTC to PTX, and
+// the generated source's math runs on the host — compiled by the system compiler behind a small
+// shim that plays the CUDA grid — against the scalar twins (kernels/gate_reference.hpp), with
+// gate clips that clamp and, backward, stored activations planted exactly at the clip's bounds.
 #include <gtest/gtest.h>
 
 #include <bit>
 
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "codegen/cuda/cuda_source.hpp"
 #include "codegen/cuda/nvrtc.hpp"
@@ -38,18 +44,34 @@ KernelDesc cuda_desc(CellKind cell, Pass pass, bool training, std::uint32_t H, s
   return d;
 }
 
+// The features a descriptor can carry; each applies to the kernels of `cells`.
+struct Features {
+  float clip = 0.0f, gate_clip = 0.0f;
+  bool peephole = false, input_forget = false;
+};
+
 std::vector<KernelDesc> every_kernel(std::uint32_t H) {
+  constexpr CellKind kAll[] = {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru};
   std::vector<KernelDesc> out;
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru}) {
-    out.push_back(cuda_desc(cell, Pass::forward, false, H, H, 3, 2 * H));
-    out.push_back(cuda_desc(cell, Pass::forward, true, H, H, 3, 2 * H));
-    out.push_back(cuda_desc(cell, Pass::backward, false, H, H, 3, 2 * H));
-  }
-  for (Pass pass : {Pass::forward, Pass::backward}) {  // the LSTM cell clip
-    KernelDesc d = cuda_desc(CellKind::lstm, pass, pass == Pass::forward, H, H, 3, 2 * H);
-    d.clip_bits = std::bit_cast<std::uint32_t>(0.375f);
-    out.push_back(d);
-  }
+  auto add = [&](CellKind cell, const Features& f) {  // forward inference and training, backward
+    for (int k = 0; k < 3; ++k) {
+      KernelDesc d = cuda_desc(cell, k < 2 ? Pass::forward : Pass::backward, k == 1, H, H, 3, 2 * H);
+      d.clip_bits = std::bit_cast<std::uint32_t>(f.clip);
+      d.gate_clip_bits = std::bit_cast<std::uint32_t>(f.gate_clip);
+      d.peephole = f.peephole;
+      d.input_forget = f.input_forget;
+      out.push_back(d);
+    }
+  };
+  for (CellKind cell : kAll) add(cell, {});
+  add(CellKind::lstm, {.clip = 0.375f});
+  // ONNX's gate clip at 0.7: most of the test's pre-activations (sums of four values in (-1, 1))
+  // lie beyond it.
+  for (CellKind cell : kAll) add(cell, {.gate_clip = 0.7f});
+  add(CellKind::lstm, {.peephole = true});
+  add(CellKind::lstm, {.input_forget = true});
+  add(CellKind::lstm, {.clip = 0.375f, .gate_clip = 0.7f, .peephole = true, .input_forget = true});
+  add(CellKind::lstm, {.gate_clip = 0.7f, .peephole = true});
   return out;
 }
 
@@ -91,6 +113,7 @@ TEST(CudaSource, PlannerDescriptorsNameTheCudaTarget) {
 // translation unit lives in its own namespace so that many fit in one program.
 constexpr const char* kShim = R"(#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 #include "codegen/kernel_args.hpp"
@@ -103,6 +126,68 @@ struct Dim3 { unsigned x = 0, y = 0, z = 0; };
 static Dim3 blockIdx, threadIdx, blockDim;
 )";
 
+// main()'s checker: for one kernel, random arguments (with a gate clip, backward: stored gates
+// and h planted exactly at the activations of the bounds and at the bounds), the grid loop, the
+// twin, and the worst error. Descriptors travel as their bytes.
+constexpr const char* kCheck = R"(
+template <class Args, class Kernel>
+int check(const unsigned char (&bytes)[sizeof(rnnjit::KernelDesc)], Kernel kernel, int index) {
+  rnnjit::KernelDesc d;
+  std::memcpy(&d, bytes, sizeof d);
+  std::mt19937 rng(index);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int n = static_cast<int>(d.rows * 8 * d.hidden);  // past every row stride (G*H, ld_h = 2H, 4H gates)
+  std::vector<float> in[7], out_a[4], out_b[4];
+  for (auto& v : in) { v.resize(n); for (float& e : v) e = u(rng); }
+  for (int k = 0; k < 4; ++k) { out_a[k].resize(n); for (float& e : out_a[k]) e = u(rng); }
+  volatile float opaque = d.gate_clip();
+  const float b = opaque;
+  const float sig_hi = 1.0f / (1.0f + std::exp(-b)), sig_lo = 1.0f / (1.0f + std::exp(b));
+  const float edges[6] = {b, -b, sig_lo, sig_hi, std::tanh(-b), std::tanh(b)};
+  if (d.pass == 1 && d.gate_clip_bits)
+    for (int i = 0; i < n; i += 3) { in[1][i] = edges[(i / 3) % 6]; out_a[0][i] = edges[(i / 3 + 1) % 6]; }
+  for (int k = 0; k < 4; ++k) out_b[k] = out_a[k];
+  Args a{}, b_{};
+  if constexpr (requires(Args x) { x.gx; }) {  // a forward kernel's arguments
+    a.gx = in[0].data(); a.gh = in[1].data(); a.bias_ih = in[2].data(); a.bias_hh = in[3].data();
+    a.h_prev = in[4].data(); a.c_prev = in[5].data(); a.peephole = in[6].data();
+    b_ = a;
+    a.h_out = out_a[0].data(); a.c_out = out_a[1].data(); a.gates = out_a[2].data();
+    b_.h_out = out_b[0].data(); b_.c_out = out_b[1].data(); b_.gates = out_b[2].data();
+  } else {
+    a.dy = in[0].data(); a.h = in[1].data(); a.h_prev = in[2].data(); a.c = in[3].data(); a.c_prev = in[4].data();
+    a.peephole = in[5].data();
+    b_ = a;
+    a.gates = out_a[0].data(); a.dh_carry = out_a[1].data(); a.dc_carry = out_a[2].data();
+    b_.gates = out_b[0].data(); b_.dh_carry = out_b[1].data(); b_.dc_carry = out_b[2].data();
+  }
+  blockDim.x = 128;
+  for (blockIdx.y = 0; blockIdx.y < d.rows; ++blockIdx.y)
+    for (blockIdx.x = 0; blockIdx.x * 128 < d.cols; ++blockIdx.x)
+      for (threadIdx.x = 0; threadIdx.x < 128; ++threadIdx.x) kernel(a);
+  if (d.pass == 0) rnnjit::gate_forward_reference(d, *reinterpret_cast<rnnjit::GateForwardArgs*>(&b_));
+  else rnnjit::gate_backward_reference(d, *reinterpret_cast<rnnjit::GateBackwardArgs*>(&b_));
+  double worst = 0;
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < n; ++i) worst = std::fmax(worst, std::fabs(out_a[k][i] - out_b[k][i]) / (1.0 + std::fabs(out_b[k][i])));
+  // A gate clip that clamps: forward, gates (or an RNN's h) held exactly at an activation of a
+  // bound; backward, blocked gradients (exact zeros where the twin has them too).
+  int clamped = 0;
+  const bool gated = d.cell_kind() == rnnjit::CellKind::lstm || d.cell_kind() == rnnjit::CellKind::gru;
+  if (d.gate_clip_bits && d.pass == 0)
+    for (int i = 0; i < n; ++i)
+      for (int k : {0, 2})
+        for (float e : edges) clamped += (k == 0 ? !gated : d.training) && out_a[k][i] == e;
+  if (d.gate_clip_bits && d.pass == 1)
+    for (int i = 0; i < n; ++i) clamped += out_a[0][i] == 0.0f && out_b[0][i] == 0.0f;
+  const bool clamps = !d.gate_clip_bits || (d.pass == 0 && gated && !d.training) || clamped > 0;
+  std::printf("kernel %d worst %.3g clamped %d\n", index, worst, clamped);
+  return worst <= 1e-6 && clamps ? 0 : 1;
+}
+int main() {
+  int failures = 0;
+)";
+
 TEST(CudaSource, GeneratedMathMatchesTheScalarTwinsOnTheHost) {
   const char* cxx = std::getenv("CXX");
   const std::string compiler = cxx && *cxx ? cxx : "c++";
@@ -111,53 +196,23 @@ TEST(CudaSource, GeneratedMathMatchesTheScalarTwinsOnTheHost) {
   fs::create_directories(dir);
   std::ostringstream driver;
   driver << kShim;
-  const std::vector<KernelDesc> kernels = every_kernel(17);
+  // H = 17: one partial block; H = 130: a full block of 128 threads and a partial one.
+  std::vector<KernelDesc> kernels = every_kernel(17);
+  for (const KernelDesc& d : every_kernel(130)) kernels.push_back(d);
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     std::ofstream(dir / fmt::format("k{}.cu", i)) << cuda::gate_kernel_source(kernels[i]);
     driver << fmt::format("namespace k{} {{\n#include \"k{}.cu\"\n}}\n", i, i);
   }
-  // main(): for each kernel, random arguments, the grid loop, the twin, and the worst error.
-  driver << R"(
-template <class Args, class Kernel>
-int check(const rnnjit::KernelDesc& d, Kernel kernel, int index) {
-  std::mt19937 rng(index);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const int n = 3 * 4 * 2 * 17 * 4;
-  std::vector<float> in[6], out_a[4], out_b[4];
-  for (auto& v : in) { v.resize(n); for (float& e : v) e = u(rng); }
-  for (int k = 0; k < 4; ++k) { out_a[k].resize(n); for (float& e : out_a[k]) e = u(rng); out_b[k] = out_a[k]; }
-  Args a{}, b{};
-  if constexpr (sizeof(Args) == sizeof(rnnjit::GateForwardArgs)) {
-    a = b = Args{in[0].data(), in[1].data(), in[2].data(), in[3].data(), in[4].data(), in[5].data(), nullptr, nullptr, nullptr};
-    a.h_out = out_a[0].data(); a.c_out = out_a[1].data(); a.gates = out_a[2].data();
-    b.h_out = out_b[0].data(); b.c_out = out_b[1].data(); b.gates = out_b[2].data();
-  } else {
-    a = b = Args{in[0].data(), in[1].data(), in[2].data(), in[3].data(), in[4].data(), nullptr, nullptr, nullptr};
-    a.gates = out_a[0].data(); a.dh_carry = out_a[1].data(); a.dc_carry = out_a[2].data();
-    b.gates = out_b[0].data(); b.dh_carry = out_b[1].data(); b.dc_carry = out_b[2].data();
-  }
-  blockDim.x = 128;
-  for (blockIdx.y = 0; blockIdx.y < d.rows; ++blockIdx.y)
-    for (blockIdx.x = 0; blockIdx.x * 128 < d.cols; ++blockIdx.x)
-      for (threadIdx.x = 0; threadIdx.x < 128; ++threadIdx.x) kernel(a);
-  if (d.pass == 0) rnnjit::gate_forward_reference(d, *reinterpret_cast<rnnjit::GateForwardArgs*>(&b));
-  else rnnjit::gate_backward_reference(d, *reinterpret_cast<rnnjit::GateBackwardArgs*>(&b));
-  double worst = 0;
-  for (int k = 0; k < 4; ++k)
-    for (int i = 0; i < n; ++i) worst = std::fmax(worst, std::fabs(out_a[k][i] - out_b[k][i]) / (1.0 + std::fabs(out_b[k][i])));
-  std::printf("kernel %d worst %.3g\n", index, worst);
-  return worst <= 1e-6 ? 0 : 1;
-}
-int main() {
-  int failures = 0;
-)";
+  driver << kCheck;
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const KernelDesc& d = kernels[i];
-    driver << fmt::format(
-        "  {{ rnnjit::KernelDesc d; d.kind = 0; d.isa = 3; d.cell = {}; d.pass = {}; d.training = {}; d.hidden = 17; "
-        "d.cols = 17; d.rows = 3; d.ld_h = 34; d.unroll = 1; d.clip_bits = {}u;\n"
-        "    failures += check<k{}::{}>(d, k{}::{}, {}); }}\n",
-        d.cell, d.pass, d.training, d.clip_bits, i, d.pass == 0 ? "GateForwardArgs" : "GateBackwardArgs", i, kernel_name(d), i);
+    static_assert(std::is_trivially_copyable_v<KernelDesc>);
+    unsigned char bytes[sizeof(KernelDesc)];
+    std::memcpy(bytes, &d, sizeof d);
+    driver << fmt::format("  {{ static const unsigned char d[] = {{{}}};  // {}\n"
+                          "    failures += check<k{}::{}>(d, k{}::{}, {}); }}\n",
+                          fmt::join(bytes, ", "), kernel_name(d), i,
+                          d.pass == 0 ? "GateForwardArgs" : "GateBackwardArgs", i, kernel_name(d), i);
   }
   driver << "  return failures;\n}\n";
   std::ofstream(dir / "driver.cpp") << driver.str();
@@ -169,7 +224,35 @@ int main() {
   ASSERT_EQ(std::system(build.c_str()), 0) << "host build of the generated source failed; see " << dir / "build.log";
   EXPECT_EQ(std::system(fmt::format("'{}/driver' > '{}/run.log'", dir.string(), dir.string()).c_str()), 0)
       << "generated math differs from the scalar twins; see " << dir / "run.log";
-  fs::remove_all(dir);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// What the generator refuses: features on cells they do not apply to, a gate clip that is no
+// bound. The feature kernels' sources say what they do.
+TEST(CudaSource, FeatureDescriptors) {
+  KernelDesc gru = cuda_desc(CellKind::gru, Pass::forward, false, 8, 8, 2, 8);
+  gru.peephole = 1;
+  EXPECT_THROW(cuda::gate_kernel_source(gru), Error);
+  gru.peephole = 0;
+  gru.input_forget = 1;
+  EXPECT_THROW(cuda::gate_kernel_source(gru), Error);
+  gru.input_forget = 0;
+  for (float bad : {-0.5f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    gru.gate_clip_bits = std::bit_cast<std::uint32_t>(bad);
+    EXPECT_THROW(cuda::gate_kernel_source(gru), Error) << bad;
+  }
+  gru.gate_clip_bits = std::bit_cast<std::uint32_t>(0.7f);
+  const std::string clipped = cuda::gate_kernel_source(gru);
+  EXPECT_NE(clipped.find("rnnjit_gate_clip_bounds(rnnjit_opaque("), std::string::npos);
+  gru.gate_clip_bits = 0;
+  EXPECT_NE(cuda::gate_kernel_source(gru).find("no gate clip"), std::string::npos);
+  KernelDesc lstm = cuda_desc(CellKind::lstm, Pass::backward, false, 8, 8, 2, 8);
+  lstm.peephole = 1;
+  lstm.input_forget = 1;
+  const std::string both = cuda::gate_kernel_source(lstm);
+  EXPECT_NE(both.find("a.peephole[2 * H + j]"), std::string::npos);
+  EXPECT_NE(both.find("CLIP, gc, peep, true, g)"), std::string::npos);
+  EXPECT_NE(kernel_name(lstm).find("_peep_cifg"), std::string::npos) << kernel_name(lstm);
 }
 
 }  // namespace

@@ -57,16 +57,18 @@ int main() {
     }
     expect(dst[5] == 7.0f && dst[24] == 7.0f, "copy padding", 0);
   }
-  for (float beta : {0.0f, 1.0f}) {  // column sums in row order, as the CPU executor sums
-    const std::vector<float> src = random(1000 * 40);
-    std::vector<float> dst = random(37), want = dst;
-    for (int j = 0; j < 37; ++j) {
-      want[j] = beta == 0.0f ? 0.0f : beta * want[j];
-      for (int r = 0; r < 1000; ++r) want[j] += src[r * 40 + j];
+  for (float beta : {0.0f, 1.0f})  // column sums in row order, as the CPU executor sums
+    for (bool with_factor : {false, true}) {  // with a factor: the peephole gradients' sum of products
+      const std::vector<float> src = random(1000 * 40), factor = random(1000 * 43);
+      std::vector<float> dst = random(37), want = dst;
+      for (int j = 0; j < 37; ++j) {
+        want[j] = beta == 0.0f ? 0.0f : beta * want[j];
+        for (int r = 0; r < 1000; ++r) want[j] += with_factor ? src[r * 40 + j] * factor[r * 43 + j] : src[r * 40 + j];
+      }
+      const float* f = with_factor ? factor.data() : nullptr;
+      grid([&] { gpu::rnnjit_column_sum(src.data(), f, dst.data(), 1000, 37, 40, 43, beta); });
+      for (int j = 0; j < 37; ++j) expect(dst[j] == want[j], with_factor ? "column sum with a factor" : "column sum", j);
     }
-    grid([&] { gpu::rnnjit_column_sum(src.data(), dst.data(), 1000, 37, 40, beta); });
-    for (int j = 0; j < 37; ++j) expect(dst[j] == want[j], "column sum", j);
-  }
   {  // dropout: the same masks as kernels/dropout.hpp, element for element
     const long long n = 100003;
     const float p = 0.3f, scale = rnnjit::dropout_scale(p);

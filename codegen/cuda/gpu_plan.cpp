@@ -23,6 +23,9 @@ void check_gemm(const GemmStep& g) {
 void check_step(const Plan& plan, const Step& step) {
   if (std::holds_alternative<PackStep>(step)) expect(false, std::get<PackStep>(step).what, "a plan packs weights");
   if (const auto* g = std::get_if<GemmStep>(&step)) check_gemm(*g);
+  if (const auto* c = std::get_if<ColumnSumStep>(&step))  // a factor (peephole gradients) is read like src
+    expect(c->factor.buffer == Buffer::none || (c->ld_factor >= c->cols && plan.config.peephole), c->what,
+           "a column sum has a factor it cannot read");
   if (const auto* r = std::get_if<RecurrenceStep>(&step)) {
     check_gemm(r->gemm);
     if (r->projection.n > 0) check_gemm(r->projection);
@@ -35,6 +38,12 @@ void check_step(const Plan& plan, const Step& step) {
     expect(d.isa_kind() == Isa::cuda && d.kind_of() == KernelKind::gate && d.cols == d.hidden &&
                static_cast<std::int64_t>(d.rows) == r->batch,
            r->what, "the gate kernel does not cover every unit and row");
+    // The kernel's features are the configuration's, and a peephole kernel gets its [3, H] block.
+    const RnnConfig& c = plan.config;
+    expect(d.gate_clip() == c.gate_clip && d.peephole == c.peephole && d.input_forget == c.input_forget, r->what,
+           "the gate kernel's gate_clip, peephole or input_forget differ from the configuration's");
+    expect((r->peephole.buffer == Buffer::weights) == static_cast<bool>(d.peephole), r->what,
+           "the peephole weights do not match the gate kernel");
   }
 }
 

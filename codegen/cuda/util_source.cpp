@@ -34,12 +34,16 @@ extern "C" __global__ void rnnjit_copy(const float* src, float* dst, long long b
   }
 }
 
-// dst[j] = beta * dst[j] + sum over r of src[r, j], summed in row order like the CPU executor.
-extern "C" __global__ void rnnjit_column_sum(const float* src, float* dst, long long rows, long long cols,
-                                             long long ld_src, float beta) {
+// dst[j] = beta * dst[j] + sum over r of src[r, j], or with a factor (not null) of
+// src[r, j] * factor[r, j] (the peephole gradients), summed in row order like the CPU executor.
+extern "C" __global__ void rnnjit_column_sum(const float* src, const float* factor, float* dst, long long rows,
+                                             long long cols, long long ld_src, long long ld_factor, float beta) {
   RNNJIT_GRID_LOOP(j, cols) {
     float sum = beta == 0.0f ? 0.0f : beta * dst[j];
-    for (long long r = 0; r < rows; ++r) sum += src[r * ld_src + j];
+    if (factor)
+      for (long long r = 0; r < rows; ++r) sum += src[r * ld_src + j] * factor[r * ld_factor + j];
+    else
+      for (long long r = 0; r < rows; ++r) sum += src[r * ld_src + j];
     dst[j] = sum;
   }
 }

@@ -103,9 +103,13 @@ void CudaOps::copy(int lane, const CopyCall& c) {
   launch_util(lane, copy_, blocks * rows * cols, params);
 }
 
-void CudaOps::column_sum(int lane, const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld_src,
-                         float* dst, float beta) {
-  void* params[] = {&src, &dst, &rows, &cols, &ld_src, &beta};
+void CudaOps::column_sum(int lane, const ColumnSumCall& c) {
+  const float* src = c.src;
+  const float* factor = c.factor;
+  float* dst = c.dst;
+  std::int64_t rows = c.rows, cols = c.cols, ld_src = c.ld_src, ld_factor = c.ld_factor;
+  float beta = c.beta;
+  void* params[] = {&src, &factor, &dst, &rows, &cols, &ld_src, &ld_factor, &beta};
   launch_util(lane, column_sum_, cols, params);
 }
 

@@ -25,8 +25,7 @@ class CudaOps final : public DeviceOps {
   void gate_forward(int lane, int kernel, const GateForwardArgs& args) override;
   void gate_backward(int lane, int kernel, const GateBackwardArgs& args) override;
   void copy(int lane, const CopyCall& c) override;
-  void column_sum(int lane, const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld_src, float* dst,
-                  float beta) override;
+  void column_sum(int lane, const ColumnSumCall& c) override;
   void dropout_forward(int lane, const float* src, float* dst, std::uint8_t* keep, std::int64_t elements,
                        std::int64_t layer, float p, float scale, std::uint64_t seed) override;
   void dropout_backward(int lane, float* dst, const std::uint8_t* keep, std::int64_t elements, float scale) override;

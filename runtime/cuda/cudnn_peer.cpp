@@ -237,9 +237,7 @@ CudnnRnn::CudnnRnn(const RnnConfig& config, const Shape& shape, Mode mode) {
   Device::instance();  // "no CUDA device: ..." first
   cudnn();             // then "cuDNN not available: ..."
   cudnn_mode(config.cell);
-  if (config.reverse) throw Error("the cuDNN peer has no reverse-only direction (cuDNN runs forward or bidirectional)");
-  if (config.dropout > 0.0f && mode == Mode::training && config.num_layers > 1)
-    throw Error("the cuDNN peer runs without dropout (cuDNN draws its own masks; results could not agree)");
+  if (const std::string why = cudnn_peer_refusal(config, mode); !why.empty()) throw Error(why);
   impl_ = std::make_unique<Impl>(config, shape, mode);
 }
 

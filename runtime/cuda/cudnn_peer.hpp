@@ -7,12 +7,15 @@
 // libcudnn.so.<major> is loaded at run time (dlopen); builds without cudnn.h have no peer.
 //
 // Supported: every cell, layers, bidirectional, LSTM projection and cell clip, batch-first.
-// Refused with an Error: the reverse-only direction (cuDNN has none), dropout (cuDNN draws its
-// own masks, so results could not agree) and variable lengths (rnnjit's CUDA executor has none).
+// Refused with an Error (cudnn_peer_refusal): the reverse-only direction (cuDNN has none),
+// dropout in training (cuDNN draws its own masks, so results could not agree), ONNX's gate clip,
+// LSTM peepholes and coupled input/forget gates (cuDNN has none of them), and variable lengths
+// (rnnjit's CUDA executor has none).
 // Every pointer is a device address; h/c pointers may be null (zeros in, not written out).
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "rnnjit/config.hpp"
 #include "rnnjit/rnn.hpp"
@@ -42,9 +45,22 @@ struct CudnnBackwardIo {
   float* dweights = nullptr;  // canonical layout; overwritten (null: backward data only)
 };
 
+// Why the peer cannot run `config` in `mode`, in one line; empty when it can. Needs no GPU.
+inline std::string cudnn_peer_refusal(const RnnConfig& config, Mode mode) {
+  if (config.reverse) return "the cuDNN peer has no reverse-only direction (cuDNN runs forward or bidirectional)";
+  if (config.dropout > 0.0f && mode == Mode::training && config.num_layers > 1)
+    return "the cuDNN peer runs without dropout (cuDNN draws its own masks; results could not agree)";
+  if (config.gate_clip > 0.0f)
+    return "the cuDNN peer has no gate_clip (cuDNN clips only the LSTM cell state, not every gate's pre-activation)";
+  if (config.peephole) return "the cuDNN peer has no peephole (cuDNN's LSTM has no peephole connections)";
+  if (config.input_forget) return "the cuDNN peer has no input_forget (cuDNN's LSTM has no coupled input and forget gates)";
+  return {};
+}
+
 class CudnnRnn {
  public:
-  // Throws Error: "no CUDA device: ...", "cuDNN not available: ...", or what is refused.
+  // Throws Error: "no CUDA device: ...", "cuDNN not available: ...", or what is refused
+  // (cudnn_peer_refusal).
   CudnnRnn(const RnnConfig& config, const Shape& shape, Mode mode);
   ~CudnnRnn();
   CudnnRnn(const CudnnRnn&) = delete;

@@ -67,8 +67,9 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
     else
       ops.dropout_backward(lane, resolve(d->dst, b), keep, d->elements, dropout_scale(d->p));
   } else if (const auto* cs = std::get_if<ColumnSumStep>(&s)) {
-    ops.column_sum(lane, resolve(cs->src, b), cs->rows, cs->cols, cs->ld_src, resolve(cs->dst, b),
-                   accumulate && cs->beta == 0.0f ? 1.0f : cs->beta);
+    ops.column_sum(lane, ColumnSumCall{resolve(cs->src, b), resolve(cs->factor, b), resolve(cs->dst, b), cs->rows,
+                                       cs->cols, cs->ld_src, cs->ld_factor,
+                                       accumulate && cs->beta == 0.0f ? 1.0f : cs->beta});
   } else if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
     if (r->pass == Pass::forward) forward_recurrence(*r, b, ops, lane);
     else backward_recurrence(*r, b, ops, lane);
@@ -92,6 +93,7 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
   float* const c_init = resolve(r.c_init, b);
   const float* const bias_ih = resolve(r.bias_ih, b);
   const float* const bias_hh = resolve(r.bias_hh, b);
+  const float* const peephole = resolve(r.peephole, b);  // [3, H] from unit 0: the kernel covers every unit
   const std::int64_t T = r.steps;
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
@@ -108,6 +110,7 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
     args.h_out = projected ? timed(r.cell_out, t, b) : h_out;
     args.c_out = timed(r.c, t, b);
     args.gates = timed(r.gates, t, b);
+    args.peephole = peephole;
     ops.gate_forward(lane, r.kernel, args);
     if (projected) step_gemm(r.projection, timed(r.cell_out, t, b), b, h_out, ops, lane);
   }
@@ -123,6 +126,7 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
   float* const dc_carry = resolve(r.dc_carry, b);
   float* const dcell = resolve(r.dcell, b);
   float* const zeros = resolve(r.zeros, b);
+  const float* const peephole = resolve(r.peephole, b);
   const std::int64_t T = r.steps, N = r.batch, S = r.state, ldh = r.ld_state;
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
@@ -142,6 +146,7 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
     args.gates = gates;
     args.dh_carry = projected ? zeros : dh_carry;
     args.dc_carry = dc_carry;
+    args.peephole = peephole;
     ops.gate_backward(lane, r.kernel, args);
     step_gemm(r.gemm, gates, b, dh_carry, ops, lane);
   }

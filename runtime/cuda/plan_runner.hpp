@@ -1,9 +1,10 @@
 // rnnjit: the GPU executor's walk over a plan, kept apart from the device it drives.
 //
 // PlanRunner turns each step of a GPU plan (codegen/cuda/gpu_plan.hpp) into calls on DeviceOps,
-// with every address, size and beta resolved: GEMMs, gate kernel launches (one per time step),
-// copies, column sums, dropout. The calls of one lane are issued in order; the lanes of a stage
-// run concurrently. The CUDA implementation of DeviceOps (cuda_ops.hpp) queues them on one
+// with every address, size and beta resolved: GEMMs, gate kernel launches (one per time step,
+// with the peephole block when the cell has one), copies, column sums (bias and peephole
+// gradients), dropout. The calls of one lane are issued in order; the lanes of a stage run
+// concurrently. The CUDA implementation of DeviceOps (cuda_ops.hpp) queues them on one
 // stream per lane and returns at once. Addresses are only offset here, never read, so the same
 // walk runs on host memory through a host DeviceOps, which is how the walk is tested without a
 // GPU (tests/test_cuda_runner.cpp).
@@ -54,6 +55,15 @@ struct CopyCall {
   std::int64_t blocks = 1, rows = 0, cols = 0, ld_src = 0, ld_dst = 0, block_src = 0, block_dst = 0;
 };
 
+// A ColumnSumStep resolved: sums of src's rows (times factor's, when not null) into dst.
+struct ColumnSumCall {
+  const float* src = nullptr;
+  const float* factor = nullptr;
+  float* dst = nullptr;
+  std::int64_t rows = 0, cols = 0, ld_src = 0, ld_factor = 0;
+  float beta = 0.0f;
+};
+
 class DeviceOps {
  public:
   virtual ~DeviceOps() = default;
@@ -66,9 +76,9 @@ class DeviceOps {
   virtual void gate_forward(int lane, int kernel, const GateForwardArgs& args) = 0;
   virtual void gate_backward(int lane, int kernel, const GateBackwardArgs& args) = 0;
   virtual void copy(int lane, const CopyCall& c) = 0;
-  // dst[j] = beta * dst[j] (0 when beta is 0) + sum over r < rows of src[r * ld_src + j], j < cols.
-  virtual void column_sum(int lane, const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld_src,
-                          float* dst, float beta) = 0;
+  // dst[j] = beta * dst[j] (0 when beta is 0) + sum over r < rows of src[r * ld_src + j], j < cols;
+  // with a factor (not null), of src[r * ld_src + j] * factor[r * ld_factor + j] (ColumnSumStep).
+  virtual void column_sum(int lane, const ColumnSumCall& c) = 0;
   // kernels/dropout.hpp: keep[e] = dropout_keep(seed, layer, e, p); dst[e] = keep ? src[e] * scale : 0.
   virtual void dropout_forward(int lane, const float* src, float* dst, std::uint8_t* keep, std::int64_t elements,
                                std::int64_t layer, float p, float scale, std::uint64_t seed) = 0;
