@@ -3,9 +3,10 @@
  *   onnx_lstm DIR
  *
  * reads DIR/W.npy [D, 4*H, I], DIR/R.npy [D, 4*H, H], DIR/X.npy [T, N, I] (float32, laid out as
- * ONNX's LSTM inputs, gates i,o,f,c) and DIR/B.npy [D, 8*H] if it exists (else zero biases);
- * D = 1 is direction "forward", D = 2 "bidirectional". Runs the node with ONNX's default
- * attributes and prints Y_h [D, N, H], one line per (direction, batch row).
+ * ONNX's LSTM inputs, gates i,o,f,c), DIR/B.npy [D, 8*H] if it exists (else zero biases) and
+ * DIR/P.npy [D, 3*H] if it exists (peepholes, rows i,o,f; else none); D = 1 is direction
+ * "forward", D = 2 "bidirectional". Runs the node with ONNX's default attributes and prints
+ * Y_h [D, N, H], one line per (direction, batch row).
  * Exit status: 0 on success, 1 on any error (message on stderr). */
 #include <stdint.h>
 #include <stdio.h>
@@ -121,7 +122,7 @@ static int load(const char* dir, const char* name, int ndim, npy_array* a, int o
   } while (0)
 
 int main(int argc, char** argv) {
-  npy_array W, R, B, X;
+  npy_array W, R, B, P, X;
   rnnjit_onnx_attributes_t attrs;
   rnnjit_config_t config;
   rnnjit_onnx_io_t io;
@@ -130,10 +131,11 @@ int main(int argc, char** argv) {
   float *weights = NULL, *Y_h = NULL;
   size_t weights_size = 0;
   int64_t D, H, I, T, N, d, n, h;
-  int has_b, result = 1;
-  memset(&W, 0, sizeof W); memset(&R, 0, sizeof R); memset(&B, 0, sizeof B); memset(&X, 0, sizeof X);
+  int has_b, has_p, result = 1;
+  memset(&W, 0, sizeof W); memset(&R, 0, sizeof R); memset(&B, 0, sizeof B); memset(&P, 0, sizeof P);
+  memset(&X, 0, sizeof X);
   if (argc != 2) {
-    fprintf(stderr, "usage: onnx_lstm DIR   (DIR holds W.npy, R.npy, X.npy and optionally B.npy)\n");
+    fprintf(stderr, "usage: onnx_lstm DIR   (DIR holds W.npy, R.npy, X.npy and optionally B.npy, P.npy)\n");
     return 2;
   }
   if (load(argv[1], "W.npy", 3, &W, 0) || load(argv[1], "R.npy", 3, &R, 0) || load(argv[1], "X.npy", 3, &X, 0))
@@ -141,6 +143,9 @@ int main(int argc, char** argv) {
   has_b = load(argv[1], "B.npy", 2, &B, 1);
   if (has_b < 0) goto done;
   has_b = has_b == 0;
+  has_p = load(argv[1], "P.npy", 2, &P, 1);
+  if (has_p < 0) goto done;
+  has_p = has_p == 0;
   D = W.shape[0], H = W.shape[1] / 4, I = W.shape[2], T = X.shape[0], N = X.shape[1];
   if ((D != 1 && D != 2) || H * 4 != W.shape[1] || X.shape[2] != I) {
     fprintf(stderr, "onnx_lstm: W [%lld, %lld, %lld] and X [%lld, %lld, %lld] are not an LSTM's\n",
@@ -154,6 +159,7 @@ int main(int argc, char** argv) {
   attrs.op = RNNJIT_ONNX_LSTM;
   attrs.hidden_size = H;
   attrs.direction = D == 2 ? "bidirectional" : "forward";
+  attrs.has_peepholes = has_p; /* the node has input P: it is imported with the weights */
 
   /* Once per model: the network and its weights in rnnjit's layout. */
   CHECK(rnnjit_onnx_config(&attrs, I, &config));
@@ -163,7 +169,8 @@ int main(int argc, char** argv) {
   Y_h = (float*)malloc((size_t)(D * N * H) * sizeof(float));
   if (!weights || !Y_h) { fprintf(stderr, "onnx_lstm: out of memory\n"); goto done; }
   CHECK(rnnjit_onnx_import_weights(&attrs, I, W.data, W.count, R.data, R.count, has_b ? B.data : NULL,
-                                   has_b ? B.count : 0, weights, weights_size));
+                                   has_b ? B.count : 0, has_p ? P.data : NULL, has_p ? P.count : 0, weights,
+                                   weights_size));
 
   /* Once per input shape: plan and compile. Then run (any number of times). */
   CHECK(rnnjit_execution_create(rnn, T, N, RNNJIT_MODE_INFERENCE, &ex));
@@ -174,8 +181,9 @@ int main(int argc, char** argv) {
   io.Y_h_size = (size_t)(D * N * H);
   CHECK(rnnjit_onnx_forward(ex, &attrs, weights, weights_size, &io));
 
-  printf("onnx_lstm: rnnjit %s, LSTM I=%lld H=%lld %s, T=%lld N=%lld, B %s\n", rnnjit_version(), (long long)I,
-         (long long)H, attrs.direction, (long long)T, (long long)N, has_b ? "given" : "absent (zeros)");
+  printf("onnx_lstm: rnnjit %s, LSTM I=%lld H=%lld %s, T=%lld N=%lld, B %s, P %s\n", rnnjit_version(),
+         (long long)I, (long long)H, attrs.direction, (long long)T, (long long)N, has_b ? "given" : "absent (zeros)",
+         has_p ? "given" : "absent");
   printf("Y_h [%lld, %lld, %lld]:\n", (long long)D, (long long)N, (long long)H);
   for (d = 0; d < D; ++d) {
     for (n = 0; n < N; ++n) {
@@ -190,6 +198,6 @@ done:
   rnnjit_rnn_destroy(rnn);
   free(weights);
   free(Y_h);
-  free(W.data); free(R.data); free(B.data); free(X.data);
+  free(W.data); free(R.data); free(B.data); free(P.data); free(X.data);
   return result;
 }

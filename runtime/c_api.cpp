@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -159,6 +160,9 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
   config.clip = c.cell_clip;
   config.dropout = c.dropout;
   config.batch_first = c.batch_first != 0;
+  config.gate_clip = c.gate_clip;
+  config.peephole = c.peephole != 0;
+  config.input_forget = c.input_forget != 0;
   rnnjit::validate(config);  // names the field
   return config;
 }
@@ -183,6 +187,9 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.cell_clip = config.clip;
   c.dropout = config.dropout;
   c.batch_first = config.batch_first ? 1 : 0;
+  c.gate_clip = config.gate_clip;
+  c.peephole = config.peephole ? 1 : 0;
+  c.input_forget = config.input_forget ? 1 : 0;
   return c;
 }
 
@@ -250,9 +257,17 @@ OnnxNode onnx_node(const rnnjit_onnx_attributes_t* attrs_ptr, std::int64_t input
     invalid(fmt::format("ONNX {}: input_forget must be 0 or 1, got {}", op, a.input_forget));
   if (a.op != RNNJIT_ONNX_LSTM && a.input_forget != 0)
     invalid(fmt::format("ONNX {}: input_forget is an attribute of LSTM only", op));
-  if (a.input_forget == 1) unsupported("ONNX LSTM: input_forget=1 (coupled input and forget gates) is not supported");
+  node.config.input_forget = a.input_forget == 1;
 
-  if (a.has_clip) unsupported(fmt::format("ONNX {}: clip (cell input clipping, here {}) is not supported", op, a.clip));
+  if (a.op != RNNJIT_ONNX_LSTM && a.has_peepholes)
+    invalid(fmt::format("ONNX {}: has_peepholes: P is an input of LSTM only", op));
+  node.config.peephole = a.has_peepholes != 0;
+
+  if (a.has_clip) {
+    if (!(a.clip > 0.0f) || std::isinf(a.clip))
+      invalid(fmt::format("ONNX {}: clip must be a finite value > 0, got {}", op, a.clip));
+    node.config.gate_clip = a.clip;
+  }
 
   if (a.activation_alpha_count > 0 && !a.activation_alpha)
     invalid(fmt::format("ONNX {}: activation_alpha is NULL but its size is {}", op, a.activation_alpha_count));
@@ -313,6 +328,18 @@ void swap_outer(const float* src, float* dst, std::int64_t A, std::int64_t B, st
       std::memcpy(dst + (b * A + a) * C, src + (a * B + b) * C, static_cast<std::size_t>(C) * sizeof(float));
 }
 
+// ONNX's P [D, 3*H] has rows i, o, f; weight_peephole [3, H] rows i, f, o.
+constexpr int kOnnxPeepholeRow[3] = {0, 2, 1};  // canonical row r <- ONNX row kOnnxPeepholeRow[r]
+
+// The first element of P that is nonzero, as "P[d][k] = v" (ONNX's indexing), or "" if none.
+std::string first_nonzero(std::span<const float> P, std::int64_t per_direction) {
+  for (std::size_t k = 0; k < P.size(); ++k)
+    if (P[k] != 0.0f)
+      return fmt::format("P[{}][{}] = {}", static_cast<std::int64_t>(k) / per_direction,
+                         static_cast<std::int64_t>(k) % per_direction, P[k]);
+  return "";
+}
+
 template <typename T>
 T* grow(std::vector<T>& v, std::int64_t n) {
   if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
@@ -354,9 +381,31 @@ void onnx_forward(rnnjit_execution& e, const OnnxNode& node, std::span<const flo
     if (!c0.empty()) check_size(c0.size(), states, "initial_c", shape_text);
     if (!Yc.empty()) check_size(Yc.size(), states, "Y_c", shape_text);
     if (!P.empty()) {
+      // P is part of the weights; a P given here must agree with them. (A weight buffer of the
+      // wrong size is left to Execution::forward, which names it.)
       check_size(P.size(), D * 3 * H, "P", shape_text);
-      if (std::any_of(P.begin(), P.end(), [](float p) { return p != 0.0f; }))
-        unsupported("ONNX LSTM: P (peephole weights) is not supported (only an absent or all-zero P)");
+      if (!config.peephole) {
+        const std::string nonzero = first_nonzero(P, 3 * H);
+        if (!nonzero.empty())
+          invalid(fmt::format("ONNX LSTM: P is nonzero ({}) but the network has no peepholes: set attrs.has_peepholes "
+                              "and pass P to rnnjit_onnx_import_weights (rnnjit_onnx_forward does not read P)",
+                              nonzero));
+      } else if (const rnnjit::WeightLayout layout(config);
+                 static_cast<std::int64_t>(weights.size()) == layout.total_elements()) {
+        for (std::int64_t d = 0; d < D; ++d) {
+          const float* imported =
+              weights.data() + layout.block(0, static_cast<int>(d), rnnjit::ParamKind::weight_peephole).offset;
+          for (int r = 0; r < 3; ++r)
+            for (std::int64_t h = 0; h < H; ++h) {
+              const std::int64_t k = kOnnxPeepholeRow[r] * H + h;
+              const float given = P[static_cast<std::size_t>(d * 3 * H + k)], held = imported[r * H + h];
+              if (!(given == held))
+                invalid(fmt::format("ONNX LSTM: P[{}][{}] = {} differs from the peepholes in the weights ({}): P goes "
+                                    "to rnnjit_onnx_import_weights (rnnjit_onnx_forward does not read P)",
+                                    d, k, given, held));
+            }
+        }
+      }
     }
   }
   if (!seq.empty()) {
@@ -563,7 +612,8 @@ rnnjit_status_t rnnjit_onnx_config(const rnnjit_onnx_attributes_t* attrs, int64_
 
 rnnjit_status_t rnnjit_onnx_import_weights(const rnnjit_onnx_attributes_t* attrs, int64_t input_size,
                                            const float* W, size_t W_size, const float* R, size_t R_size,
-                                           const float* B, size_t B_size, float* weights, size_t weights_size) {
+                                           const float* B, size_t B_size, const float* P, size_t P_size,
+                                           float* weights, size_t weights_size) {
   return guarded([&] {
     const OnnxNode node = onnx_node(attrs, input_size);
     const RnnConfig& c = node.config;
@@ -573,10 +623,24 @@ rnnjit_status_t rnnjit_onnx_import_weights(const rnnjit_onnx_attributes_t* attrs
     auto w = buffer(W, W_size, "W");
     auto r = buffer(R, R_size, "R");
     auto b = buffer(B, B_size, "B");
+    auto p = buffer(P, P_size, "P");
     auto out = buffer(weights, weights_size, "weights");
     check_size(w.size(), D * G * H * I, "W", what);
     check_size(r.size(), D * G * H * H, "R", what);
     if (!b.empty()) check_size(b.size(), D * 2 * G * H, "B", what);
+    if (!p.empty()) {
+      if (c.cell != CellKind::lstm) invalid(fmt::format("ONNX {}: P is an input of LSTM only", node.op_name));
+      check_size(p.size(), D * 3 * H, "P", what);
+      if (!c.peephole) {
+        const std::string nonzero = first_nonzero(p, 3 * H);
+        if (!nonzero.empty())
+          invalid(fmt::format("ONNX LSTM: P is nonzero ({}) but attrs.has_peepholes is not set (the network "
+                              "would have no peepholes)", nonzero));
+      }
+    } else if (c.peephole) {
+      invalid("ONNX LSTM: attrs.has_peepholes is set but P is not given (NULL, 0): the peepholes are imported "
+              "with the weights");
+    }
     check_size(out.size(), layout.total_elements(), "weights", what);
     const std::span<const int> onnx_gate = onnx_gate_of(c.cell);
     using rnnjit::ParamKind;
@@ -598,6 +662,12 @@ rnnjit_status_t rnnjit_onnx_import_weights(const rnnjit_onnx_attributes_t* attrs
       } else {
         permute(b.data() + d * 2 * G * H, ParamKind::bias_ih, 1);          // Wb
         permute(b.data() + d * 2 * G * H + G * H, ParamKind::bias_hh, 1);  // Rb
+      }
+      if (c.peephole) {
+        float* dst = out.data() + layout.block(0, d, ParamKind::weight_peephole).offset;
+        for (int row = 0; row < 3; ++row)
+          std::memcpy(dst + row * H, p.data() + (d * 3 + kOnnxPeepholeRow[row]) * H,
+                      static_cast<std::size_t>(H) * sizeof(float));
       }
     }
   });

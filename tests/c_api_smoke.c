@@ -135,6 +135,23 @@ int main(void) {
     EXPECT_TRUE(none == NULL && strstr(rnnjit_last_error(), "proj_size") != NULL);
   }
   config.proj_size = 0;
+  /* ONNX's LSTM features: gate clip, peepholes (a [3, H] block per layer and direction), input_forget. */
+  config.gate_clip = 1.5f;
+  config.peephole = 1;
+  config.input_forget = 1;
+  {
+    rnnjit_rnn_t* features = NULL;
+    size_t features_size = 0, peephole_offset = 0, peephole_size = 0;
+    EXPECT_STATUS(RNNJIT_STATUS_OK, rnnjit_rnn_create(&config, &features));
+    EXPECT_STATUS(RNNJIT_STATUS_OK, rnnjit_rnn_weights_size(features, &features_size));
+    EXPECT_STATUS(RNNJIT_STATUS_OK,
+                  rnnjit_rnn_weight_block(features, "weight_peephole_l1_reverse", &peephole_offset, &peephole_size));
+    EXPECT_TRUE(peephole_size == (size_t)(3 * H) && features_size == weights_size + (size_t)(2 * 2 * 3 * H));
+    rnnjit_rnn_destroy(features);
+  }
+  config.gate_clip = 0.0f;
+  config.peephole = 0;
+  config.input_forget = 0;
 
   /* ONNX GRU (linear_before_reset=1), batch-first, all outputs. */
   memset(&attrs, 0, sizeof attrs);
@@ -156,7 +173,7 @@ int main(void) {
     gw = filled(gru_size, 0.0f);
     EXPECT_STATUS(RNNJIT_STATUS_OK,
                   rnnjit_onnx_import_weights(&attrs, I, W, (size_t)(2 * 3 * H * I), R, (size_t)(2 * 3 * H * H),
-                                             NULL, 0, gw, gru_size));
+                                             NULL, 0, NULL, 0, gw, gru_size));
     EXPECT_STATUS(RNNJIT_STATUS_OK, rnnjit_execution_create(gru_rnn, T, N, RNNJIT_MODE_INFERENCE, &onnx));
     memset(&oio, 0, sizeof oio);
     oio.X = x; oio.X_size = sizes.x;

@@ -57,7 +57,7 @@ run_cases() {
       exit 1
     fi
   fi
-  for case in fwd bi; do
+  for case in fwd bi peep; do
     "$exe" "$work/data/$case" >"$work/$how-$case.txt"
     cat "$work/$how-$case.txt"
     "$tool" check "$work/data/$case" "$work/$how-$case.txt"

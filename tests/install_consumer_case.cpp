@@ -1,7 +1,8 @@
 // Inputs and the oracle of tests/install_consumer.sh (the installed-package test).
 //
-//   install_consumer_case gen DIR          writes DIR/fwd and DIR/bi: W.npy, R.npy, X.npy (and
-//                                          B.npy in bi) of ONNX LSTM nodes, forward and bidirectional
+//   install_consumer_case gen DIR          writes DIR/fwd, DIR/bi and DIR/peep: W.npy, R.npy, X.npy
+//                                          (and B.npy in bi and peep, P.npy in peep) of ONNX LSTM
+//                                          nodes, forward and bidirectional (peep: with peepholes)
 //   install_consumer_case check CASE OUT   compares the Y_h lines that examples/onnx_lstm.c printed
 //                                          to OUT with an LSTM written from the ONNX equations
 //
@@ -26,6 +27,7 @@ namespace npy = rnnjit::npy;
 struct Case {
   std::int64_t T, N, I, H, D;
   bool bias;
+  bool peepholes = false;
 };
 
 void generate(const std::filesystem::path& dir, const Case& c, unsigned seed) {
@@ -42,11 +44,12 @@ void generate(const std::filesystem::path& dir, const Case& c, unsigned seed) {
   npy::write_f32((dir / "R.npy").string(), {c.D, G * c.H, c.H}, random(c.D * G * c.H * c.H));
   if (c.bias) npy::write_f32((dir / "B.npy").string(), {c.D, 2 * G * c.H}, random(c.D * 2 * G * c.H));
   npy::write_f32((dir / "X.npy").string(), {c.T, c.N, c.I}, random(c.T * c.N * c.I));
+  if (c.peepholes) npy::write_f32((dir / "P.npy").string(), {c.D, 3 * c.H}, random(c.D * 3 * c.H));
 }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-// ONNX LSTM, default attributes, layout 0: Y_h [D, N, H].
+// ONNX LSTM, default attributes, layout 0, peepholes P [D, 3*H] (rows i, o, f) if given: Y_h [D, N, H].
 std::vector<double> onnx_lstm_y_h(const std::filesystem::path& dir) {
   const npy::Array w = npy::read((dir / "W.npy").string());
   const std::int64_t D = w.shape.at(0), H = w.shape.at(1) / 4, I = w.shape.at(2);
@@ -57,6 +60,8 @@ std::vector<double> onnx_lstm_y_h(const std::filesystem::path& dir) {
   const std::vector<float> X = npy::as_f32(x, "X.npy");
   std::vector<float> B(static_cast<std::size_t>(D * 8 * H), 0.0f);
   if (std::filesystem::exists(dir / "B.npy")) B = npy::read_f32((dir / "B.npy").string(), {D, 8 * H});
+  std::vector<float> P(static_cast<std::size_t>(D * 3 * H), 0.0f);
+  if (std::filesystem::exists(dir / "P.npy")) P = npy::read_f32((dir / "P.npy").string(), {D, 3 * H});
   std::vector<double> y_h(static_cast<std::size_t>(D * N * H));
   for (std::int64_t d = 0; d < D; ++d) {
     for (std::int64_t n = 0; n < N; ++n) {
@@ -74,9 +79,14 @@ std::vector<double> onnx_lstm_y_h(const std::filesystem::path& dir) {
         }
         for (std::int64_t k = 0; k < H; ++k) {
           const auto at = [&](int g) { return gate[static_cast<std::size_t>(g * H + k)]; };
-          const double i = sigmoid(at(0)), o = sigmoid(at(1)), f = sigmoid(at(2)), g = std::tanh(at(3));
-          c[static_cast<std::size_t>(k)] = f * c[static_cast<std::size_t>(k)] + i * g;
-          h[static_cast<std::size_t>(k)] = o * std::tanh(c[static_cast<std::size_t>(k)]);
+          const auto peep = [&](int g) { return double(P[static_cast<std::size_t>(d * 3 * H + g * H + k)]); };
+          const double c_prev = c[static_cast<std::size_t>(k)];
+          const double i = sigmoid(at(0) + peep(0) * c_prev), f = sigmoid(at(2) + peep(2) * c_prev);
+          const double g = std::tanh(at(3));
+          const double c_t = f * c_prev + i * g;
+          const double o = sigmoid(at(1) + peep(1) * c_t);
+          c[static_cast<std::size_t>(k)] = c_t;
+          h[static_cast<std::size_t>(k)] = o * std::tanh(c_t);
         }
       }
       for (std::int64_t k = 0; k < H; ++k) y_h[static_cast<std::size_t>((d * N + n) * H + k)] = h[static_cast<std::size_t>(k)];
@@ -114,6 +124,8 @@ int main(int argc, char** argv) {
     if (mode == "gen" && argc == 3) {
       generate(std::filesystem::path(argv[2]) / "fwd", {.T = 7, .N = 3, .I = 5, .H = 6, .D = 1, .bias = false}, 1);
       generate(std::filesystem::path(argv[2]) / "bi", {.T = 5, .N = 2, .I = 3, .H = 17, .D = 2, .bias = true}, 2);
+      generate(std::filesystem::path(argv[2]) / "peep",
+               {.T = 6, .N = 2, .I = 4, .H = 19, .D = 2, .bias = true, .peepholes = true}, 3);
       return 0;
     }
     if (mode == "check" && argc == 4) return check(argv[2], argv[3]);

@@ -3,7 +3,8 @@
 // threading contract; and ONNX's RNN, GRU and LSTM operators against (a) ONNX's equations written
 // out for scalar cases and (b) rnnjit::reference fed with weights and tensors converted from ONNX's
 // layouts by a test-local implementation written from the ONNX operator spec; every unsupported
-// attribute; and, where Python's onnx and onnxruntime import, onnxruntime itself.
+// attribute; ONNX's clip, P and input_forget=1 (mapped to gate_clip, peephole and input_forget);
+// and, where Python's onnx and onnxruntime import, onnxruntime itself.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -50,8 +51,17 @@ rnnjit_config_t c_config(const RnnConfig& c, int threads = 0) {
   out.input_size = c.input_size;
   out.hidden_size = c.hidden_size;
   out.num_layers = c.num_layers;
-  out.direction = c.bidirectional ? RNNJIT_DIRECTION_BIDIRECTIONAL : RNNJIT_DIRECTION_FORWARD;
+  out.direction = c.bidirectional ? RNNJIT_DIRECTION_BIDIRECTIONAL
+                  : c.reverse     ? RNNJIT_DIRECTION_REVERSE
+                                  : RNNJIT_DIRECTION_FORWARD;
   out.threads = threads;
+  out.proj_size = c.proj_size;
+  out.cell_clip = c.clip;
+  out.dropout = c.dropout;
+  out.batch_first = c.batch_first ? 1 : 0;
+  out.gate_clip = c.gate_clip;
+  out.peephole = c.peephole ? 1 : 0;
+  out.input_forget = c.input_forget ? 1 : 0;
   return out;
 }
 
@@ -107,6 +117,13 @@ TEST(CApi, CreateValidatesTheConfig) {
   EXPECT_ERROR(create(with([](auto& c) { c.proj_size = c.hidden_size; })), kInvalid, "proj_size must be 0");
   EXPECT_ERROR(create(with([](auto& c) { c.cell_clip = -1.0f; })), kInvalid, "clip must be");
   EXPECT_ERROR(create(with([](auto& c) { c.dropout = 1.0f; })), kInvalid, "dropout must be in [0, 1)");
+  EXPECT_ERROR(create(with([](auto& c) { c.gate_clip = -0.5f; })), kInvalid,
+               "gate_clip must be a finite value >= 0 (0: none), got -0.5");
+  EXPECT_ERROR(create(with([](auto& c) { c.gate_clip = INFINITY; })), kInvalid, "gate_clip must be a finite value");
+  EXPECT_ERROR(create(with([](auto& c) { c.cell = RNNJIT_CELL_GRU, c.peephole = 1; })), kInvalid,
+               "peephole applies to LSTM only, not to gru");
+  EXPECT_ERROR(create(with([](auto& c) { c.cell = RNNJIT_CELL_RNN_TANH, c.input_forget = 1; })), kInvalid,
+               "input_forget applies to LSTM only, not to rnn_tanh");
   EXPECT_ERROR(create(with([](auto& c) { c.threads = -1; })), kInvalid, "config.threads");
   EXPECT_ERROR(create(with([](auto& c) { c.threads = 1000; })), kInvalid, "threads must be in [1, 256]");
   EXPECT_EQ(rnn, nullptr);
@@ -148,7 +165,8 @@ TEST(CApi, NullHandlesAreErrorsNotCrashes) {
   EXPECT_ERROR(rnnjit_backward_weights(nullptr, &bwio), kInvalid, "execution is NULL");
   EXPECT_ERROR(rnnjit_onnx_forward(nullptr, &attrs, f, 4, &oio), kInvalid, "execution is NULL");
   EXPECT_ERROR(rnnjit_onnx_config(nullptr, 3, &config), kInvalid, "attrs is NULL");
-  EXPECT_ERROR(rnnjit_onnx_import_weights(nullptr, 3, f, 4, f, 4, nullptr, 0, f, 4), kInvalid, "attrs is NULL");
+  EXPECT_ERROR(rnnjit_onnx_import_weights(nullptr, 3, f, 4, f, 4, nullptr, 0, nullptr, 0, f, 4), kInvalid,
+               "attrs is NULL");
   rnnjit_rnn_destroy(nullptr);
   rnnjit_execution_destroy(nullptr);
 
@@ -445,13 +463,18 @@ struct OnnxCase {
   bool bias = true;
   bool initial = true;  // initial_h (and initial_c) given
   std::int64_t T = 4, N = 3, I = 5, H = 7;
+  float clip = 0.0f;          // attribute clip (0: not given)
+  bool peepholes = false;     // LSTM input P (attrs.has_peepholes)
+  bool input_forget = false;  // LSTM attribute input_forget=1
   std::int64_t D() const { return bidirectional ? 2 : 1; }
 };
 
 void PrintTo(const OnnxCase& c, std::ostream* os) {
-  *os << fmt::format("{} D={}{} layout={} bias={} initial={} T={} N={} I={} H={}{}", op_name(c.op), c.D(),
+  *os << fmt::format("{} D={}{} layout={} bias={} initial={} T={} N={} I={} H={}{}{}{}{}", op_name(c.op), c.D(),
                      c.reverse ? " reverse" : "", c.layout, c.bias, c.initial, c.T, c.N, c.I, c.H,
-                     c.lengths.empty() ? "" : " with sequence_lens");
+                     c.lengths.empty() ? "" : " with sequence_lens",
+                     c.clip > 0.0f ? fmt::format(" clip={}", c.clip) : "", c.peepholes ? " P" : "",
+                     c.input_forget ? " input_forget=1" : "");
 }
 
 // Attributes of a supported node; `names` keeps the activation strings alive.
@@ -467,6 +490,10 @@ Attrs attrs_for(const OnnxCase& c) {
   at.a.direction = c.bidirectional ? "bidirectional" : c.reverse ? "reverse" : "forward";
   at.a.layout = c.layout;
   at.a.linear_before_reset = c.op == Op::gru ? 1 : 0;
+  at.a.has_clip = c.clip > 0.0f ? 1 : 0;
+  at.a.clip = c.clip;
+  at.a.has_peepholes = c.peepholes ? 1 : 0;
+  at.a.input_forget = c.input_forget ? 1 : 0;
   if (c.op == Op::rnn_relu) {
     at.names.assign(static_cast<std::size_t>(c.D()), "Relu");
     at.a.activations = at.names.data();
@@ -476,7 +503,7 @@ Attrs attrs_for(const OnnxCase& c) {
 }
 
 struct OnnxTensors {
-  std::vector<float> W, R, B, X, initial_h, initial_c;  // B/initial_* empty when not given
+  std::vector<float> W, R, B, X, initial_h, initial_c, P;  // B/initial_*/P empty when not given
 };
 
 OnnxTensors random_tensors(const OnnxCase& c, unsigned seed) {
@@ -495,6 +522,7 @@ OnnxTensors random_tensors(const OnnxCase& c, unsigned seed) {
   t.X = fill(c.T * c.N * c.I);
   if (c.initial) t.initial_h = fill(D * c.N * c.H);
   if (c.initial && c.op == Op::lstm) t.initial_c = fill(D * c.N * c.H);
+  if (c.peepholes) t.P = fill(D * 3 * c.H);  // last: the other tensors do not depend on it
   return t;
 }
 
@@ -519,7 +547,7 @@ RnnConfig config_of(const OnnxCase& c) {
                         : c.op == Op::gru_reset_before ? CellKind::gru_reset_before
                         : c.op == Op::rnn_relu ? CellKind::rnn_relu : CellKind::rnn_tanh;
   return {.cell = cell, .input_size = c.I, .hidden_size = c.H, .num_layers = 1, .bidirectional = c.bidirectional,
-          .reverse = c.reverse};
+          .reverse = c.reverse, .gate_clip = c.clip, .peephole = c.peepholes, .input_forget = c.input_forget};
 }
 
 // ONNX index helpers.
@@ -551,6 +579,16 @@ OnnxOutputs reference_outputs(const OnnxCase& c, const OnnxTensors& in) {
     if (!in.B.empty()) {
       copy_gates("bias_ih_l0", in.B.data() + d * 2 * G * H, 1);          // Wb
       copy_gates("bias_hh_l0", in.B.data() + d * 2 * G * H + G * H, 1);  // Rb
+    }
+    if (!in.P.empty()) {  // ONNX P[iof] -> weight_peephole rows i, f, o (by name, like the gates)
+      const ParamBlock& b = layout.find("weight_peephole_l0" + suffix);
+      const std::vector<std::string> onnx_rows = {"i", "o", "f"}, canonical_rows = {"i", "f", "o"};
+      for (std::int64_t g = 0; g < 3; ++g) {
+        const auto og = std::find(onnx_rows.begin(), onnx_rows.end(), canonical_rows[static_cast<std::size_t>(g)]) -
+                        onnx_rows.begin();
+        for (std::int64_t r = 0; r < H; ++r)
+          w[static_cast<std::size_t>(b.offset + g * H + r)] = in.P[static_cast<std::size_t>((d * 3 + og) * H + r)];
+      }
     }
   }
   std::vector<double> x(static_cast<std::size_t>(T * N * I));
@@ -609,7 +647,8 @@ OnnxOutputs run_c_api(const OnnxCase& c, const OnnxTensors& in, rnnjit_mode_t mo
   EXPECT_OK(rnnjit_rnn_weights_size(rnn.get(), &size));
   std::vector<float> w(size, -1.0f);
   EXPECT_OK(rnnjit_onnx_import_weights(&at.a, c.I, in.W.data(), in.W.size(), in.R.data(), in.R.size(),
-                                       in.B.empty() ? nullptr : in.B.data(), in.B.size(), w.data(), w.size()));
+                                       in.B.empty() ? nullptr : in.B.data(), in.B.size(),
+                                       in.P.empty() ? nullptr : in.P.data(), in.P.size(), w.data(), w.size()));
   ExecPtr ex = make_execution(rnn.get(), c.T, c.N, mode);
   std::vector<std::byte> packed;
   const std::int64_t D = c.D();
@@ -729,15 +768,25 @@ TEST_P(CApiOnnxMatrix, MatchesTheReference) {
   expect_close(got.Y, expected.Y, kOnnxTolerance, "Y");
   expect_close(got.Y_h, expected.Y_h, kOnnxTolerance, "Y_h");
   if (c.op == Op::lstm) expect_close(got.Y_c, expected.Y_c, kOnnxTolerance, "Y_c");
-  // Training mode and packed weights give the same outputs (the JIT backend does not train the
-  // reset-before GRU: see CApiOnnx.ResetBeforeGruTrainingIsUnsupported).
-  if (c.op != Op::gru_reset_before) {
-    const OnnxOutputs trained = run_c_api(c, in, RNNJIT_MODE_TRAINING, /*pack=*/false);
-    EXPECT_EQ(trained.Y, got.Y);
-  }
+  // Training mode and packed weights give the same outputs.
+  const OnnxOutputs trained = run_c_api(c, in, RNNJIT_MODE_TRAINING, /*pack=*/false);
+  EXPECT_EQ(trained.Y, got.Y);
   const OnnxOutputs packed = run_c_api(c, in, RNNJIT_MODE_INFERENCE, /*pack=*/true);
   EXPECT_EQ(packed.Y, got.Y);
   EXPECT_EQ(packed.Y_h, got.Y_h);
+  // Each feature changes the outputs (clip: pre-activations were clamped), so the comparison
+  // above could not pass with the feature ignored.
+  if (c.clip > 0.0f || c.peepholes || c.input_forget) {
+    OnnxCase plain = c;
+    plain.clip = 0.0f, plain.peepholes = false, plain.input_forget = false;
+    OnnxTensors plain_in = in;
+    plain_in.P.clear();
+    const OnnxOutputs without = reference_outputs(plain, plain_in);
+    double most = 0.0;
+    for (std::size_t k = 0; k < without.Y.size(); ++k)
+      most = std::max(most, static_cast<double>(std::abs(without.Y[k] - expected.Y[k])));
+    EXPECT_GT(most, 1e-2) << "the feature barely changes Y: the case does not test it";
+  }
 }
 
 std::vector<OnnxCase> matrix() {
@@ -755,14 +804,34 @@ std::vector<OnnxCase> matrix() {
         cases.push_back({.op = op, .bidirectional = bidirectional, .lengths = {2, 4, 1}, .layout = layout});
       cases.push_back({.op = op, .reverse = true, .lengths = {4, 1, 3}, .layout = layout});
     }
+  // clip (every op), LSTM peepholes and input_forget=1; H = 19 and 5 leave vector tails.
+  for (int layout : {0, 1}) {
+    for (bool bidirectional : {false, true}) {
+      cases.push_back({.op = Op::lstm, .bidirectional = bidirectional, .layout = layout, .H = 19, .peepholes = true});
+      cases.push_back({.op = Op::lstm, .bidirectional = bidirectional, .layout = layout, .input_forget = true});
+      for (Op op : {Op::lstm, Op::gru, Op::gru_reset_before, Op::rnn_tanh, Op::rnn_relu})
+        cases.push_back({.op = op, .bidirectional = bidirectional, .layout = layout, .H = 19, .clip = 0.5f});
+    }
+    cases.push_back({.op = Op::lstm, .reverse = true, .layout = layout, .H = 19, .peepholes = true});
+    cases.push_back({.op = Op::lstm, .bidirectional = true, .lengths = {2, 4, 1}, .layout = layout, .H = 19,
+                     .peepholes = true});
+    cases.push_back({.op = Op::lstm, .reverse = true, .lengths = {4, 1, 3}, .layout = layout, .H = 5,
+                     .clip = 0.5f, .peepholes = true, .input_forget = true});
+    cases.push_back({.op = Op::lstm, .bidirectional = true, .lengths = {2, 4, 1}, .layout = layout, .bias = false,
+                     .initial = false, .H = 5, .clip = 1.0f, .peepholes = true, .input_forget = true});
+    for (Op op : {Op::gru, Op::gru_reset_before})
+      cases.push_back({.op = op, .reverse = true, .lengths = {4, 1, 3}, .layout = layout, .H = 5, .clip = 0.5f});
+  }
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CApiOnnxMatrix, testing::ValuesIn(matrix()), [](const auto& info) {
   const OnnxCase& c = info.param;
-  return fmt::format("{}_{}_layout{}_{}{}", op_name(c.op),
+  return fmt::format("{}_{}_layout{}_{}{}{}{}{}{}", op_name(c.op),
                      c.bidirectional ? "Bidirectional" : c.reverse ? "Reverse" : "Forward", c.layout,
-                     c.bias ? "WithBiasAndInitialState" : "Defaults", c.lengths.empty() ? "" : "_SequenceLens");
+                     c.bias ? "WithBiasAndInitialState" : "Defaults", c.lengths.empty() ? "" : "_SequenceLens",
+                     c.clip > 0.0f ? "_Clip" : "", c.peepholes ? "_Peepholes" : "",
+                     c.input_forget ? "_InputForget" : "", c.H != 7 ? fmt::format("_H{}", c.H) : "");
 });
 
 // Fixture of one supported node per op, with helpers to run variations of it.
@@ -779,9 +848,13 @@ class CApiOnnx : public testing::Test {
   };
 
   static std::unique_ptr<Node> node(Op op, bool bidirectional = true) {
+    return node_for({.op = op, .bidirectional = bidirectional, .layout = 0, .bias = true, .initial = true,
+                     .T = 3, .N = 2, .I = 4, .H = 5});
+  }
+  static std::unique_ptr<Node> node_for(const OnnxCase& c) {
+    const Op op = c.op;
     auto n = std::make_unique<Node>();
-    n->c = {.op = op, .bidirectional = bidirectional, .layout = 0, .bias = true, .initial = true,
-            .T = 3, .N = 2, .I = 4, .H = 5};
+    n->c = c;
     n->at = attrs_for(n->c);
     n->in = random_tensors(n->c, 11);
     rnnjit_config_t config{};
@@ -806,7 +879,8 @@ class CApiOnnx : public testing::Test {
   }
   static rnnjit_status_t import(Node& n, const rnnjit_onnx_attributes_t& a) {
     return rnnjit_onnx_import_weights(&a, n.c.I, n.in.W.data(), n.in.W.size(), n.in.R.data(), n.in.R.size(),
-                                      n.in.B.data(), n.in.B.size(), n.w.data(), n.w.size());
+                                      n.in.B.data(), n.in.B.size(), n.in.P.data(), n.in.P.size(), n.w.data(),
+                                      n.w.size());
   }
   static rnnjit_status_t run(Node& n, const rnnjit_onnx_attributes_t& a, const rnnjit_onnx_io_t& io) {
     return rnnjit_onnx_forward(n.ex.get(), &a, n.w.data(), n.w.size(), &io);
@@ -827,20 +901,12 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
   for (Node* n : {gru.get(), lstm.get(), rnn.get(), fwd_lstm.get()}) {
     SCOPED_TRACE(op_name(n->c.op));
     rnnjit_onnx_attributes_t a = n->at.a;
-    a.has_clip = 1, a.clip = 3.0f;
-    expect_attribute_error(*n, a, kUnsupported, "clip");
     const float alpha[] = {0.5f};
-    a = n->at.a;
     a.activation_alpha = alpha, a.activation_alpha_count = 1;
     expect_attribute_error(*n, a, kUnsupported, "activation_alpha");
     a = n->at.a;
     a.activation_beta = alpha, a.activation_beta_count = 1;
     expect_attribute_error(*n, a, kUnsupported, "activation_beta");
-  }
-  {
-    rnnjit_onnx_attributes_t a = lstm->at.a;
-    a.input_forget = 1;
-    expect_attribute_error(*lstm, a, kUnsupported, "input_forget=1");
   }
   const char* lstm_acts[] = {"Sigmoid", "Tanh", "Relu"};
   const char* gru_acts[] = {"HardSigmoid", "Tanh", "HardSigmoid", "Tanh"};
@@ -857,7 +923,7 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
     a.activations = ac.acts, a.activations_count = ac.count;
     expect_attribute_error(*ac.n, a, kUnsupported, "activations [");
   }
-  // Inputs: a zero-length sequence, nonzero peepholes.
+  // Inputs: a zero-length sequence.
   for (Node* n : {gru.get(), lstm.get()}) {
     std::vector<std::int32_t> seq(static_cast<std::size_t>(n->c.N), static_cast<std::int32_t>(n->c.T));
     seq[1] = 0;
@@ -865,25 +931,22 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
     io.sequence_lens = seq.data(), io.sequence_lens_size = seq.size();
     EXPECT_ERROR(run(*n, n->at.a, io), kUnsupported, "sequence_lens[1] = 0 is not supported");
   }
-  std::vector<float> P(static_cast<std::size_t>(2 * 3 * lstm->c.H), 0.0f);
-  P[4] = 0.1f;
-  rnnjit_onnx_io_t io = lstm->io;
-  io.P = P.data(), io.P_size = P.size();
-  EXPECT_ERROR(run(*lstm, lstm->at.a, io), kUnsupported, "P (peephole weights) is not supported");
 }
 
-// linear_before_reset=0 (ONNX's default) is the reset-before GRU: inference only on the JIT
-// backend, so a training execution is UNSUPPORTED, with a message naming it.
-TEST_F(CApiOnnx, ResetBeforeGruTrainingIsUnsupported) {
+// linear_before_reset=0 (ONNX's default) is the reset-before GRU, which the JIT backend also
+// trains (its gradients: CApiFeatures.MatchesTheReferenceBackend/GruResetBefore*).
+TEST_F(CApiOnnx, ResetBeforeGruRunsInBothModes) {
   auto n = node(Op::gru_reset_before);
   rnnjit_config_t config{};
   EXPECT_OK(rnnjit_onnx_config(&n->at.a, n->c.I, &config));
   EXPECT_EQ(config.cell, RNNJIT_CELL_GRU_RESET_BEFORE);
   EXPECT_OK(run(*n, n->at.a, n->io));
-  rnnjit_execution_t* ex = nullptr;
-  EXPECT_ERROR(rnnjit_execution_create(n->rnn.get(), n->c.T, n->c.N, RNNJIT_MODE_TRAINING, &ex), kUnsupported,
-               "cell gru_reset_before: training is not supported on the JIT backend");
-  EXPECT_EQ(ex, nullptr);
+  const std::vector<float> Y = n->Y;
+  n->ex = make_execution(n->rnn.get(), n->c.T, n->c.N, RNNJIT_MODE_TRAINING);
+  ASSERT_TRUE(n->ex);
+  std::fill(n->Y.begin(), n->Y.end(), NAN);
+  EXPECT_OK(run(*n, n->at.a, n->io));
+  EXPECT_EQ(n->Y, Y);
 }
 
 TEST_F(CApiOnnx, InvalidAttributesAndInputsAreNamed) {
@@ -922,19 +985,20 @@ TEST_F(CApiOnnx, InvalidAttributesAndInputsAreNamed) {
   EXPECT_ERROR(run(*lstm, gru->at.a, lstm->io), kInvalid, "the execution is for lstm");
   // Weight import sizes.
   EXPECT_ERROR(rnnjit_onnx_import_weights(&lstm->at.a, 4, lstm->in.W.data(), 3, lstm->in.R.data(), lstm->in.R.size(),
-                                          nullptr, 0, lstm->w.data(), lstm->w.size()),
+                                          nullptr, 0, nullptr, 0, lstm->w.data(), lstm->w.size()),
                kInvalid, "W has 3 elements, expected 160");
   EXPECT_ERROR(rnnjit_onnx_import_weights(&lstm->at.a, 4, lstm->in.W.data(), lstm->in.W.size(), nullptr, 200,
-                                          nullptr, 0, lstm->w.data(), lstm->w.size()),
+                                          nullptr, 0, nullptr, 0, lstm->w.data(), lstm->w.size()),
                kInvalid, "R is NULL but its size is 200");
   EXPECT_ERROR(rnnjit_onnx_import_weights(&lstm->at.a, 4, lstm->in.W.data(), lstm->in.W.size(), lstm->in.R.data(),
-                                          lstm->in.R.size(), lstm->in.B.data(), 5, lstm->w.data(), lstm->w.size()),
+                                          lstm->in.R.size(), lstm->in.B.data(), 5, nullptr, 0, lstm->w.data(),
+                                          lstm->w.size()),
                kInvalid, "B has 5 elements");
   EXPECT_ERROR(rnnjit_onnx_import_weights(&lstm->at.a, 4, lstm->in.W.data(), lstm->in.W.size(), lstm->in.R.data(),
-                                          lstm->in.R.size(), nullptr, 0, lstm->w.data(), 9),
+                                          lstm->in.R.size(), nullptr, 0, nullptr, 0, lstm->w.data(), 9),
                kInvalid, "weights has 9 elements");
   EXPECT_ERROR(rnnjit_onnx_import_weights(&lstm->at.a, 0, lstm->in.W.data(), lstm->in.W.size(), lstm->in.R.data(),
-                                          lstm->in.R.size(), nullptr, 0, lstm->w.data(), lstm->w.size()),
+                                          lstm->in.R.size(), nullptr, 0, nullptr, 0, lstm->w.data(), lstm->w.size()),
                kInvalid, "input_size must be positive");
   // Inputs and outputs.
   auto with = [](const rnnjit_onnx_io_t& base, auto change) {
@@ -1033,6 +1097,426 @@ TEST_F(CApiOnnx, AcceptedSpellingsOfTheDefaults) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// ONNX's clip, P and input_forget: how they map (no Python needed).
+
+// clip, input_forget=1 and the presence of P become gate_clip, input_forget and peephole; every
+// value ONNX does not allow is INVALID_ARGUMENT from all three entry points; the configuration
+// round-trips (an execution of the network made from rnnjit_onnx_config accepts the attributes).
+TEST_F(CApiOnnx, ClipPeepholesAndInputForgetMapToTheConfig) {
+  auto lstm = node(Op::lstm), gru = node(Op::gru), rnn = node(Op::rnn_tanh);
+  for (Node* n : {lstm.get(), gru.get(), rnn.get()}) {
+    SCOPED_TRACE(op_name(n->c.op));
+    rnnjit_onnx_attributes_t a = n->at.a;
+    for (float bad : {0.0f, -1.0f, NAN, INFINITY}) {
+      a.has_clip = 1, a.clip = bad;
+      expect_attribute_error(*n, a, kInvalid, "clip must be a finite value > 0, got");
+    }
+    a.has_clip = 0, a.clip = -1.0f;  // ignored unless has_clip
+    rnnjit_config_t config{};
+    ASSERT_OK(rnnjit_onnx_config(&a, n->c.I, &config));
+    EXPECT_EQ(config.gate_clip, 0.0f);
+    a.has_clip = 1, a.clip = 1.5f;
+    ASSERT_OK(rnnjit_onnx_config(&a, n->c.I, &config));
+    EXPECT_EQ(config.gate_clip, 1.5f);
+    EXPECT_EQ(config.cell_clip, 0.0f);  // cuDNN's clip of c is another feature
+    EXPECT_EQ(config.peephole, 0);
+    EXPECT_EQ(config.input_forget, 0);
+    if (n->c.op != Op::lstm) {
+      a = n->at.a;
+      a.has_peepholes = 1;
+      expect_attribute_error(*n, a, kInvalid, "has_peepholes: P is an input of LSTM only");
+      a = n->at.a;
+      a.input_forget = 1;
+      expect_attribute_error(*n, a, kInvalid, "input_forget is an attribute of LSTM only");
+    }
+  }
+  rnnjit_onnx_attributes_t a = lstm->at.a;
+  a.input_forget = 2;
+  expect_attribute_error(*lstm, a, kInvalid, "input_forget must be 0 or 1, got 2");
+  a.input_forget = 1, a.has_peepholes = 7, a.has_clip = 1, a.clip = 0.25f;  // any nonzero has_peepholes
+  rnnjit_config_t config{};
+  ASSERT_OK(rnnjit_onnx_config(&a, lstm->c.I, &config));
+  EXPECT_EQ(config.cell, RNNJIT_CELL_LSTM);
+  EXPECT_EQ(config.direction, RNNJIT_DIRECTION_BIDIRECTIONAL);
+  EXPECT_EQ(config.gate_clip, 0.25f);
+  EXPECT_EQ(config.peephole, 1);
+  EXPECT_EQ(config.input_forget, 1);
+  // The peepholes add a [3, H] block per direction; the C++ layout agrees.
+  RnnPtr net = make_rnn(config);
+  std::size_t size = 0, offset = 0, block = 0;
+  ASSERT_OK(rnnjit_rnn_weights_size(net.get(), &size));
+  EXPECT_EQ(size, lstm->w.size() + 2 * 3 * 5);
+  const RnnConfig cpp{.cell = CellKind::lstm, .input_size = 4, .hidden_size = 5, .bidirectional = true,
+                      .gate_clip = 0.25f, .peephole = true, .input_forget = true};
+  const WeightLayout layout(cpp);
+  EXPECT_EQ(size, static_cast<std::size_t>(layout.total_elements()));
+  ASSERT_OK(rnnjit_rnn_weight_block(net.get(), "weight_peephole_l0_reverse", &offset, &block));
+  EXPECT_EQ(offset, static_cast<std::size_t>(layout.find("weight_peephole_l0_reverse").offset));
+  EXPECT_EQ(block, 15u);
+  // A network made from the C struct by hand (c_config) is the same network.
+  RnnPtr by_hand = make_rnn(c_config(cpp));
+  std::size_t by_hand_size = 0;
+  ASSERT_OK(rnnjit_rnn_weights_size(by_hand.get(), &by_hand_size));
+  EXPECT_EQ(by_hand_size, size);
+  // Round trip: the execution's C++ configuration equals the one the attributes describe.
+  ExecPtr ex = make_execution(net.get(), 3, 2, RNNJIT_MODE_INFERENCE);
+  ExecPtr ex_by_hand = make_execution(by_hand.get(), 3, 2, RNNJIT_MODE_INFERENCE);
+  std::vector<float> w(size, 0.1f), P(2 * 3 * 5, 0.1f);  // io.P equal to the peepholes in w
+  rnnjit_onnx_io_t io = lstm->io;
+  io.P = P.data(), io.P_size = P.size();
+  EXPECT_OK(rnnjit_onnx_forward(ex.get(), &a, w.data(), w.size(), &io));
+  EXPECT_OK(rnnjit_onnx_forward(ex_by_hand.get(), &a, w.data(), w.size(), &io));
+  // ... and differs from each attribute set that differs in one of the three.
+  for (int which = 0; which < 3; ++which) {
+    rnnjit_onnx_attributes_t other = a;
+    if (which == 0) other.clip = 0.5f;
+    if (which == 1) other.has_peepholes = 0;
+    if (which == 2) other.input_forget = 0;
+    EXPECT_ERROR(rnnjit_onnx_forward(ex.get(), &other, w.data(), w.size(), &lstm->io), kInvalid,
+                 "the execution is for lstm I=4 H=5 L=1 D=2 gate_clip=0.25 peephole input_forget");
+  }
+}
+
+// P [D, 3*H] in ONNX's row order i, o, f lands in weight_peephole_l0[_reverse] [3, H] as rows
+// i, f, o; nothing else of the canonical buffer depends on P.
+TEST_F(CApiOnnx, PeepholesAreImportedInCanonicalOrder) {
+  const std::int64_t H = 5;
+  auto n = node_for({.op = Op::lstm, .bidirectional = true, .layout = 0, .bias = true, .initial = true, .T = 3,
+                     .N = 2, .I = 4, .H = H, .peepholes = true});
+  std::vector<float> P(static_cast<std::size_t>(2 * 3 * H));
+  for (std::size_t k = 0; k < P.size(); ++k)  // P[d][k] = 100 d + k
+    P[k] = static_cast<float>(100 * (static_cast<std::int64_t>(k) / (3 * H)) + static_cast<std::int64_t>(k) % (3 * H));
+  n->in.P = P;
+  std::fill(n->w.begin(), n->w.end(), NAN);
+  ASSERT_OK(import(*n, n->at.a));
+  for (int d = 0; d < 2; ++d) {
+    std::size_t offset = 0, size = 0;
+    ASSERT_OK(rnnjit_rnn_weight_block(n->rnn.get(), d ? "weight_peephole_l0_reverse" : "weight_peephole_l0", &offset,
+                                      &size));
+    ASSERT_EQ(size, static_cast<std::size_t>(3 * H));
+    for (std::int64_t h = 0; h < H; ++h) {
+      SCOPED_TRACE(fmt::format("direction {} h {}", d, h));
+      const float onnx_i = 100.0f * d + h, onnx_o = 100.0f * d + H + h, onnx_f = 100.0f * d + 2 * H + h;
+      EXPECT_EQ(n->w[offset + static_cast<std::size_t>(h)], onnx_i);          // row 0: P_i
+      EXPECT_EQ(n->w[offset + static_cast<std::size_t>(H + h)], onnx_f);      // row 1: P_f
+      EXPECT_EQ(n->w[offset + static_cast<std::size_t>(2 * H + h)], onnx_o);  // row 2: P_o
+    }
+  }
+  EXPECT_EQ(std::count_if(n->w.begin(), n->w.end(), [](float v) { return std::isnan(v); }), 0)
+      << "a block was not written";
+  // Every other block equals the import of the same node without peepholes.
+  auto plain = node(Op::lstm);
+  for (const char* name : {"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse",
+                           "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse"}) {
+    std::size_t o1 = 0, s1 = 0, o2 = 0, s2 = 0;
+    ASSERT_OK(rnnjit_rnn_weight_block(n->rnn.get(), name, &o1, &s1));
+    ASSERT_OK(rnnjit_rnn_weight_block(plain->rnn.get(), name, &o2, &s2));
+    ASSERT_EQ(s1, s2) << name;
+    const auto first = n->w.begin() + static_cast<std::ptrdiff_t>(o1);
+    EXPECT_TRUE(std::equal(first, first + static_cast<std::ptrdiff_t>(s1),
+                           plain->w.begin() + static_cast<std::ptrdiff_t>(o2)))
+        << name;
+  }
+}
+
+// The io.P rule of rnnjit_onnx_forward, and the import's P checks.
+TEST_F(CApiOnnx, PeepholesGoWithTheWeightsNotWithTheRun) {
+  const std::int64_t H = 5;
+  const OnnxCase c{.op = Op::lstm, .bidirectional = true, .layout = 0, .bias = true, .initial = true, .T = 3,
+                   .N = 2, .I = 4, .H = H, .peepholes = true};
+  auto peep = node_for(c);
+  auto plain = node(Op::lstm);
+  ASSERT_EQ(peep->in.P.size(), static_cast<std::size_t>(2 * 3 * H));
+  ASSERT_OK(run(*peep, peep->at.a, peep->io));
+  expect_close(peep->Y, reference_outputs(c, peep->in).Y, kOnnxTolerance, "Y with peepholes");
+  const std::vector<float> Y = peep->Y, Y_h = peep->Y_h, Y_c = peep->Y_c;
+
+  // io.P equal to the imported P: accepted, same outputs.
+  rnnjit_onnx_io_t io = peep->io;
+  io.P = peep->in.P.data(), io.P_size = peep->in.P.size();
+  std::fill(peep->Y.begin(), peep->Y.end(), NAN);
+  ASSERT_OK(run(*peep, peep->at.a, io));
+  EXPECT_EQ(peep->Y, Y);
+  EXPECT_EQ(peep->Y_c, Y_c);
+  // Any other P: INVALID_ARGUMENT, nothing written.
+  std::vector<float> other = peep->in.P;
+  other[12] += 0.5f;  // ONNX row o (k in [H, 2H)) of the first direction
+  io.P = other.data();
+  std::fill(peep->Y.begin(), peep->Y.end(), -7.0f);
+  EXPECT_ERROR(run(*peep, peep->at.a, io), kInvalid,
+               fmt::format("ONNX LSTM: P[0][12] = {} differs from the peepholes in the weights ({}): P goes to "
+                           "rnnjit_onnx_import_weights (rnnjit_onnx_forward does not read P)",
+                           other[12], peep->in.P[12]));
+  EXPECT_TRUE(std::all_of(peep->Y.begin(), peep->Y.end(), [](float v) { return v == -7.0f; }));
+  std::vector<float> zeros(peep->in.P.size(), 0.0f);
+  io.P = zeros.data();
+  EXPECT_ERROR(run(*peep, peep->at.a, io), kInvalid, "differs from the peepholes in the weights");
+  io.P_size = 7;
+  EXPECT_ERROR(run(*peep, peep->at.a, io), kInvalid, "P has 7 elements, expected 30");
+  // A network without peepholes: an all-zero P is accepted (it is the same network), another is not.
+  io = plain->io;
+  io.P = zeros.data(), io.P_size = zeros.size();
+  EXPECT_OK(run(*plain, plain->at.a, io));
+  zeros[4] = 0.1f;
+  EXPECT_ERROR(run(*plain, plain->at.a, io), kInvalid,
+               "ONNX LSTM: P is nonzero (P[0][4] = 0.1) but the network has no peepholes: set attrs.has_peepholes "
+               "and pass P to rnnjit_onnx_import_weights (rnnjit_onnx_forward does not read P)");
+  zeros[4] = 0.0f;
+  // Attributes with has_peepholes on the execution of a network without them, and vice versa.
+  EXPECT_ERROR(run(*plain, peep->at.a, plain->io), kInvalid,
+               "the execution is for lstm I=4 H=5 L=1 D=2, the attributes describe lstm I=4 H=5 L=1 D=2 peephole");
+  EXPECT_ERROR(run(*peep, plain->at.a, peep->io), kInvalid, "the execution is for lstm I=4 H=5 L=1 D=2 peephole");
+
+  // The import: has_peepholes needs P; P without has_peepholes must be all zeros; sizes; LSTM only.
+  std::vector<float> w(peep->w.size(), -3.0f);
+  auto import_with = [&](const rnnjit_onnx_attributes_t& a, const std::vector<float>& P, std::size_t P_size,
+                         std::vector<float>& weights) {
+    return rnnjit_onnx_import_weights(&a, 4, peep->in.W.data(), peep->in.W.size(), peep->in.R.data(),
+                                      peep->in.R.size(), peep->in.B.data(), peep->in.B.size(),
+                                      P.empty() ? nullptr : P.data(), P_size, weights.data(), weights.size());
+  };
+  EXPECT_ERROR(import_with(peep->at.a, {}, 0, w), kInvalid,
+               "ONNX LSTM: attrs.has_peepholes is set but P is not given (NULL, 0)");
+  EXPECT_ERROR(import_with(peep->at.a, peep->in.P, 29, w), kInvalid, "P has 29 elements, expected 30 for ONNX LSTM");
+  EXPECT_TRUE(std::all_of(w.begin(), w.end(), [](float v) { return v == -3.0f; })) << "a rejected import wrote";
+  std::vector<float> plain_w(plain->w.size());
+  EXPECT_ERROR(import_with(plain->at.a, peep->in.P, peep->in.P.size(), plain_w), kInvalid,
+               "but attrs.has_peepholes is not set");
+  ASSERT_OK(import_with(plain->at.a, zeros, zeros.size(), plain_w));
+  EXPECT_EQ(plain_w, plain->w);
+  auto gru = node(Op::gru);
+  std::vector<float> gw(gru->w.size());
+  EXPECT_ERROR(rnnjit_onnx_import_weights(&gru->at.a, 4, gru->in.W.data(), gru->in.W.size(), gru->in.R.data(),
+                                          gru->in.R.size(), nullptr, 0, zeros.data(), zeros.size(), gw.data(),
+                                          gw.size()),
+               kInvalid, "ONNX GRU: P is an input of LSTM only");
+}
+
+// (a') ONNX's equations with clip, P and input_forget=1, for H = I = N = 1, T = 3: clip bounds the
+// input of every activation but h(C) (onnxruntime: f, g and the output gate's f; not h), P[iof]
+// adds P_i*C_{t-1} and P_f*C_{t-1} to i and f and P_o*C_t to o, input_forget couples f = 1 - i.
+TEST(CApiOnnxEquations, HandCheckedScalarCasesWithClipPeepholesAndInputForget) {
+  struct Variant {
+    Op op;
+    float clip;
+    bool peepholes, input_forget;
+  };
+  const Variant variants[] = {{Op::lstm, 0.0f, true, false},  {Op::lstm, 0.0f, false, true},
+                              {Op::lstm, 0.6f, false, false}, {Op::lstm, 0.6f, true, true},
+                              {Op::gru, 0.6f, false, false},  {Op::gru_reset_before, 0.6f, false, false},
+                              {Op::rnn_tanh, 0.6f, false, false}, {Op::rnn_relu, 0.6f, false, false}};
+  const std::vector<float> X = {0.9f, -1.3f, 1.7f};  // [T=3, N=1, I=1]
+  for (const Variant& v : variants) {
+    for (bool bidirectional : {false, true}) {
+      const OnnxCase c{.op = v.op, .bidirectional = bidirectional, .layout = 0, .bias = true, .initial = true,
+                       .T = 3, .N = 1, .I = 1, .H = 1, .clip = v.clip, .peepholes = v.peepholes,
+                       .input_forget = v.input_forget};
+      SCOPED_TRACE(testing::PrintToString(c));
+      const std::int64_t G = gates_of(v.op), D = c.D();
+      OnnxTensors in;
+      for (std::int64_t k = 0; k < D * G; ++k) {
+        in.W.push_back(0.8f + 0.35f * static_cast<float>(k));
+        in.R.push_back(-0.5f + 0.3f * static_cast<float>(k));
+      }
+      for (std::int64_t k = 0; k < D * 2 * G; ++k) in.B.push_back(0.1f * static_cast<float>(k + 1) - 0.3f);
+      in.X = X;
+      in.initial_h = bidirectional ? std::vector<float>{0.4f, -0.25f} : std::vector<float>{0.4f};
+      if (v.op == Op::lstm) in.initial_c = bidirectional ? std::vector<float>{-0.6f, 0.8f} : std::vector<float>{-0.6f};
+      if (v.peepholes) {
+        const std::vector<float> p = {0.7f, -0.9f, 0.4f, -0.3f, 0.8f, 0.5f};  // [D, 3]: i, o, f per direction
+        in.P.assign(p.begin(), p.begin() + 3 * D);
+      }
+      int clamped = 0;
+      auto cl = [&](double a) {  // ONNX clip: the input of an activation, into [-clip, clip]
+        if (v.clip <= 0.0f) return a;
+        if (std::abs(a) > v.clip) ++clamped;
+        return std::clamp(a, -double(v.clip), double(v.clip));
+      };
+      std::vector<double> Y(static_cast<std::size_t>(3 * D)), Y_h(static_cast<std::size_t>(D)),
+          Y_c(static_cast<std::size_t>(D));
+      for (std::int64_t d = 0; d < D; ++d) {
+        auto Wg = [&](int k) { return double(in.W[static_cast<std::size_t>(d * G + k)]); };
+        auto Rg = [&](int k) { return double(in.R[static_cast<std::size_t>(d * G + k)]); };
+        auto Wb = [&](int k) { return double(in.B[static_cast<std::size_t>(d * 2 * G + k)]); };
+        auto Rb = [&](int k) { return double(in.B[static_cast<std::size_t>(d * 2 * G + G + k)]); };
+        auto Pg = [&](int k) {  // ONNX's i, o, f
+          return v.peepholes ? double(in.P[static_cast<std::size_t>(d * 3 + k)]) : 0.0;
+        };
+        double H = in.initial_h[static_cast<std::size_t>(d)];
+        double C = v.op == Op::lstm ? in.initial_c[static_cast<std::size_t>(d)] : 0.0;
+        for (int step = 0; step < 3; ++step) {
+          const int t = d == 0 ? step : 2 - step;
+          const double x = X[static_cast<std::size_t>(t)];
+          if (v.op == Op::rnn_tanh || v.op == Op::rnn_relu) {
+            const double a = cl(x * Wg(0) + H * Rg(0) + Wb(0) + Rb(0));
+            H = v.op == Op::rnn_tanh ? std::tanh(a) : std::max(0.0, a);
+          } else if (is_gru(v.op)) {
+            const double z = Scalar::sigmoid(cl(x * Wg(0) + H * Rg(0) + Wb(0) + Rb(0)));
+            const double r = Scalar::sigmoid(cl(x * Wg(1) + H * Rg(1) + Wb(1) + Rb(1)));
+            const double h = v.op == Op::gru ? std::tanh(cl(x * Wg(2) + r * (H * Rg(2) + Rb(2)) + Wb(2)))
+                                             : std::tanh(cl(x * Wg(2) + (r * H) * Rg(2) + Rb(2) + Wb(2)));
+            H = (1 - z) * h + z * H;
+          } else {
+            // it = f(Xt*Wi + Ht-1*Ri + Pi (.) Ct-1 + Wbi + Rbi); ft likewise with Pf (or 1 - it);
+            // ct = g(...); Ct = ft (.) Ct-1 + it (.) ct; ot = f(... + Po (.) Ct + ...); Ht = ot (.) h(Ct)
+            const double i = Scalar::sigmoid(cl(x * Wg(0) + H * Rg(0) + Pg(0) * C + Wb(0) + Rb(0)));
+            const double f =
+                v.input_forget ? 1.0 - i : Scalar::sigmoid(cl(x * Wg(2) + H * Rg(2) + Pg(2) * C + Wb(2) + Rb(2)));
+            const double cc = std::tanh(cl(x * Wg(3) + H * Rg(3) + Wb(3) + Rb(3)));
+            C = f * C + i * cc;
+            const double o = Scalar::sigmoid(cl(x * Wg(1) + H * Rg(1) + Pg(1) * C + Wb(1) + Rb(1)));
+            H = o * std::tanh(C);
+          }
+          Y[static_cast<std::size_t>(t * D + d)] = H;
+        }
+        Y_h[static_cast<std::size_t>(d)] = H;
+        Y_c[static_cast<std::size_t>(d)] = C;
+      }
+      if (v.clip > 0.0f) {
+        EXPECT_GT(clamped, 0) << "no pre-activation reached the clip: the case does not test it";
+      }
+      const OnnxOutputs got = run_c_api(c, in);
+      auto f32 = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+      expect_close(got.Y, f32(Y), 1e-6, "Y");
+      expect_close(got.Y_h, f32(Y_h), 1e-6, "Y_h");
+      if (v.op == Op::lstm) expect_close(got.Y_c, f32(Y_c), 1e-6, "Y_c");
+      const OnnxOutputs ref = reference_outputs(c, in);
+      expect_close(ref.Y, f32(Y), 1e-6, "reference Y");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gate_clip, peephole and input_forget through the native C API (the JIT backend) against the
+// C++ API's reference backend on the same canonical weights, forward and backward.
+
+struct FeatureCase {
+  const char* name;
+  RnnConfig config;
+  Shape shape;
+  bool lengths = false;
+};
+
+class CApiFeatures : public testing::TestWithParam<FeatureCase> {};
+
+TEST_P(CApiFeatures, MatchesTheReferenceBackend) {
+  const FeatureCase& fc = GetParam();
+  RnnCase rc(fc.config, fc.shape, 5);
+  if (fc.lengths) rc.vary_lengths();
+  RnnPtr rnn = make_rnn(c_config(fc.config));
+  ASSERT_TRUE(rnn);
+  std::size_t size = 0;
+  ASSERT_OK(rnnjit_rnn_weights_size(rnn.get(), &size));
+  ASSERT_EQ(size, rc.w.size());
+
+  auto c_api_run = [&](rnnjit_mode_t mode) {
+    ExecPtr ex = make_execution(rnn.get(), rc.shape.seq_len, rc.shape.batch, mode);
+    Tensors t;
+    t.y.assign(static_cast<std::size_t>(y_elements(rc.config, rc.shape)), NAN);
+    t.hy.assign(rc.hx.size(), NAN);
+    t.cy.assign(rc.cx.size(), NAN);
+    rnnjit_forward_io_t io{};
+    io.x = rc.x.data(), io.x_size = rc.x.size();
+    io.hx = rc.hx.data(), io.hx_size = rc.hx.size();
+    io.cx = rc.cx.data(), io.cx_size = rc.cx.size();
+    io.y = t.y.data(), io.y_size = t.y.size();
+    io.hy = t.hy.data(), io.hy_size = t.hy.size();
+    io.cy = t.cy.data(), io.cy_size = t.cy.size();
+    io.seq_lengths = rc.lengths.data(), io.seq_lengths_size = rc.lengths.size();
+    EXPECT_OK(rnnjit_forward(ex.get(), rc.w.data(), rc.w.size(), &io));
+    if (mode == RNNJIT_MODE_INFERENCE) return t;
+    t.dx.assign(rc.x.size(), NAN);
+    t.dhx.assign(rc.hx.size(), NAN);
+    t.dcx.assign(rc.cx.size(), NAN);
+    t.dw.assign(rc.w.size(), NAN);
+    rnnjit_backward_data_io_t bd{};
+    bd.dy = rc.dy.data(), bd.dy_size = rc.dy.size();
+    bd.dhy = rc.dhy.data(), bd.dhy_size = rc.dhy.size();
+    bd.dcy = rc.dcy.data(), bd.dcy_size = rc.dcy.size();
+    bd.dx = t.dx.data(), bd.dx_size = t.dx.size();
+    bd.dhx = t.dhx.data(), bd.dhx_size = t.dhx.size();
+    bd.dcx = t.dcx.data(), bd.dcx_size = t.dcx.size();
+    EXPECT_OK(rnnjit_backward_data(ex.get(), rc.w.data(), rc.w.size(), &bd));
+    rnnjit_backward_weights_io_t bw{};
+    bw.x = rc.x.data(), bw.x_size = rc.x.size();
+    bw.dweights = t.dw.data(), bw.dweights_size = t.dw.size();
+    EXPECT_OK(rnnjit_backward_weights(ex.get(), &bw));
+    return t;
+  };
+
+  // The C API runs the JIT backend, bit for bit as the C++ API does.
+  Execution jit = Rnn(fc.config).prepare(fc.shape, Mode::inference);
+  EXPECT_EQ(jit.backend(), Backend::jit);
+  const Tensors c_infer = c_api_run(RNNJIT_MODE_INFERENCE);
+  EXPECT_EQ(c_infer.y, rc.run(jit).y);
+
+  Execution ref = Rnn(fc.config, {.backend = Backend::reference}).prepare(fc.shape, Mode::training);
+  const Tensors want = rc.run(ref);
+  const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
+  expect_close(c_infer.y, want.y, tol, "y");
+  expect_close(c_infer.hy, want.hy, tol, "hy");
+  if (rc.lstm()) expect_close(c_infer.cy, want.cy, tol, "cy");
+  // And the reference backend agrees with the double-precision oracle.
+  const Tensors oracle = rc.reference(true);
+  expect_close(want.y, oracle.y, tol, "reference backend y vs oracle");
+
+  // The features matter: without them (peepholes: with zero peephole weights) y differs.
+  RnnCase without = rc;
+  without.config.gate_clip = 0.0f, without.config.input_forget = false;
+  const WeightLayout layout(fc.config);
+  for (const ParamBlock& b : layout.blocks())
+    if (b.kind == ParamKind::weight_peephole) std::fill_n(without.w.begin() + b.offset, b.size, 0.0f);
+  const Tensors plain = without.reference(false);
+  double most = 0.0;
+  for (std::size_t k = 0; k < plain.y.size(); ++k)
+    most = std::max(most, static_cast<double>(std::abs(plain.y[k] - oracle.y[k])));
+  EXPECT_GT(most, 1e-3) << "the features barely change y: the case does not test them";
+
+  const Tensors c_train = c_api_run(RNNJIT_MODE_TRAINING);
+  expect_close(c_train.y, want.y, tol, "training y");
+  expect_close(c_train.dx, want.dx, gtol, "dx");
+  expect_close(c_train.dhx, want.dhx, gtol, "dhx");
+  if (rc.lstm()) expect_close(c_train.dcx, want.dcx, gtol, "dcx");
+  expect_close(c_train.dw, want.dw, gtol, "dw");
+  if (fc.config.peephole) {  // the peephole gradients, block by block
+    for (const ParamBlock& b : layout.blocks()) {
+      if (b.kind != ParamKind::weight_peephole) continue;
+      const auto at = [&](const std::vector<float>& v) {
+        return std::vector<float>(v.begin() + b.offset, v.begin() + b.offset + b.size);
+      };
+      expect_close(at(c_train.dw), at(want.dw), gtol, "grad " + b.name);
+      EXPECT_GT(std::abs(at(want.dw)[0]) + std::abs(at(want.dw)[static_cast<std::size_t>(b.size - 1)]), 0.0) << b.name;
+    }
+  }
+}
+
+std::vector<FeatureCase> feature_cases() {
+  using C = CellKind;
+  return {
+      {"LstmPeepholesBidirectionalTwoLayersH19", {.cell = C::lstm, .input_size = 5, .hidden_size = 19, .num_layers = 2,
+                                                  .bidirectional = true, .peephole = true}, {5, 3}},
+      {"LstmPeepholesGateClipReverseLengths", {.cell = C::lstm, .input_size = 4, .hidden_size = 5, .reverse = true,
+                                               .gate_clip = 0.4f, .peephole = true}, {6, 4}, true},
+      {"LstmInputForgetBidirectional", {.cell = C::lstm, .input_size = 6, .hidden_size = 17, .bidirectional = true,
+                                        .input_forget = true}, {4, 2}},
+      {"LstmAllThreeWithProjectionAndCellClipBatchFirst",
+       {.cell = C::lstm, .input_size = 3, .hidden_size = 19, .num_layers = 2, .proj_size = 7, .clip = 0.8f,
+        .batch_first = true, .gate_clip = 0.5f, .peephole = true, .input_forget = true}, {4, 3}, true},
+      {"GruGateClipBidirectionalH19", {.cell = C::gru, .input_size = 5, .hidden_size = 19, .num_layers = 2,
+                                       .bidirectional = true, .gate_clip = 0.3f}, {5, 3}},
+      {"GruResetBeforeGateClipLengths", {.cell = C::gru_reset_before, .input_size = 5, .hidden_size = 19,
+                                         .bidirectional = true, .gate_clip = 0.3f}, {5, 3}, true},
+      {"RnnTanhGateClip", {.cell = C::rnn_tanh, .input_size = 7, .hidden_size = 5, .num_layers = 2, .gate_clip = 0.3f},
+       {5, 3}},
+      {"RnnReluGateClipBidirectional", {.cell = C::rnn_relu, .input_size = 7, .hidden_size = 19, .bidirectional = true,
+                                        .gate_clip = 0.2f}, {5, 3}},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(GateClipPeepholeInputForget, CApiFeatures, testing::ValuesIn(feature_cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
 // onnxruntime (layout 0) and onnx's own reference evaluator (layout 1, which onnxruntime's CPU
 // kernels reject), when Python's onnx and onnxruntime import (not installed by the project:
 // skipped otherwise). RNNJIT_TEST_PYTHON selects the interpreter (default python3).
@@ -1054,10 +1538,16 @@ d = sys.argv[1]
 spec = json.load(open(d + "/spec.json"))
 op, D, H, lstm = spec["op"], spec["D"], spec["H"], spec["op"] == "LSTM"
 names = ["X", "W", "R", "B", "sequence_lens" if spec["lengths"] else "", "initial_h"] + (["initial_c"] if lstm else [])
+if spec.get("P"):
+    names.append("P")
 arrays = {n: np.load(d + "/" + n + ".npy") for n in names if n}
 attrs = dict(hidden_size=H, direction=spec["direction"], layout=spec["layout"])
 if op == "GRU":
     attrs["linear_before_reset"] = spec["linear_before_reset"]
+if spec.get("clip") is not None:
+    attrs["clip"] = float(spec["clip"])
+if spec.get("input_forget"):
+    attrs["input_forget"] = 1
 if spec.get("activations"):
     attrs["activations"] = spec["activations"]
 outputs = ["Y", "Y_h"] + (["Y_c"] if lstm else [])
@@ -1093,13 +1583,15 @@ void compare_with_onnx(const std::string& py, const std::filesystem::path& dir, 
   npy::write_f32((dir / "initial_h.npy").string(), state_shape, in.initial_h);
   if (c.op == Op::lstm) npy::write_f32((dir / "initial_c.npy").string(), state_shape, in.initial_c);
   if (!c.lengths.empty()) npy::write_i32((dir / "sequence_lens.npy").string(), {c.N}, c.lengths);
+  if (c.peepholes) npy::write_f32((dir / "P.npy").string(), {D, 3 * c.H}, in.P);
   const char* op_text = c.op == Op::lstm ? "LSTM" : is_gru(c.op) ? "GRU" : "RNN";
   const std::string activations = c.op != Op::rnn_relu ? "null" : D == 2 ? R"(["Relu", "Relu"])" : R"(["Relu"])";
   std::ofstream(dir / "spec.json") << fmt::format(
       R"({{"op": "{}", "D": {}, "H": {}, "direction": "{}", "activations": {}, "layout": {}, "lengths": {}, )"
-      R"("linear_before_reset": {}}})",
+      R"("linear_before_reset": {}, "clip": {}, "P": {}, "input_forget": {}}})",
       op_text, D, c.H, D == 2 ? "bidirectional" : c.reverse ? "reverse" : "forward", activations, c.layout,
-      c.lengths.empty() ? "false" : "true", c.op == Op::gru_reset_before ? 0 : 1);
+      c.lengths.empty() ? "false" : "true", c.op == Op::gru_reset_before ? 0 : 1,
+      c.clip > 0.0f ? fmt::format("{:.9g}", c.clip) : "null", c.peepholes ? "true" : "false", c.input_forget ? 1 : 0);
   const std::string command = fmt::format("{} {} {}", py, (dir / "ort.py").string(), dir.string());
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const OnnxOutputs got = run_c_api(c, in);
@@ -1130,6 +1622,39 @@ TEST(CApiOnnxRuntime, MatchesOnnxRuntimeAndOnnxReferenceWhereAvailable) {
     compare_with_onnx(py, dir, {.op = op, .reverse = true});
     compare_with_onnx(py, dir, {.op = op, .bidirectional = true, .lengths = {2, 4, 1}});
     compare_with_onnx(py, dir, {.op = op, .reverse = true, .lengths = {4, 1, 3}});
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// clip (all ops), LSTM P and input_forget=1 against onnxruntime (layout 0), with H = 19 and 5 so
+// that the generated kernels' vector tails are exercised.
+TEST(CApiOnnxRuntime, ClipPeepholesAndInputForgetMatchOnnxRuntimeWhereAvailable) {
+  const std::string py = python();
+  if (std::system((py + " -c 'import onnx, onnxruntime, numpy' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << py << " cannot import onnx and onnxruntime: not compared against them";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    fmt::format("rnnjit_test_c_api_onnx_features_{}", static_cast<long>(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ort.py") << kOrtScript;
+  std::vector<OnnxCase> cases;
+  for (bool bidirectional : {false, true}) {
+    cases.push_back({.op = Op::lstm, .bidirectional = bidirectional, .H = 19, .peepholes = true});
+    cases.push_back({.op = Op::lstm, .bidirectional = bidirectional, .H = 19, .input_forget = true});
+    for (Op op : {Op::lstm, Op::gru, Op::gru_reset_before, Op::rnn_tanh, Op::rnn_relu})
+      cases.push_back({.op = op, .bidirectional = bidirectional, .H = 19, .clip = 0.5f});
+  }
+  cases.push_back({.op = Op::lstm, .reverse = true, .H = 19, .peepholes = true});
+  cases.push_back({.op = Op::lstm, .bidirectional = true, .lengths = {2, 4, 1}, .H = 19, .peepholes = true});
+  cases.push_back({.op = Op::lstm, .reverse = true, .lengths = {4, 1, 3}, .H = 19, .peepholes = true});
+  cases.push_back({.op = Op::lstm, .bidirectional = true, .lengths = {2, 4, 1}, .H = 5, .clip = 1.0f,
+                   .peepholes = true, .input_forget = true});
+  cases.push_back({.op = Op::lstm, .reverse = true, .lengths = {4, 1, 3}, .H = 5, .clip = 0.5f, .peepholes = true,
+                   .input_forget = true});
+  for (Op op : {Op::gru, Op::gru_reset_before, Op::rnn_tanh, Op::rnn_relu})
+    cases.push_back({.op = op, .reverse = true, .lengths = {4, 1, 3}, .H = 5, .clip = 0.5f});
+  for (const OnnxCase& c : cases) {
+    SCOPED_TRACE(testing::PrintToString(c));
+    compare_with_onnx(py, dir, c);
   }
   std::filesystem::remove_all(dir);
 }

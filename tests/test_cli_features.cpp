@@ -1,6 +1,7 @@
 // rnn-jit run with the feature flags of issue #7 (--direction, --proj-size, --clip, --dropout
-// with --seed, --batch-first, --seq-lengths), end to end through .npy files against the
-// double-precision reference, and the flags' usage errors.
+// with --seed, --batch-first, --seq-lengths) and ONNX's (--gate-clip, --peephole,
+// --input-forget), end to end through .npy files against the double-precision reference, and the
+// flags' usage errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -70,6 +71,110 @@ TEST_F(CliFeatures, RunWithEveryFeatureMatchesTheReference) {
                      "grad_weight_hr_l1");
 }
 
+class CliOnnxFeatures : public test::CliFixture {
+ protected:
+  // Every parameter of rc as params/<name>.npy (weight_peephole_l{k}[_reverse] included).
+  void write_params(const test::RnnCase& rc) {
+    fs::create_directories(dir_ / "params");
+    const WeightLayout layout(rc.config);
+    for (const ParamBlock& b : layout.blocks())
+      npy::write_f32(path("params/" + b.name + ".npy"), b.shape,
+                     std::span<const float>(rc.w).subspan(static_cast<std::size_t>(b.offset),
+                                                         static_cast<std::size_t>(b.size)));
+  }
+
+  // `rnn-jit run` (forward and backward, JIT backend) with `flags` on rc's data, against the
+  // double-precision reference: every output file, and the gradient of every parameter.
+  void run_and_compare(const test::RnnCase& rc, const std::vector<std::string>& flags) {
+    const RnnConfig& c = rc.config;
+    const i64 T = rc.shape.seq_len, N = rc.shape.batch, LD = c.num_layers * c.directions(), H = c.hidden_size;
+    const i64 S = c.state_size(), I = c.input_size, DS = c.directions() * S;
+    write_params(rc);
+    npy::write_f32(path("x.npy"), {T, N, I}, rc.x);
+    npy::write_f32(path("h0.npy"), {LD, N, S}, rc.hx);
+    npy::write_f32(path("dy.npy"), {T, N, DS}, rc.dy);
+    std::vector<std::string> args = {"run", "--input-size", std::to_string(I), "--hidden-size", std::to_string(H),
+                                     "--layers", std::to_string(c.num_layers), "--params", path("params"), "--x",
+                                     path("x.npy"), "--h0", path("h0.npy"), "--dy", path("dy.npy"), "--out",
+                                     path("out"), "--backend", "jit"};
+    if (rc.lstm()) {
+      npy::write_f32(path("c0.npy"), {LD, N, H}, rc.cx);
+      args.insert(args.end(), {"--c0", path("c0.npy")});
+    }
+    if (!rc.lengths.empty()) {
+      npy::write_i32(path("lengths.npy"), {N}, rc.lengths);
+      args.insert(args.end(), {"--seq-lengths", path("lengths.npy")});
+    }
+    args.insert(args.end(), flags.begin(), flags.end());
+    const test::CliResult r = cli(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find(describe(c)), std::string::npos) << r.out;  // e.g. "... gate_clip=0.5 peephole"
+
+    test::RnnCase zero_dhy = rc;  // run gets no --dhy/--dcy: zeros
+    std::fill(zero_dhy.dhy.begin(), zero_dhy.dhy.end(), 0.0f);
+    std::fill(zero_dhy.dcy.begin(), zero_dhy.dcy.end(), 0.0f);
+    const test::Tensors want = zero_dhy.reference(true);
+    auto out = [&](const std::string& f, const std::vector<i64>& shape) {
+      return npy::read_f32(path("out/" + f), shape);
+    };
+    const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
+    test::expect_close(out("y.npy", {T, N, DS}), want.y, tol, "y");
+    test::expect_close(out("hy.npy", {LD, N, S}), want.hy, tol, "hy");
+    if (rc.lstm()) test::expect_close(out("cy.npy", {LD, N, H}), want.cy, tol, "cy");
+    test::expect_close(out("dx.npy", {T, N, I}), want.dx, gtol, "dx");
+    test::expect_close(out("dh0.npy", {LD, N, S}), want.dhx, gtol, "dh0");
+    if (rc.lstm()) test::expect_close(out("dc0.npy", {LD, N, H}), want.dcx, gtol, "dc0");
+    const WeightLayout layout(c);
+    for (const ParamBlock& b : layout.blocks()) {
+      const auto first = want.dw.begin() + b.offset;
+      test::expect_close(out("grad_" + b.name + ".npy", b.shape), std::vector<float>(first, first + b.size), gtol,
+                         "grad_" + b.name);
+    }
+  }
+};
+
+TEST_F(CliOnnxFeatures, RunWithPeepholesMatchesTheReference) {
+  test::RnnCase rc({.cell = CellKind::lstm, .input_size = 5, .hidden_size = 19, .num_layers = 2,
+                    .bidirectional = true, .peephole = true},
+                   {4, 3}, 31);
+  run_and_compare(rc, {"--cell", "lstm", "--bidirectional", "--peephole"});
+}
+
+TEST_F(CliOnnxFeatures, RunWithInputForgetMatchesTheReference) {
+  test::RnnCase rc({.cell = CellKind::lstm, .input_size = 4, .hidden_size = 5, .reverse = true, .input_forget = true},
+                   {5, 2}, 32);
+  run_and_compare(rc, {"--cell", "lstm", "--direction", "reverse", "--input-forget"});
+}
+
+TEST_F(CliOnnxFeatures, RunWithGateClipMatchesTheReference) {
+  for (const char* cell : {"gru", "rnn_relu", "lstm"}) {
+    SCOPED_TRACE(cell);
+    test::RnnCase rc({.cell = parse_cell(cell), .input_size = 6, .hidden_size = 17, .gate_clip = 0.3f}, {4, 3}, 33);
+    run_and_compare(rc, {"--cell", cell, "--gate-clip", "0.3"});
+  }
+}
+
+TEST_F(CliOnnxFeatures, RunWithAllThreeAndLengthsMatchesTheReference) {
+  test::RnnCase rc({.cell = CellKind::lstm, .input_size = 3, .hidden_size = 7, .bidirectional = true,
+                    .gate_clip = 0.5f, .peephole = true, .input_forget = true},
+                   {5, 4}, 34);
+  rc.vary_lengths();
+  run_and_compare(rc, {"--cell", "lstm", "--direction", "bidirectional", "--gate-clip", "0.5", "--peephole",
+                       "--input-forget"});
+}
+
+// A network with peepholes reads (and its gradients write) weight_peephole_l{k}[_reverse].npy.
+TEST_F(CliOnnxFeatures, RunWithPeepholesNeedsThePeepholeParameters) {
+  const RnnConfig plain{.cell = CellKind::lstm, .input_size = 2, .hidden_size = 3};
+  test::RnnCase rc(plain, {2, 1});
+  write_params(rc);  // no weight_peephole_l0.npy
+  npy::write_f32(path("x.npy"), {2, 1, 2}, rc.x);
+  expect_error({"run", "--cell", "lstm", "--input-size", "2", "--hidden-size", "3", "--peephole", "--params",
+                path("params"), "--x", path("x.npy"), "--out", path("out")},
+               1,
+               {"weight_peephole_l0.npy", "missing parameter file for 'weight_peephole_l0'", "expects shape (3, 3)"});
+}
+
 TEST_F(CliFeatures, FlagErrors) {
   const std::vector<std::string> base = {"plan", "--cell", "lstm", "--input-size", "4", "--hidden-size", "8",
                                          "--seq", "3", "--batch", "2"};
@@ -85,11 +190,58 @@ TEST_F(CliFeatures, FlagErrors) {
   expect_error(with({"--dropout", "1"}), 2, {"--dropout"});
   expect_error({"plan", "--cell", "gru", "--input-size", "4", "--hidden-size", "8", "--proj-size", "2"}, 2,
                {"--proj-size", "LSTM only"});
+  expect_error(with({"--gate-clip", "-1"}), 2, {"--gate-clip must be a finite value >= 0 (0: none), got -1"});
+  expect_error(with({"--gate-clip", "abc"}), 2, {"--gate-clip"});
+  expect_error({"plan", "--cell", "gru", "--input-size", "4", "--hidden-size", "8", "--peephole"}, 2,
+               {"--peephole applies to LSTM only, not to gru"});
+  expect_error({"plan", "--cell", "rnn_tanh", "--input-size", "4", "--hidden-size", "8", "--input-forget"}, 2,
+               {"--input-forget applies to LSTM only, not to rnn_tanh"});
+  expect_error({"run", "--cell", "gru_reset_before", "--input-size", "4", "--hidden-size", "8", "--peephole",
+                "--params", path("p"), "--x", path("x.npy"), "--out", path("out")},
+               2, {"--peephole applies to LSTM only"});
   const test::CliResult ok = cli(with({"--direction", "reverse", "--proj-size", "3", "--clip", "2", "--batch-first",
                                         "--mode", "train", "--dropout", "0.5", "--layers", "2"}));
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("dropout l0"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("output projection"), std::string::npos) << ok.out;
+  // The ONNX features in every subcommand that takes the configuration flags.
+  const std::vector<std::string> onnx = {"--gate-clip", "0.5", "--peephole", "--input-forget"};
+  for (std::vector<std::string> sub : {std::vector<std::string>{"plan"}, {"dump", "--kernel", "all"},
+                                       {"bench", "--reps", "1", "--warmup", "0"}, {"demo", "--check-seq", "2"}}) {
+    std::vector<std::string> a = sub;
+    for (std::size_t k = 1; k < base.size(); ++k) a.push_back(base[k]);
+    const test::CliResult without = cli(a);
+    a.insert(a.end(), onnx.begin(), onnx.end());
+    const test::CliResult r = cli(a);
+    EXPECT_EQ(r.status, 0) << sub[0] << ": " << r.err;
+    if (sub[0] == "dump") {  // prints no configuration: other kernels
+      EXPECT_NE(r.out, without.out) << "dump: the flags changed no kernel";
+    } else {
+      EXPECT_NE(r.out.find("gate_clip=0.5 peephole input_forget"), std::string::npos) << sub[0] << ": " << r.out;
+    }
+  }
+}
+
+// bench --compare onednn: the oneDNN peer models peepholes (oneDNN's peephole LSTM) and refuses
+// gate clip and input_forget as a usage error, like the other features it does not model.
+TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
+  const std::vector<std::string> base = {"bench", "--cell", "lstm", "--input-size", "8", "--hidden-size", "19",
+                                         "--seq", "4", "--batch", "3", "--compare", "onednn", "--reps", "1",
+                                         "--warmup", "0", "--bidirectional"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  if (cli(base).status != 0) GTEST_SKIP() << "rnn-jit was built without oneDNN";
+  const test::CliResult r = cli(with({"--peephole", "--mode", "train"}));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("onednn"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("peephole"), std::string::npos) << r.out;
+  expect_error(with({"--peephole", "--gate-clip", "0.5"}), 2,
+               {"--compare onednn: the oneDNN peer runs plain configurations only", "--gate-clip",
+                "--peephole is supported"});
+  expect_error(with({"--input-forget"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only"});
 }
 
 TEST_F(CliFeatures, BadLengthFilesExitOne) {

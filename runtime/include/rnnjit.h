@@ -22,7 +22,7 @@
  *   - Weights are one float buffer in rnnjit's canonical layout (PyTorch's state_dict order and
  *     shapes, gate orders LSTM i,f,g,o and GRU r,z,n; see rnnjit/weights.hpp and docs/c-api.md);
  *     rnnjit_rnn_weight_block() finds a block by its PyTorch name, rnnjit_onnx_import_weights()
- *     converts ONNX's W, R, B.
+ *     converts ONNX's W, R, B and P.
  *
  * Threading contract
  *   - Creating and destroying handles, size queries and rnnjit_last_error() are thread-safe:
@@ -48,7 +48,7 @@ extern "C" {
 
 /* Kept equal to the CMake project's version (the build checks it). */
 #define RNNJIT_VERSION_MAJOR 0
-#define RNNJIT_VERSION_MINOR 2
+#define RNNJIT_VERSION_MINOR 3
 #define RNNJIT_VERSION_PATCH 0
 
 typedef enum rnnjit_status {
@@ -65,8 +65,7 @@ typedef enum rnnjit_cell {
   RNNJIT_CELL_LSTM = 2,
   RNNJIT_CELL_GRU = 3, /* the linear-before-reset GRU of PyTorch, cuDNN and MXNet */
   /* ONNX's default GRU (linear_before_reset=0): n = tanh(W_in x + b_in + W_hn (r * h) + b_hn);
-   * same parameters as RNNJIT_CELL_GRU. Training on the JIT backend is UNSUPPORTED (the
-   * reference backend trains it); inference runs everywhere but on CUDA. */
+   * same parameters as RNNJIT_CELL_GRU; inference and training on the CPU (not on CUDA). */
   RNNJIT_CELL_GRU_RESET_BEFORE = 4
 } rnnjit_cell_t;
 
@@ -99,6 +98,14 @@ typedef struct rnnjit_config {
   float cell_clip;              /* LSTM: c clamped to [-cell_clip, cell_clip] each step (cuDNN's clip) */
   float dropout;                /* training: probability of dropping each output of a layer below the top */
   int32_t batch_first;          /* nonzero: x, y, dx, dy are [N, T, *] */
+  /* Every gate's pre-activation (biases and peepholes included) clamped to [-gate_clip, gate_clip]
+   * before its activation, in every cell (ONNX's clip; not cell_clip, cuDNN's clip of c). */
+  float gate_clip;
+  /* LSTM, nonzero: peepholes (ONNX's P): i and f also see P_i * c_{t-1} and P_f * c_{t-1}, o sees
+   * P_o * c_t. The weights gain a block weight_peephole_l{k}[_reverse] [3, H] (rows P_i, P_f, P_o)
+   * after the others of each layer and direction. */
+  int32_t peephole;
+  int32_t input_forget;         /* LSTM, nonzero: f = 1 - i (ONNX's input_forget=1); f's weights stay, unused */
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
@@ -115,7 +122,7 @@ typedef struct rnnjit_tensor_sizes {
 const char* rnnjit_last_error(void);
 /* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
 const char* rnnjit_status_string(int32_t status);
-/* "0.2.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
+/* "0.3.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
 const char* rnnjit_version(void);
 
 /* ---- network ---- */
@@ -206,18 +213,26 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  *
  * An ONNX node maps to a one-layer rnnjit network:
  *   rnnjit_onnx_config(&attrs, I, &config);        rnnjit_rnn_create(&config, &rnn);
- *   rnnjit_onnx_import_weights(&attrs, I, W, R, B -> canonical weights)   (once per model)
+ *   rnnjit_onnx_import_weights(&attrs, I, W, R, B, P -> canonical weights) (once per model)
  *   rnnjit_execution_create(rnn, T, N, RNNJIT_MODE_INFERENCE, &ex);         (once per shape)
  *   rnnjit_onnx_forward(ex, &attrs, weights, &io);                          (per run)
  * A zero-initialized rnnjit_onnx_attributes_t holds ONNX's defaults (set op and hidden_size).
  * Supported: direction forward, reverse and bidirectional; layout 0 and 1; sequence_lens in
  * [1, T] (Y zero past an element's length, Y_h/Y_c at its last step); RNN with activations Tanh
  * (default) or Relu; GRU with linear_before_reset=1 (RNNJIT_CELL_GRU) and 0 (ONNX's default,
- * RNNJIT_CELL_GRU_RESET_BEFORE); LSTM without peepholes (P absent or all zeros) and
- * input_forget=0; B absent (zeros).
+ * RNNJIT_CELL_GRU_RESET_BEFORE); clip, for every op (config.gate_clip: each gate's
+ * pre-activation, biases and peepholes included, is clamped to [-clip, clip]); LSTM peepholes
+ * (input P: attrs.has_peepholes, config.peephole) and input_forget=1 (config.input_forget);
+ * B absent (zeros).
+ * Peepholes are part of the weights: a node with input P is described with attrs.has_peepholes
+ * set, and its P goes to rnnjit_onnx_import_weights with W, R and B. rnnjit_onnx_io_t.P is not
+ * an input of the computation: when given it must equal the peepholes the weights hold (the
+ * imported P, or zeros for a network without peepholes), else INVALID_ARGUMENT.
+ * INVALID_ARGUMENT, besides values ONNX does not allow: clip not > 0 and finite; has_peepholes
+ * or input_forget on another op than LSTM; has_peepholes without P at the import, or a nonzero P
+ * without has_peepholes.
  * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: a
- * sequence_lens entry of 0, clip (ONNX clips the gate pre-activations, not cuDNN's cell state), nonzero P,
- * input_forget=1, activations other than the defaults (and Relu for RNN),
+ * sequence_lens entry of 0, activations other than the defaults (and Relu for RNN),
  * activation_alpha/activation_beta. */
 
 typedef enum rnnjit_onnx_op { RNNJIT_ONNX_RNN = 0, RNNJIT_ONNX_GRU = 1, RNNJIT_ONNX_LSTM = 2 } rnnjit_onnx_op_t;
@@ -228,8 +243,9 @@ typedef struct rnnjit_onnx_attributes {
   const char* direction;                          /* NULL or "forward", "bidirectional", "reverse" */
   int64_t layout;                                 /* 0: X [T, N, I]; 1: batch-first X [N, T, I] */
   int64_t linear_before_reset;                    /* GRU only */
-  int64_t input_forget;                           /* LSTM only */
-  int has_clip; float clip;                       /* clip given (has_clip nonzero) */
+  int64_t input_forget;                           /* LSTM only: 0 or 1 (f = 1 - i) */
+  int has_peepholes;                              /* LSTM: nonzero when the node has input P */
+  int has_clip; float clip;                       /* clip given (has_clip nonzero): > 0 */
   const char* const* activations; size_t activations_count; /* NULL, 0: the defaults */
   const float* activation_alpha; size_t activation_alpha_count;
   const float* activation_beta; size_t activation_beta_count;
@@ -239,12 +255,15 @@ typedef struct rnnjit_onnx_attributes {
  * threads 0. UNSUPPORTED or INVALID_ARGUMENT for the attributes listed above. */
 rnnjit_status_t rnnjit_onnx_config(const rnnjit_onnx_attributes_t* attrs, int64_t input_size, rnnjit_config_t* config);
 
-/* ONNX W [D, G*H, I], R [D, G*H, H] and B [D, 2*G*H] (or B NULL, 0: zeros) into the canonical
- * buffer of the network of rnnjit_onnx_config (weights_size: rnnjit_rnn_weights_size). Gate
- * orders are converted (ONNX: LSTM i,o,f,c; GRU z,r,h), B's halves go to bias_ih and bias_hh. */
+/* ONNX W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H] (or B NULL, 0: zeros) and P [D, 3*H] into the
+ * canonical buffer of the network of rnnjit_onnx_config (weights_size: rnnjit_rnn_weights_size).
+ * P (LSTM peepholes) is required when attrs.has_peepholes is set; otherwise it is NULL, 0 (or all
+ * zeros, which is the same network). Gate orders are converted (ONNX: LSTM i,o,f,c and P's rows
+ * i,o,f; GRU z,r,h), B's halves go to bias_ih and bias_hh, P to weight_peephole (rows i,f,o). */
 rnnjit_status_t rnnjit_onnx_import_weights(const rnnjit_onnx_attributes_t* attrs, int64_t input_size,
                                            const float* W, size_t W_size, const float* R, size_t R_size,
-                                           const float* B, size_t B_size, float* weights, size_t weights_size);
+                                           const float* B, size_t B_size, const float* P, size_t P_size,
+                                           float* weights, size_t weights_size);
 
 /* ONNX inputs and outputs of one run. Shapes for layout 0 (layout 1 in brackets):
  *   X [T, N, I] ([N, T, I]), initial_h/initial_c [D, N, H] ([N, D, H]),
@@ -255,7 +274,9 @@ typedef struct rnnjit_onnx_io {
   const int32_t* sequence_lens; size_t sequence_lens_size; /* [N] or not given */
   const float* initial_h; size_t initial_h_size;
   const float* initial_c; size_t initial_c_size;           /* LSTM only */
-  const float* P; size_t P_size;                           /* LSTM only: [D, 3*H]; must be all zeros */
+  /* LSTM only: [D, 3*H] or not given. Peepholes come from the weights (rnnjit_onnx_import_weights);
+   * a P given here must equal them (zeros for a network without peepholes). */
+  const float* P; size_t P_size;
   /* sequence_lens above: [N] lengths in [1, T]. */
   float* Y; size_t Y_size;
   float* Y_h; size_t Y_h_size;

@@ -59,7 +59,7 @@ std::vector<CommandSpec> commands();
 // ---- shared flags ----
 
 // --cell --input-size --hidden-size --layers --direction (--bidirectional) and the features:
-// --proj-size --clip --dropout --batch-first
+// --proj-size --clip --dropout --batch-first --gate-clip --peephole --input-forget
 struct ConfigFlags {
   std::string cell = "lstm";
   std::int64_t input_size = 0;
@@ -71,6 +71,9 @@ struct ConfigFlags {
   float clip = 0.0f;
   float dropout = 0.0f;
   bool batch_first = false;
+  float gate_clip = 0.0f;
+  bool peephole = false;
+  bool input_forget = false;
 };
 // With required = true, --cell, --input-size and --hidden-size must be given; otherwise the
 // values already in `flags` are the defaults.
