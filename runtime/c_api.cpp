@@ -34,6 +34,7 @@ struct rnnjit_execution {
   rnnjit::Execution ex;
   // Scratch of the ONNX layout conversions, grown once and reused (one thread at a time).
   std::vector<float> x, hx, cx, y, hy, cy;
+  std::vector<std::int32_t> lengths;  // sequence_lens with its zeros made 1 (their rows are zeroed after)
 };
 
 namespace {
@@ -408,14 +409,20 @@ void onnx_forward(rnnjit_execution& e, const OnnxNode& node, std::span<const flo
       }
     }
   }
+  // An element of length 0 has all-zero Y, Y_h and Y_c (onnxruntime's behaviour): it runs one
+  // step like any other and its outputs are zeroed afterwards.
+  std::vector<std::int64_t> empty_rows;
   if (!seq.empty()) {
     check_size(seq.size(), N, "sequence_lens", shape_text);
     for (std::size_t n = 0; n < seq.size(); ++n) {
       if (seq[n] < 0 || seq[n] > T)
         invalid(fmt::format("ONNX {}: sequence_lens[{}] = {} is outside [0, T = {}]", op, n, seq[n], T));
-      if (seq[n] == 0)
-        unsupported(fmt::format("ONNX {}: sequence_lens[{}] = 0 is not supported (lengths must be at least 1)", op,
-                                n));
+      if (seq[n] == 0) empty_rows.push_back(static_cast<std::int64_t>(n));
+    }
+    if (!empty_rows.empty()) {
+      e.lengths.assign(seq.begin(), seq.end());
+      for (std::int64_t n : empty_rows) e.lengths[static_cast<std::size_t>(n)] = 1;
+      seq = {e.lengths.data(), e.lengths.size()};
     }
   }
 
@@ -450,6 +457,17 @@ void onnx_forward(rnnjit_execution& e, const OnnxNode& node, std::span<const flo
   }
   if (batch_first && !Yh.empty()) swap_outer(hy.data(), Yh.data(), D, N, H);
   if (batch_first && !Yc.empty()) swap_outer(cy.data(), Yc.data(), D, N, H);
+
+  // Rows of length 0, in ONNX's layouts: Y [T, D, N, H] or [N, T, D, H]; Y_h, Y_c [D, N, H] or [N, D, H].
+  auto zero = [H](std::span<float> a, std::int64_t row) {
+    std::fill_n(a.begin() + row * H, H, 0.0f);
+  };
+  for (std::int64_t n : empty_rows)
+    for (std::int64_t d = 0; d < D; ++d) {
+      for (std::int64_t t = 0; t < T && !Y.empty(); ++t) zero(Y, batch_first ? (n * T + t) * D + d : (t * D + d) * N + n);
+      if (!Yh.empty()) zero(Yh, batch_first ? n * D + d : d * N + n);
+      if (!Yc.empty()) zero(Yc, batch_first ? n * D + d : d * N + n);
+    }
 }
 
 }  // namespace

@@ -923,14 +923,40 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
     a.activations = ac.acts, a.activations_count = ac.count;
     expect_attribute_error(*ac.n, a, kUnsupported, "activations [");
   }
-  // Inputs: a zero-length sequence.
-  for (Node* n : {gru.get(), lstm.get()}) {
-    std::vector<std::int32_t> seq(static_cast<std::size_t>(n->c.N), static_cast<std::int32_t>(n->c.T));
-    seq[1] = 0;
-    rnnjit_onnx_io_t io = n->io;
-    io.sequence_lens = seq.data(), io.sequence_lens_size = seq.size();
-    EXPECT_ERROR(run(*n, n->at.a, io), kUnsupported, "sequence_lens[1] = 0 is not supported");
-  }
+}
+
+// An element of length 0 has all-zero Y, Y_h and Y_c (onnxruntime's behaviour, compared in
+// OnnxRuntime below); the other elements are what they are without it (rows are independent).
+TEST_F(CApiOnnx, ZeroLengthSequenceGivesZeros) {
+  for (Op op : {Op::gru, Op::lstm, Op::rnn_tanh})
+    for (int layout : {0, 1}) {
+      auto n = node_for({.op = op, .bidirectional = true, .layout = layout, .bias = true, .initial = true, .T = 3,
+                         .N = 3, .I = 4, .H = 5});
+      SCOPED_TRACE(fmt::format("{} layout {}", op_name(op), layout));
+      std::vector<std::int32_t> seq = {3, 0, 2};
+      rnnjit_onnx_io_t io = n->io;
+      io.sequence_lens = seq.data(), io.sequence_lens_size = seq.size();
+      EXPECT_OK(run(*n, n->at.a, io));
+      const std::vector<float> Y = n->Y, Y_h = n->Y_h, Y_c = n->Y_c;
+      seq[1] = 1;  // the same run with a length of 1 there: every other row is unchanged
+      EXPECT_OK(run(*n, n->at.a, io));
+      const std::int64_t T = n->c.T, N = n->c.N, D = n->c.D(), H = n->c.H;
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t d = 0; d < D; ++d)
+          for (std::int64_t b = 0; b < N; ++b)
+            for (std::int64_t h = 0; h < H; ++h) {
+              const std::size_t i = static_cast<std::size_t>(
+                  (layout == 1 ? ((b * T + t) * D + d) : ((t * D + d) * N + b)) * H + h);
+              EXPECT_EQ(Y[i], b == 1 ? 0.0f : n->Y[i]) << "Y t " << t << " d " << d << " n " << b;
+            }
+      for (std::int64_t d = 0; d < D; ++d)
+        for (std::int64_t b = 0; b < N; ++b)
+          for (std::int64_t h = 0; h < H; ++h) {
+            const std::size_t i = static_cast<std::size_t>((layout == 1 ? b * D + d : d * N + b) * H + h);
+            EXPECT_EQ(Y_h[i], b == 1 ? 0.0f : n->Y_h[i]) << "Y_h d " << d << " n " << b;
+            if (op == Op::lstm) EXPECT_EQ(Y_c[i], b == 1 ? 0.0f : n->Y_c[i]) << "Y_c d " << d << " n " << b;
+          }
+    }
 }
 
 // linear_before_reset=0 (ONNX's default) is the reset-before GRU, which the JIT backend also
@@ -1622,6 +1648,7 @@ TEST(CApiOnnxRuntime, MatchesOnnxRuntimeAndOnnxReferenceWhereAvailable) {
     compare_with_onnx(py, dir, {.op = op, .reverse = true});
     compare_with_onnx(py, dir, {.op = op, .bidirectional = true, .lengths = {2, 4, 1}});
     compare_with_onnx(py, dir, {.op = op, .reverse = true, .lengths = {4, 1, 3}});
+    compare_with_onnx(py, dir, {.op = op, .bidirectional = true, .lengths = {2, 0, 4}});  // length 0: zeros
   }
   std::filesystem::remove_all(dir);
 }

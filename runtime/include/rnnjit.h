@@ -218,7 +218,8 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  *   rnnjit_onnx_forward(ex, &attrs, weights, &io);                          (per run)
  * A zero-initialized rnnjit_onnx_attributes_t holds ONNX's defaults (set op and hidden_size).
  * Supported: direction forward, reverse and bidirectional; layout 0 and 1; sequence_lens in
- * [1, T] (Y zero past an element's length, Y_h/Y_c at its last step); RNN with activations Tanh
+ * [0, T] (Y zero past an element's length, Y_h/Y_c at its last step; an element of length 0 has
+ * all-zero Y, Y_h and Y_c, as in onnxruntime); RNN with activations Tanh
  * (default) or Relu; GRU with linear_before_reset=1 (RNNJIT_CELL_GRU) and 0 (ONNX's default,
  * RNNJIT_CELL_GRU_RESET_BEFORE); clip, for every op (config.gate_clip: each gate's
  * pre-activation, biases and peepholes included, is clamped to [-clip, clip]); LSTM peepholes
@@ -231,9 +232,8 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * INVALID_ARGUMENT, besides values ONNX does not allow: clip not > 0 and finite; has_peepholes
  * or input_forget on another op than LSTM; has_peepholes without P at the import, or a nonzero P
  * without has_peepholes.
- * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: a
- * sequence_lens entry of 0, activations other than the defaults (and Relu for RNN),
- * activation_alpha/activation_beta. */
+ * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: activations
+ * other than the defaults (and Relu for RNN), activation_alpha/activation_beta. */
 
 typedef enum rnnjit_onnx_op { RNNJIT_ONNX_RNN = 0, RNNJIT_ONNX_GRU = 1, RNNJIT_ONNX_LSTM = 2 } rnnjit_onnx_op_t;
 
@@ -277,7 +277,7 @@ typedef struct rnnjit_onnx_io {
   /* LSTM only: [D, 3*H] or not given. Peepholes come from the weights (rnnjit_onnx_import_weights);
    * a P given here must equal them (zeros for a network without peepholes). */
   const float* P; size_t P_size;
-  /* sequence_lens above: [N] lengths in [1, T]. */
+  /* sequence_lens above: [N] lengths in [0, T]. */
   float* Y; size_t Y_size;
   float* Y_h; size_t Y_h_size;
   float* Y_c; size_t Y_c_size;                             /* LSTM only */
