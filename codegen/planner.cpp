@@ -718,8 +718,6 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > 256) throw Error(fmt::format("threads must be in [1, 256], got {}", threads));
-  if (config.cell == CellKind::gru_reset_before && isa == Isa::cuda)
-    throw Error("cell gru_reset_before is not supported on CUDA (its step needs two recurrent GEMMs)");
   return Planner(config, shape, mode, isa, threads).build();
 }
 

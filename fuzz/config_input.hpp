@@ -143,9 +143,8 @@ inline std::string check_config_input(const ConfigInput& in) {
 
   Plan plan;
   const bool plan_ok = accepts([&] { plan = make_plan(c, s, in.mode, in.isa, in.threads); });
-  // The reset-before GRU plans on the CPU only (the planner says so in one line).
-  const bool refused_cell = c.cell == CellKind::gru_reset_before && in.isa == Isa::cuda;
-  const bool should_plan = in.isa != Isa::detect && in.threads >= 1 && in.threads <= 256 && !refused_cell;
+  // Every cell plans for every concrete ISA, cuda included.
+  const bool should_plan = in.isa != Isa::detect && in.threads >= 1 && in.threads <= 256;
   if (plan_ok && !should_plan) return "make_plan accepted isa detect or a thread count outside [1, 256]";
   if (!plan_ok && should_plan) return "make_plan rejected a valid input: " + why;
   if (!plan_ok) return one_line() ? std::string() : "make_plan threw an empty or multi-line message: " + why;

@@ -954,7 +954,9 @@ TEST_F(CApiOnnx, ZeroLengthSequenceGivesZeros) {
           for (std::int64_t h = 0; h < H; ++h) {
             const std::size_t i = static_cast<std::size_t>((layout == 1 ? b * D + d : d * N + b) * H + h);
             EXPECT_EQ(Y_h[i], b == 1 ? 0.0f : n->Y_h[i]) << "Y_h d " << d << " n " << b;
-            if (op == Op::lstm) EXPECT_EQ(Y_c[i], b == 1 ? 0.0f : n->Y_c[i]) << "Y_c d " << d << " n " << b;
+            if (op == Op::lstm) {
+              EXPECT_EQ(Y_c[i], b == 1 ? 0.0f : n->Y_c[i]) << "Y_c d " << d << " n " << b;
+            }
           }
     }
 }

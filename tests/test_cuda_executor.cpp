@@ -1,5 +1,5 @@
-// The CUDA executor on a GPU (each test skips with the reason when there is none): every cell,
-// uni- and bidirectional, 1-2 layers, inference and training, with tails (H past a block of
+// The CUDA executor on a GPU (each test skips with the reason when there is none): every cell
+// (the reset-before GRU too, which cuDNN lacks), uni- and bidirectional, 1-2 layers, inference and training, with tails (H past a block of
 // 128 threads, batch 1) and the supported features (reverse, clip, dropout, batch-first,
 // projection, ONNX's gate clip, LSTM peepholes and coupled input/forget gates), against the
 // double-precision reference (tests/rnn_case.hpp), and against cuDNN where it loads and has the
@@ -166,8 +166,8 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   OnDevice dev(rc);
   const Tensors got = dev.run(ex, rc), want = rc.reference(train);
   expect_agree(got, want, rc, train, "rnnjit");
-  // cuDNN: what the peer refuses (no reverse-only direction, its own dropout masks, none of
-  // ONNX's options) is not compared; its clip's gradient is not compared.
+  // cuDNN: what the peer refuses (no reset-before GRU, no reverse-only direction, its own dropout
+  // masks, none of ONNX's options) is not compared; its clip's gradient is not compared.
   if (const std::string why = cuda::cudnn_peer_refusal(config, c.mode); !why.empty()) {
     std::printf("cuDNN comparison skipped: %s\n", why.c_str());
     return;
@@ -188,7 +188,8 @@ std::vector<DeviceCase> device_cases() {
   std::vector<DeviceCase> cases;
   for (const char* feature : {"plain", "tails", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
                               "peephole", "input_forget", "lstm_onnx", "all"})
-    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru})
+    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
+                          CellKind::gru_reset_before})
       for (bool bidir : {false, true})
         for (std::int64_t layers : {1, 2})
           for (Mode mode : {Mode::inference, Mode::training}) {
@@ -280,11 +281,20 @@ TEST_F(CudaDevice, CudnnPeerRefusesWhatCouldNotAgree) {
   RnnConfig gate_clip = kGru;
   gate_clip.gate_clip = 1.5f;
   EXPECT_THROW(cuda::CudnnRnn(gate_clip, {3, 2}, Mode::inference), Error);
+  RnnConfig reset_before = kGru;
+  reset_before.cell = CellKind::gru_reset_before;
+  try {
+    cuda::CudnnRnn peer(reset_before, {3, 2}, Mode::inference);
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), cuda::cudnn_peer_refusal(reset_before, Mode::inference));
+  }
 }
 
-// What the cuDNN peer cannot run, in one line each (no GPU needed): cuDNN has no reverse-only
-// direction, no ONNX gate clip, no peepholes and no coupled input/forget gates, and draws its
-// own dropout masks; the LSTM cell clip, projection and batch-first it has.
+// What the cuDNN peer cannot run, in one line each (no GPU needed): cuDNN has no reset-before
+// GRU (ONNX's default GRU), no reverse-only direction, no ONNX gate clip, no peepholes and no
+// coupled input/forget gates, and draws its own dropout masks; the LSTM cell clip, projection
+// and batch-first it has.
 TEST(CudnnPeer, RefusesWhatCudnnLacks) {
   const RnnConfig plain{.cell = CellKind::lstm, .input_size = 5, .hidden_size = 8, .num_layers = 2};
   auto refusal = [&](auto change, Mode mode = Mode::training) {
@@ -296,6 +306,7 @@ TEST(CudnnPeer, RefusesWhatCudnnLacks) {
   EXPECT_EQ(refusal([](RnnConfig& c) { c.clip = 0.5f; c.proj_size = 3; c.batch_first = true; c.bidirectional = true; }), "");
   EXPECT_EQ(refusal([](RnnConfig& c) { c.dropout = 0.3f; }, Mode::inference), "");
   const std::pair<std::string, std::function<void(RnnConfig&)>> refused[] = {
+      {"no gru_reset_before", [](RnnConfig& c) { c.cell = CellKind::gru_reset_before; }},
       {"reverse-only direction", [](RnnConfig& c) { c.reverse = true; }},
       {"without dropout", [](RnnConfig& c) { c.dropout = 0.3f; }},
       {"no gate_clip", [](RnnConfig& c) { c.gate_clip = 0.7f; }},
@@ -323,6 +334,12 @@ TEST_F(CudaDevice, KernelsGoToTheDiskCache) {
     gates += e.module.find("_h37_") != std::string::npos;
   }
   EXPECT_EQ(gates, 2u);  // forward training and backward
+  // The reset-before GRU: two kernels (parts 0 and 1) per pass, four modules.
+  const RnnConfig rb{.cell = CellKind::gru_reset_before, .input_size = 3, .hidden_size = 41};
+  Execution ex_rb = Rnn(rb, {.device = Device::cuda}).prepare({2, 7}, Mode::training);
+  std::size_t rb_gates = 0;
+  for (const cuda::DiskEntry& e : cuda::disk_list(dir)) rb_gates += e.module.find("gru_reset_before_") == 0;
+  EXPECT_EQ(rb_gates, 4u);  // forward training and backward, parts rz and n
   std::filesystem::remove_all(dir);
 }
 

@@ -1,7 +1,7 @@
 // The GPU plan without a GPU: its invariants (cuBLAS GEMMs, one whole-H gate kernel per
 // recurrence, nothing packed), the gate kernels' launch shape derived from it, what it refuses,
-// the choice between cubin and PTX, and NVRTC compiling every kernel the GPU plans of all cells
-// need (uni/bidirectional, 1-2 layers, inference and training, sizes with tails) plus the
+// the choice between cubin and PTX, the reset-before GRU's split step, and NVRTC compiling every
+// kernel the GPU plans of all cells need (uni/bidirectional, 1-2 layers, inference and training, sizes with tails) plus the
 // data-movement module, as SASS for sm_90 - what Device::cuda loads on an H100/H200.
 #include <gtest/gtest.h>
 
@@ -23,12 +23,15 @@ using cuda::Launch;
 
 std::vector<RnnConfig> configs(std::int64_t H) {
   std::vector<RnnConfig> out;
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru, CellKind::gru_reset_before})
     for (bool bidir : {false, true})
       for (std::int64_t layers : {1, 2})
         out.push_back({.cell = cell, .input_size = 7, .hidden_size = H, .num_layers = layers, .bidirectional = bidir});
   return out;
 }
+
+// Gate kernels a recurrence launches per step: the reset-before GRU's two parts, else one.
+int parts(CellKind cell) { return cell == CellKind::gru_reset_before ? 2 : 1; }
 
 template <typename F>
 void for_each_step(const Plan& plan, F f) {
@@ -49,7 +52,8 @@ TEST(GpuPlan, CublasGemmsAndOneWholeGateKernelPerRecurrence) {
         EXPECT_EQ(plan.threads, 1);
         EXPECT_EQ(plan.workspace.packed_bytes, 0u);
         EXPECT_TRUE(plan.pack_weights.empty());
-        EXPECT_EQ(plan.kernels.size(), mode == Mode::training ? 2u : 1u);  // forward (and backward) gate kernels
+        // Forward (and backward) gate kernels, in two parts for the reset-before GRU.
+        EXPECT_EQ(plan.kernels.size(), (mode == Mode::training ? 2u : 1u) * parts(c.cell));
         int recurrences = 0;
         for_each_step(plan, [&](const Step& s) {
           EXPECT_FALSE(std::holds_alternative<PackStep>(s));
@@ -58,10 +62,17 @@ TEST(GpuPlan, CublasGemmsAndOneWholeGateKernelPerRecurrence) {
           }
           if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
             ++recurrences;
-            const KernelDesc& d = plan.kernels[static_cast<std::size_t>(r->kernel)];
-            EXPECT_EQ(d.isa_kind(), Isa::cuda);
-            EXPECT_EQ(d.cols, static_cast<std::uint32_t>(H));
-            EXPECT_EQ(d.rows, 3u);
+            EXPECT_FALSE(r->gemm.blocking.generated()) << r->what;
+            EXPECT_EQ(r->gemm_n.n > 0, parts(c.cell) == 2) << r->what;
+            EXPECT_FALSE(r->gemm_n.blocking.generated()) << r->what;
+            for (int kernel : {r->kernel, r->kernel_n}) {
+              if (kernel < 0) continue;
+              const KernelDesc& d = plan.kernels[static_cast<std::size_t>(kernel)];
+              EXPECT_EQ(d.isa_kind(), Isa::cuda);
+              EXPECT_EQ(d.cols, static_cast<std::uint32_t>(H));
+              EXPECT_EQ(d.rows, 3u);
+            }
+            EXPECT_EQ(r->kernel_n >= 0, parts(c.cell) == 2) << r->what;
           }
         });
         EXPECT_EQ(recurrences, c.num_layers * c.directions() * (mode == Mode::training ? 2 : 1));
@@ -100,22 +111,65 @@ TEST(GpuPlan, RefusesBatchesBeyondTheGrid) {
   }
 }
 
-// A cell the CUDA source generator has no kernel for is refused when planning. (Looked up by
-// name: the cell exists only in builds that have it.)
-TEST(GpuPlan, RefusesCellsWithoutACudaKernel) {
-  CellKind cell{};
-  try {
-    cell = parse_cell("gru_reset_before");
-  } catch (const Error&) {
-    GTEST_SKIP() << "this build has no cell without a CUDA kernel";
-  }
-  try {
-    cuda::make_gpu_plan({.cell = cell, .input_size = 3, .hidden_size = 4}, {2, 2}, Mode::inference);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    // The planner may refuse it first, in its own words; either way the message starts so.
-    EXPECT_EQ(std::string(e.what()).rfind("cell gru_reset_before is not supported on ", 0), 0u) << e.what();
-  }
+// The reset-before GRU (ONNX's default GRU): its step splits at the reset gate, into two cuBLAS
+// GEMMs and two whole-H gate kernels (parts 0 and 1). Forward: gh's r,z columns on h_prev,
+// r * h_prev (reset_h, kept per step in training for dW_hn) and z, gh's n columns on reset_h.
+// Backward: d(r * h_prev) = dn W_hn between the kernels, then [dr, dz] W_hh[r,z] into dh_carry.
+TEST(GpuPlan, ResetBeforeGruSplitsTheStepAtTheResetGate) {
+  for (bool bidir : {false, true})
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      SCOPED_TRACE(fmt::format("bidirectional {} {}", bidir, to_string(mode)));
+      const std::int64_t H = 6, N = 3, T = 4, D = bidir ? 2 : 1;
+      const RnnConfig c{.cell = CellKind::gru_reset_before, .input_size = 5, .hidden_size = H, .num_layers = 2,
+                        .bidirectional = bidir};
+      const Plan plan = cuda::make_gpu_plan(c, {T, N}, mode);
+      EXPECT_NO_THROW(check_extents(plan));
+      std::set<std::string> names;
+      for (const KernelDesc& d : plan.kernels) names.insert(kernel_name(d));
+      EXPECT_EQ(names.size(), plan.kernels.size()) << "the two parts must have distinct names";
+      int forward = 0, backward = 0, dw_hn = 0;
+      for_each_step(plan, [&](const Step& s) {
+        if (const auto* g = std::get_if<GemmStep>(&s)) dw_hn += g->what.find("dW_hn") == 0;
+        const auto* r = std::get_if<RecurrenceStep>(&s);
+        if (!r) return;
+        const KernelDesc& k0 = plan.kernels[static_cast<std::size_t>(r->kernel)];
+        const KernelDesc& k1 = plan.kernels[static_cast<std::size_t>(r->kernel_n)];
+        EXPECT_EQ(k0.part, 0);
+        EXPECT_EQ(k1.part, 1);
+        EXPECT_EQ(k0.pass_kind(), r->pass);
+        EXPECT_EQ(k1.pass_kind(), r->pass);
+        EXPECT_EQ(r->thread_kernels_n, std::vector<int>{r->kernel_n});
+        EXPECT_EQ(r->gemm_n.n, H);
+        EXPECT_EQ(r->gemm_n.k, H);
+        if (r->pass == Pass::forward) {
+          ++forward;
+          EXPECT_EQ(r->gemm.n, 2 * H);  // r,z
+          EXPECT_TRUE(r->gemm_n.trans_b);
+          EXPECT_EQ(r->reset_h.t_stride, mode == Mode::training ? N * D * H : 0);
+          EXPECT_NE(r->z.buffer, Buffer::none);
+          EXPECT_EQ(k0.training, mode == Mode::training);
+        } else {
+          ++backward;
+          EXPECT_EQ(r->gemm.k, 2 * H);  // [dr, dz] W_hh[r,z rows]
+          EXPECT_EQ(r->gemm.beta, 1.0f);
+          EXPECT_EQ(r->gemm_n.lda, 3 * H);  // dn, one column block of the gates
+          EXPECT_NE(r->d_reset_h.buffer, Buffer::none);
+        }
+      });
+      EXPECT_EQ(forward, 2 * D);
+      EXPECT_EQ(backward, mode == Mode::training ? 2 * D : 0);
+      EXPECT_EQ(dw_hn, mode == Mode::training ? 2 * D : 0);
+    }
+}
+
+// A descriptor the CUDA source generator has no kernel for is refused, and the planner's CUDA
+// descriptors all have one.
+TEST(GpuPlan, GeneratorRefusesWhatItHasNoKernelFor) {
+  KernelDesc d = gate_kernel_desc({.cell = CellKind::gru, .input_size = 3, .hidden_size = 4}, {2, 2}, Mode::inference,
+                                  Isa::cuda, Pass::forward);
+  EXPECT_NO_THROW(cuda::gate_kernel_source(d));
+  d.part = 1;  // only the reset-before GRU has a second part
+  EXPECT_THROW(cuda::gate_kernel_source(d), Error);
 }
 
 TEST(GpuPlan, FeaturesPlanLikeOnTheCpu) {
@@ -170,7 +224,7 @@ TEST(GpuPlan, GateClipPeepholesAndCoupledGates) {
     EXPECT_EQ(recurrences, 2 * 2 * c.directions());
     EXPECT_GE(factor_sums, 3 * 2 * c.directions()) << "dP_i, dP_f and dP_o of every layer and direction";
   }
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::gru}) {  // the gate clip on every cell
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::gru, CellKind::gru_reset_before}) {  // every cell
     RnnConfig c{.cell = cell, .input_size = 3, .hidden_size = 5};
     c.gate_clip = 2.5f;
     for (const KernelDesc& d : cuda::make_gpu_plan(c, {2, 2}, Mode::training).kernels) EXPECT_EQ(d.gate_clip(), 2.5f);
@@ -221,7 +275,9 @@ TEST_F(NvrtcCompile, EveryKernelOfEveryGpuPlanCompilesToACubin) {
           if (!done.insert(name).second) continue;
           expect_image(cuda::compile_image(cuda::gate_kernel_source(d), name, {90, true}), name);
         }
-  EXPECT_EQ(done.size(), 3u * 4 * 2 * 3) << "H x cells x (bidirectional changes ld_h) x kernels per cell and mode";
+  // H x (bidirectional changes ld_h) x kernels: forward inference, forward training and backward
+  // per cell, in two parts for the reset-before GRU.
+  EXPECT_EQ(done.size(), 3u * 2 * (4 * 3 + 2 * 3)) << "H x ld_h x kernels of every cell and mode";
 }
 
 TEST_F(NvrtcCompile, FeatureKernelsAndTheDataMovementModuleCompile) {
@@ -232,7 +288,7 @@ TEST_F(NvrtcCompile, FeatureKernelsAndTheDataMovementModuleCompile) {
     expect_image(cuda::compile_image(cuda::gate_kernel_source(d), kernel_name(d), {90, true}), kernel_name(d));
   // ONNX's options: the gate clip on every cell; LSTM peepholes and coupled gates, alone and together.
   std::vector<RnnConfig> onnx;
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru, CellKind::gru_reset_before})
     onnx.push_back({.cell = cell, .input_size = 9, .hidden_size = 131, .gate_clip = 0.7f});
   for (int features = 1; features < 4; ++features) {
     RnnConfig lstm{.cell = CellKind::lstm, .input_size = 9, .hidden_size = 131};

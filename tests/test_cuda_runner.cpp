@@ -1,5 +1,6 @@
 // The GPU executor's plan walk without a GPU: PlanRunner (runtime/cuda/plan_runner.hpp) runs
-// the GPU plans of every cell, uni- and bidirectional, 1-2 layers, inference and training, with
+// the GPU plans of every cell (the reset-before GRU's two GEMMs and kernels a step included),
+// uni- and bidirectional, 1-2 layers, inference and training, with
 // the features the CUDA executor supports (reverse, clip, dropout, batch-first, projection,
 // ONNX's gate clip, LSTM peepholes and coupled input/forget gates), on host memory through
 // HostDeviceOps (tests/host_device_ops.hpp), and must agree with the double-precision reference
@@ -137,8 +138,10 @@ TEST_P(GpuWalk, MatchesTheReference) {
   const Walked walked = walk(rc, c.mode);
   const Tensors& got = walked.t;
   const Tensors want = rc.reference(train);
-  // One gate kernel launch per step, layer and direction, in each pass; one lane per direction.
-  const std::int64_t steps = rc.shape.seq_len * c.layers * rc.config.directions();
+  // One gate kernel launch per step, layer and direction, in each pass (the reset-before GRU:
+  // two, its parts 0 and 1); one lane per direction.
+  const std::int64_t steps = rc.shape.seq_len * c.layers * rc.config.directions() *
+                             (c.cell == CellKind::gru_reset_before ? 2 : 1);
   EXPECT_EQ(walked.gate_launches, train ? 2 * steps : steps);
   EXPECT_EQ(walked.max_lanes, rc.config.directions());
   // The peephole gradients are column sums with a factor (gate gradient times c), nothing else is.
@@ -158,7 +161,8 @@ std::vector<WalkCase> walk_cases() {
   std::vector<WalkCase> cases;
   for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
                               "peephole", "input_forget", "lstm_onnx", "all"})
-    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru})
+    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
+                          CellKind::gru_reset_before})
       for (bool bidir : {false, true})
         for (std::int64_t layers : {1, 2})
           for (Mode mode : {Mode::inference, Mode::training}) {
@@ -187,6 +191,36 @@ TEST(GpuWalkShapes, TailsAndBatchOne) {
       test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
       test::expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
     }
+}
+
+// The reset-before GRU's two kernels a step past a block of 128 threads, with one time step
+// (dW_hh's r,z rows and dW_hn from h_init and r * h_init only), a batch of 1, forward, reverse
+// and bidirectional, with and without the gate clip; training and inference.
+TEST(GpuWalkShapes, ResetBeforeGruTailsAndOneStep) {
+  for (const Shape shape : {Shape{1, 1}, Shape{1, 3}, Shape{3, 1}, Shape{4, 3}})
+    for (int direction : {0, 1, 2})  // forward, reverse, bidirectional
+      for (float gate_clip : {0.0f, 0.7f}) {
+        SCOPED_TRACE(fmt::format("T={} N={} direction={} gate_clip={}", shape.seq_len, shape.batch, direction,
+                                 gate_clip));
+        RnnConfig c{.cell = CellKind::gru_reset_before, .input_size = 5, .hidden_size = 130, .num_layers = 2,
+                    .bidirectional = direction == 2};
+        c.reverse = direction == 1;
+        c.gate_clip = gate_clip;
+        RnnCase rc(c, shape, 13);
+        for (Mode mode : {Mode::inference, Mode::training}) {
+          const bool train = mode == Mode::training;
+          const Walked walked = walk(rc, mode);
+          EXPECT_EQ(walked.gate_launches, (train ? 4 : 2) * shape.seq_len * c.num_layers * c.directions());
+          const Tensors& got = walked.t;
+          const Tensors want = rc.reference(train);
+          test::expect_close(got.y, want.y, rc.tolerance(false), "y");
+          test::expect_close(got.hy, want.hy, rc.tolerance(false), "hy");
+          if (!train) continue;
+          test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
+          test::expect_close(got.dhx, want.dhx, rc.tolerance(true), "dhx");
+          test::expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
+        }
+      }
 }
 
 // The LSTM features past a block of 128 threads, with one time step (the peephole gradients of

@@ -1,5 +1,5 @@
-// The CUDA path without a GPU: every generated gate kernel (all cells, forward inference and
-// training, backward; H with tails; the LSTM cell clip, ONNX's gate clip on every cell, LSTM
+// The CUDA path without a GPU: every generated gate kernel (all cells, the reset-before GRU's two
+// parts, forward inference and training, backward; H with tails; the LSTM cell clip, ONNX's gate clip on every cell, LSTM
 // peepholes and coupled input/forget gates, alone and together) compiles with NVRTC to PTX, and
 // the generated source's math runs on the host — compiled by the system compiler behind a small
 // shim that plays the CUDA grid — against the scalar twins (kernels/gate_reference.hpp), with
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <type_traits>
 #include <filesystem>
 #include <fstream>
@@ -51,17 +52,20 @@ struct Features {
 };
 
 std::vector<KernelDesc> every_kernel(std::uint32_t H) {
-  constexpr CellKind kAll[] = {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru};
+  constexpr CellKind kAll[] = {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru,
+                               CellKind::gru_reset_before};
   std::vector<KernelDesc> out;
   auto add = [&](CellKind cell, const Features& f) {  // forward inference and training, backward
-    for (int k = 0; k < 3; ++k) {
-      KernelDesc d = cuda_desc(cell, k < 2 ? Pass::forward : Pass::backward, k == 1, H, H, 3, 2 * H);
-      d.clip_bits = std::bit_cast<std::uint32_t>(f.clip);
-      d.gate_clip_bits = std::bit_cast<std::uint32_t>(f.gate_clip);
-      d.peephole = f.peephole;
-      d.input_forget = f.input_forget;
-      out.push_back(d);
-    }
+    for (int k = 0; k < 3; ++k)
+      for (int part = 0; part < (cell == CellKind::gru_reset_before ? 2 : 1); ++part) {  // its two kernels a step
+        KernelDesc d = cuda_desc(cell, k < 2 ? Pass::forward : Pass::backward, k == 1, H, H, 3, 2 * H);
+        d.part = static_cast<std::uint8_t>(part);
+        d.clip_bits = std::bit_cast<std::uint32_t>(f.clip);
+        d.gate_clip_bits = std::bit_cast<std::uint32_t>(f.gate_clip);
+        d.peephole = f.peephole;
+        d.input_forget = f.input_forget;
+        out.push_back(d);
+      }
   };
   for (CellKind cell : kAll) add(cell, {});
   add(CellKind::lstm, {.clip = 0.375f});
@@ -134,6 +138,7 @@ template <class Args, class Kernel>
 int check(const unsigned char (&bytes)[sizeof(rnnjit::KernelDesc)], Kernel kernel, int index) {
   rnnjit::KernelDesc d;
   std::memcpy(&d, bytes, sizeof d);
+  const bool reset_before = d.cell_kind() == rnnjit::CellKind::gru_reset_before;
   std::mt19937 rng(index);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int n = static_cast<int>(d.rows * 8 * d.hidden);  // past every row stride (G*H, ld_h = 2H, 4H gates)
@@ -156,7 +161,8 @@ int check(const unsigned char (&bytes)[sizeof(rnnjit::KernelDesc)], Kernel kerne
     b_.h_out = out_b[0].data(); b_.c_out = out_b[1].data(); b_.gates = out_b[2].data();
   } else {
     a.dy = in[0].data(); a.h = in[1].data(); a.h_prev = in[2].data(); a.c = in[3].data(); a.c_prev = in[4].data();
-    a.peephole = in[5].data();
+    a.peephole = in[5].data(); a.d_reset_h = in[6].data();
+    if (reset_before && d.part == 1) a.dy = nullptr;  // part 1 must not read it (the executors pass none)
     b_ = a;
     a.gates = out_a[0].data(); a.dh_carry = out_a[1].data(); a.dc_carry = out_a[2].data();
     b_.gates = out_b[0].data(); b_.dh_carry = out_b[1].data(); b_.dc_carry = out_b[2].data();
@@ -170,17 +176,19 @@ int check(const unsigned char (&bytes)[sizeof(rnnjit::KernelDesc)], Kernel kerne
   double worst = 0;
   for (int k = 0; k < 4; ++k)
     for (int i = 0; i < n; ++i) worst = std::fmax(worst, std::fabs(out_a[k][i] - out_b[k][i]) / (1.0 + std::fabs(out_b[k][i])));
-  // A gate clip that clamps: forward, gates (or an RNN's h) held exactly at an activation of a
-  // bound; backward, blocked gradients (exact zeros where the twin has them too).
+  // A gate clip that clamps: forward, gates (or an RNN's h; the reset-before GRU's part 0: z,
+  // also in inference) held exactly at an activation of a bound; backward, blocked gradients
+  // (exact zeros where the twin has them too).
   int clamped = 0;
-  const bool gated = d.cell_kind() == rnnjit::CellKind::lstm || d.cell_kind() == rnnjit::CellKind::gru;
+  const bool gated = d.cell_kind() != rnnjit::CellKind::rnn_tanh && d.cell_kind() != rnnjit::CellKind::rnn_relu;
+  const bool z_out = reset_before && d.part == 0;  // c_out holds z
   if (d.gate_clip_bits && d.pass == 0)
     for (int i = 0; i < n; ++i)
-      for (int k : {0, 2})
-        for (float e : edges) clamped += (k == 0 ? !gated : d.training) && out_a[k][i] == e;
+      for (int k : {0, 1, 2})
+        for (float e : edges) clamped += (k == 0 ? !gated : k == 1 ? z_out : d.training) && out_a[k][i] == e;
   if (d.gate_clip_bits && d.pass == 1)
     for (int i = 0; i < n; ++i) clamped += out_a[0][i] == 0.0f && out_b[0][i] == 0.0f;
-  const bool clamps = !d.gate_clip_bits || (d.pass == 0 && gated && !d.training) || clamped > 0;
+  const bool clamps = !d.gate_clip_bits || (d.pass == 0 && gated && !d.training && !z_out) || clamped > 0;
   std::printf("kernel %d worst %.3g clamped %d\n", index, worst, clamped);
   return worst <= 1e-6 && clamps ? 0 : 1;
 }
@@ -253,6 +261,40 @@ TEST(CudaSource, FeatureDescriptors) {
   EXPECT_NE(both.find("a.peephole[2 * H + j]"), std::string::npos);
   EXPECT_NE(both.find("CLIP, gc, peep, true, g)"), std::string::npos);
   EXPECT_NE(kernel_name(lstm).find("_peep_cifg"), std::string::npos) << kernel_name(lstm);
+}
+
+// The reset-before GRU: two kernels per pass, told apart by their part (names, sources); part 1
+// of backward starts from d(r * h_prev), not from dy; only this cell has a part 1.
+TEST(CudaSource, ResetBeforeGruPartsAreDistinctKernels) {
+  std::set<std::string> names;
+  for (Pass pass : {Pass::forward, Pass::backward})
+    for (bool training : {false, true}) {
+      if (pass == Pass::backward && training) continue;
+      for (int part : {0, 1}) {
+        KernelDesc d = cuda_desc(CellKind::gru_reset_before, pass, training, 17, 17, 3, 34);
+        d.part = static_cast<std::uint8_t>(part);
+        const std::string name = kernel_name(d), src = cuda::gate_kernel_source(d);
+        EXPECT_TRUE(names.insert(name).second) << name;
+        EXPECT_NE(name.find(part ? "_n_cuda" : "_rz_cuda"), std::string::npos) << name;
+        EXPECT_NE(src.find("void __launch_bounds__(128) " + name + "("), std::string::npos) << name;
+        const char* math = pass == Pass::forward ? (part ? "rnnjit_gru_rb_update(" : "rnnjit_gru_rb_reset(")
+                                                 : (part ? "rnnjit_gru_rb_backward_reset(" : "rnnjit_gru_rb_backward_update(");
+        EXPECT_NE(src.find(std::string("= ") + math), std::string::npos) << name;
+        if (pass == Pass::backward) {
+          EXPECT_EQ(src.find("a.dy[") != std::string::npos, part == 0) << name;
+          EXPECT_EQ(src.find("a.d_reset_h[row * H + j]") != std::string::npos, part == 1) << name;
+        }
+        // Training stores r, z (part 0) or n (part 1) into the reserve; inference stores nothing.
+        EXPECT_EQ(src.find("a.gates[row * R") != std::string::npos, pass == Pass::backward || training) << name;
+      }
+    }
+  EXPECT_EQ(names.size(), 6u);
+  KernelDesc gru = cuda_desc(CellKind::gru, Pass::forward, false, 8, 8, 2, 8);
+  gru.part = 1;
+  EXPECT_THROW(cuda::gate_kernel_source(gru), Error);
+  KernelDesc rb = cuda_desc(CellKind::gru_reset_before, Pass::backward, false, 8, 8, 2, 8);
+  rb.part = 2;
+  EXPECT_THROW(cuda::gate_kernel_source(rb), Error);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 //  - the AVX-512 gate kernels of a step (two forward, two backward) against their scalar twins
 //    (tails, partial launches, the gate clip),
 //  - the JIT backend (AVX-512 on 1 and 2 threads, and the reference ISA), inference and training,
-//    against the reference, with vector tails.
+//    against the reference, with vector tails,
+//  - its CUDA plan (the CUDA side: test_cuda_source, test_cuda_plan, test_cuda_runner,
+//    test_cuda_executor).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -302,9 +304,25 @@ TEST(GruResetBeforeJitPlan, SplitsTheRecurrentGemmAroundTheResetGate) {
     EXPECT_NE(text.find(want), std::string::npos) << want << " is not in\n" << text;
 }
 
-TEST(GruResetBeforeJitPlan, CudaRefusesIt) {
+// The CUDA plan of the cell: the same split step with cuBLAS GEMMs and whole-H CUDA kernels (its
+// walk against the reference: test_cuda_runner; the kernels' math: test_cuda_source).
+TEST(GruResetBeforeJitPlan, CudaPlansItAndTheReferenceBackendTrainsIt) {
   const RnnConfig c{.cell = CellKind::gru_reset_before, .input_size = 6, .hidden_size = 5, .num_layers = 2};
-  EXPECT_THROW((void)make_plan(c, {3, 2}, Mode::inference, Isa::cuda, 1), Error);
+  for (Mode mode : {Mode::inference, Mode::training}) {
+    const Plan plan = make_plan(c, {3, 2}, mode, Isa::cuda, 1);
+    const std::string text = to_text(plan);
+    std::vector<const char*> wants = {"recurrent projection r,z", "recurrent projection n (on r * h_prev)",
+                                      mode == Mode::training ? "gru_reset_before_fwd_train_rz_cuda_h5"
+                                                             : "gru_reset_before_fwd_rz_cuda_h5",
+                                      mode == Mode::training ? "gru_reset_before_fwd_train_n_cuda_h5"
+                                                             : "gru_reset_before_fwd_n_cuda_h5"};
+    if (mode == Mode::training)
+      for (const char* w : {"reset gradient d(r * h_prev) = dn W_hn", "gru_reset_before_bwd_rz_cuda_h5",
+                            "gru_reset_before_bwd_n_cuda_h5", "dW_hn l1 d0 (on r * h_prev)"})
+        wants.push_back(w);
+    for (const char* want : wants) EXPECT_NE(text.find(want), std::string::npos) << want << " is not in\n" << text;
+    EXPECT_EQ(plan.kernels.size(), mode == Mode::training ? 4u : 2u);
+  }
   // The reference backend trains it too, matching the double-precision oracle.
   test::RnnCase rc(c, {4, 3}, 2);
   Rnn rnn(c, {.backend = Backend::reference});

@@ -103,6 +103,34 @@ RNNJIT_HD inline float rnnjit_gru_backward(float dh, float h_prev, const RnnjitG
   g[3] = dn;
   return dh * z;
 }
+// GRU with the reset before (ONNX's default), whose step splits at the reset gate around n's
+// recurrent GEMM on r * h_prev. Forward part 0: r, z from their pre-activations; returns
+// r * h_prev (the GEMM's A) and writes act = r, z.
+RNNJIT_HD inline float rnnjit_gru_rb_reset(float pre_r, float pre_z, float h_prev, const RnnjitGateClip& k,
+                                           float act[2]) {
+  act[0] = rnnjit_sigmoid(rnnjit_clip_gate(k, pre_r)); act[1] = rnnjit_sigmoid(rnnjit_clip_gate(k, pre_z));
+  return act[0] * h_prev;
+}
+// Forward part 1: pre_n = gx_n + b_in + W_hn (r * h_prev) + b_hn; returns h, writes n.
+RNNJIT_HD inline float rnnjit_gru_rb_update(float pre_n, float z, float h_prev, const RnnjitGateClip& k, float* n) {
+  *n = rnnjit_tanh(rnnjit_clip_gate(k, pre_n));
+  return *n + z * (h_prev - *n);
+}
+// Backward part 0: g[] holds r,z,n in; dz and dn out (r is left for part 1); returns the
+// direct dh_{t-1} = dh z. dn feeds the GEMM d(r * h_prev) = dn W_hn.
+RNNJIT_HD inline float rnnjit_gru_rb_backward_update(float dh, float h_prev, const RnnjitGateClip& k, float g[3]) {
+  const float z = g[1], n = g[2];
+  g[1] = dh * (h_prev - n) * z * (1.0f - z) * rnnjit_sigmoid_pass(k, z);
+  g[2] = dh * (1.0f - z) * (1.0f - n * n) * rnnjit_tanh_pass(k, n);
+  return dh * z;
+}
+// Backward part 1: d(r * h_prev) reaches r (writes dr) and h_prev (returns the term to add to
+// dh_{t-1}).
+RNNJIT_HD inline float rnnjit_gru_rb_backward_reset(float d_reset_h, float h_prev, float r, const RnnjitGateClip& k,
+                                                    float* dr) {
+  *dr = d_reset_h * h_prev * r * (1.0f - r) * rnnjit_sigmoid_pass(k, r);
+  return d_reset_h * r;
+}
 )";
 
 // Forward training stores the four activations in the reserve.
@@ -139,7 +167,20 @@ std::string forward_body(const KernelDesc& d) {
   a.h_out[row * LDH + j] = rnnjit_gru_forward(pre_r, pre_z, gx_n, hn, a.h_prev[row * LDH + j], gc, act);
 {})", d.training ? kStoreGates : "");
     case CellKind::gru_reset_before:
-      throw Error(fmt::format("{}: cell gru_reset_before is not supported on CUDA", kernel_name(d)));
+      if (d.part == 0)  // r * h_prev into h_out (the reset_h operand), z into c_out
+        return fmt::format(R"(  float act[2];
+  const float pre_r = a.gx[row * GH + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j];
+  const float pre_z = a.gx[row * GH + H + j] + a.bias_ih[H + j] + a.gh[row * GH + H + j] + a.bias_hh[H + j];
+  a.h_out[row * LDH + j] = rnnjit_gru_rb_reset(pre_r, pre_z, a.h_prev[row * LDH + j], gc, act);
+  a.c_out[row * H + j] = act[1];
+{})",
+                           d.training ? "  a.gates[row * R + j] = act[0];\n  a.gates[row * R + H + j] = act[1];\n" : "");
+      // gh's n columns hold W_hn (r * h_prev); c_prev is z from part 0.
+      return fmt::format(R"(  float n;
+  const float pre_n = a.gx[row * GH + 2 * H + j] + a.bias_ih[2 * H + j] + a.gh[row * GH + 2 * H + j] + a.bias_hh[2 * H + j];
+  a.h_out[row * LDH + j] = rnnjit_gru_rb_update(pre_n, a.c_prev[row * H + j], a.h_prev[row * LDH + j], gc, &n);
+{})",
+                         d.training ? "  a.gates[row * R + 2 * H + j] = n;\n" : "");
   }
   return {};
 }
@@ -171,9 +212,27 @@ std::string backward_body(const KernelDesc& d) {
   for (int k = 0; k < 4; ++k) a.gates[row * R + k * H + j] = g[k];
 )";
     case CellKind::gru_reset_before:
-      throw Error(fmt::format("{}: cell gru_reset_before is not supported on CUDA", kernel_name(d)));
+      if (d.part == 0)
+        return R"(  float g[3];
+  for (int k = 0; k < 3; ++k) g[k] = a.gates[row * R + k * H + j];
+  a.dh_carry[row * H + j] = rnnjit_gru_rb_backward_update(dh, a.h_prev[row * LDH + j], gc, g);
+  a.gates[row * R + H + j] = g[1];
+  a.gates[row * R + 2 * H + j] = g[2];
+)";
+      // After the GEMM d(r * h_prev) = dn W_hn; reads neither dy nor the carried dh.
+      return R"(  float dr;
+  a.dh_carry[row * H + j] += rnnjit_gru_rb_backward_reset(a.d_reset_h[row * H + j], a.h_prev[row * LDH + j],
+                                                          a.gates[row * R + j], gc, &dr);
+  a.gates[row * R + j] = dr;
+)";
   }
   return {};
+}
+
+// Whether a backward kernel starts from dh = dy + dh_carry (all but part 1 of the reset-before
+// GRU, which is given d(r * h_prev) instead and may get no dy).
+bool reads_dh(const KernelDesc& d) {
+  return d.pass_kind() == Pass::backward && !(d.cell_kind() == CellKind::gru_reset_before && d.part == 1);
 }
 
 // The kernel's gate clip: none is a constant the compiler folds away (every pass is 1). A bound
@@ -195,6 +254,8 @@ std::string gate_kernel_source(const KernelDesc& d) {
     throw Error(fmt::format("{}: invalid sizes", kernel_name(d)));
   if ((d.peephole || d.input_forget) && d.cell_kind() != CellKind::lstm)
     throw Error(fmt::format("{}: peephole and input_forget apply to LSTM only", kernel_name(d)));
+  if (d.part > (d.cell_kind() == CellKind::gru_reset_before ? 1 : 0))
+    throw Error(fmt::format("{}: invalid part {} (only gru_reset_before has two, 0 and 1)", kernel_name(d), d.part));
   if (d.gate_clip_bits && !(d.gate_clip() > 0.0f && std::isfinite(d.gate_clip())))
     throw Error(fmt::format("{}: invalid gate clip {}", kernel_name(d), d.gate_clip()));
   const bool forward = d.pass_kind() == Pass::forward;
@@ -217,7 +278,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
                      fmt::arg("args", forward ? "GateForwardArgs" : "GateBackwardArgs"), fmt::arg("H", d.hidden),
                      fmt::arg("GH", d.gates() * d.hidden), fmt::arg("R", d.reserve_gates() * d.hidden),
                      fmt::arg("LDH", d.ld_h), fmt::arg("clip", fmt::format("{:a}f", d.clip())),
-                     fmt::arg("dh", forward ? "" : "  const float dh = a.dy[row * LDH + j] + a.dh_carry[row * H + j];\n"),
+                     fmt::arg("dh", !reads_dh(d) ? "" : "  const float dh = a.dy[row * LDH + j] + a.dh_carry[row * H + j];\n"),
                      fmt::arg("gclip", gate_clip_init(d)), fmt::arg("body", body));
 }
 

@@ -20,6 +20,25 @@ void check_gemm(const GemmStep& g) {
   expect(g.a_panels.buffer == Buffer::none, g.what, "a GEMM packs A");
 }
 
+// One gate kernel (of part `part`) over every unit and row, launched whole (no thread split),
+// with the configuration's cell and features.
+void check_gate_kernel(const Plan& plan, const RecurrenceStep& r, int kernel, const std::vector<int>& thread_kernels,
+                       const std::vector<std::int64_t>& thread_units, int part) {
+  expect(kernel >= 0 && kernel < static_cast<int>(plan.kernels.size()), r.what, "no gate kernel");
+  const bool whole = thread_kernels.size() == 1 && thread_kernels[0] == kernel &&
+                     thread_units == std::vector<std::int64_t>{0};
+  expect(whole, r.what, "the gate kernel is split across threads");
+  const KernelDesc& d = plan.kernels[static_cast<std::size_t>(kernel)];
+  expect(d.isa_kind() == Isa::cuda && d.kind_of() == KernelKind::gate && d.cols == d.hidden &&
+             static_cast<std::int64_t>(d.rows) == r.batch,
+         r.what, "the gate kernel does not cover every unit and row");
+  const RnnConfig& c = plan.config;
+  expect(d.cell_kind() == c.cell && d.pass_kind() == r.pass && d.part == part, r.what,
+         "the gate kernel's cell, pass or part differ from the recurrence's");
+  expect(d.gate_clip() == c.gate_clip && d.peephole == c.peephole && d.input_forget == c.input_forget, r.what,
+         "the gate kernel's gate_clip, peephole or input_forget differ from the configuration's");
+}
+
 void check_step(const Plan& plan, const Step& step) {
   if (std::holds_alternative<PackStep>(step)) expect(false, std::get<PackStep>(step).what, "a plan packs weights");
   if (const auto* g = std::get_if<GemmStep>(&step)) check_gemm(*g);
@@ -30,19 +49,29 @@ void check_step(const Plan& plan, const Step& step) {
     check_gemm(r->gemm);
     if (r->projection.n > 0) check_gemm(r->projection);
     if (r->projection_grad.n > 0) check_gemm(r->projection_grad);
-    expect(r->kernel >= 0 && r->kernel < static_cast<int>(plan.kernels.size()), r->what, "no gate kernel");
-    const bool whole = r->thread_kernels.size() == 1 && r->thread_kernels[0] == r->kernel &&
-                       r->thread_units == std::vector<std::int64_t>{0};
-    expect(whole, r->what, "the gate kernel is split across threads");
-    const KernelDesc& d = plan.kernels[static_cast<std::size_t>(r->kernel)];
-    expect(d.isa_kind() == Isa::cuda && d.kind_of() == KernelKind::gate && d.cols == d.hidden &&
-               static_cast<std::int64_t>(d.rows) == r->batch,
-           r->what, "the gate kernel does not cover every unit and row");
-    // The kernel's features are the configuration's, and a peephole kernel gets its [3, H] block.
     const RnnConfig& c = plan.config;
-    expect(d.gate_clip() == c.gate_clip && d.peephole == c.peephole && d.input_forget == c.input_forget, r->what,
-           "the gate kernel's gate_clip, peephole or input_forget differ from the configuration's");
-    expect((r->peephole.buffer == Buffer::weights) == static_cast<bool>(d.peephole), r->what,
+    const bool reset_before = c.cell == CellKind::gru_reset_before;
+    check_gate_kernel(plan, *r, r->kernel, r->thread_kernels, r->thread_units, 0);
+    // The reset-before GRU's step splits at the reset gate: a second GEMM (gh's n columns on
+    // r * h_prev forward, d(r * h_prev) = dn W_hn backward) and a second, part-1 kernel.
+    expect((r->gemm_n.n > 0) == reset_before, r->what, "the second recurrent GEMM does not match the cell");
+    if (reset_before) {
+      check_gemm(r->gemm_n);
+      check_gate_kernel(plan, *r, r->kernel_n, r->thread_kernels_n, r->thread_units_n, 1);
+      const bool forward = r->pass == Pass::forward;
+      if (forward)
+        expect(r->z.buffer != Buffer::none && r->reset_h.base.buffer != Buffer::none, r->what,
+               "no z or r * h_prev operand");
+      else
+        expect(r->d_reset_h.buffer != Buffer::none, r->what, "no d(r * h_prev) operand");
+      expect(r->gemm.n == (forward ? 2 * c.hidden_size : c.hidden_size) && r->gemm_n.n == c.hidden_size &&
+                 r->gemm_n.k == c.hidden_size,
+             r->what, "the recurrent GEMMs do not split W_hh into its r,z and n rows");
+    } else {
+      expect(r->kernel_n < 0 && r->thread_kernels_n.empty(), r->what, "a part-1 gate kernel on a one-kernel cell");
+    }
+    // A peephole kernel gets its [3, H] block.
+    expect((r->peephole.buffer == Buffer::weights) == c.peephole, r->what,
            "the peephole weights do not match the gate kernel");
   }
 }

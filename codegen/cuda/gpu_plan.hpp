@@ -4,7 +4,8 @@
 // GEMMs, recurrences and WorkspacePlan as on the CPU), because with that ISA the planner
 // already makes the GPU's choices: no generated GEMM blocking (every GEMM is one cuBLAS sgemm),
 // nothing packed, one thread (the host thread that issues the work), and one gate kernel per
-// recurrence covering all H units of all N rows, launched once per time step. make_gpu_plan
+// recurrence covering all H units of all N rows, launched once per time step (the reset-before
+// GRU: two, parts 0 and 1, either side of its second recurrent GEMM). make_gpu_plan
 // checks those properties (so a planner change that breaks them fails loudly here, not as wrong
 // results on a GPU), refuses what the GPU executor cannot launch, and replaces the CPU notes.
 #pragma once

@@ -236,8 +236,8 @@ CudnnRnn::CudnnRnn(const RnnConfig& config, const Shape& shape, Mode mode) {
   validate(config, shape);
   Device::instance();  // "no CUDA device: ..." first
   cudnn();             // then "cuDNN not available: ..."
-  cudnn_mode(config.cell);
   if (const std::string why = cudnn_peer_refusal(config, mode); !why.empty()) throw Error(why);
+  cudnn_mode(config.cell);  // every cell the refusal lets through has a cuDNN mode
   impl_ = std::make_unique<Impl>(config, shape, mode);
 }
 

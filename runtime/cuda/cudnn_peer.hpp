@@ -6,8 +6,9 @@
 // through cudnnGetRNNWeightParams, and the weight gradients back out the same way.
 // libcudnn.so.<major> is loaded at run time (dlopen); builds without cudnn.h have no peer.
 //
-// Supported: every cell, layers, bidirectional, LSTM projection and cell clip, batch-first.
-// Refused with an Error (cudnn_peer_refusal): the reverse-only direction (cuDNN has none),
+// Supported: every cell but the reset-before GRU, layers, bidirectional, LSTM projection and cell
+// clip, batch-first. Refused with an Error (cudnn_peer_refusal): the reset-before GRU (ONNX's
+// default GRU; cuDNN's is linear-before-reset only), the reverse-only direction (cuDNN has none),
 // dropout in training (cuDNN draws its own masks, so results could not agree), ONNX's gate clip,
 // LSTM peepholes and coupled input/forget gates (cuDNN has none of them), and variable lengths
 // (rnnjit's CUDA executor has none).
@@ -47,6 +48,8 @@ struct CudnnBackwardIo {
 
 // Why the peer cannot run `config` in `mode`, in one line; empty when it can. Needs no GPU.
 inline std::string cudnn_peer_refusal(const RnnConfig& config, Mode mode) {
+  if (config.cell == CellKind::gru_reset_before)
+    return "the cuDNN peer has no gru_reset_before (cuDNN's GRU is the linear-before-reset form only)";
   if (config.reverse) return "the cuDNN peer has no reverse-only direction (cuDNN runs forward or bidirectional)";
   if (config.dropout > 0.0f && mode == Mode::training && config.num_layers > 1)
     return "the cuDNN peer runs without dropout (cuDNN draws its own masks; results could not agree)";

@@ -84,9 +84,12 @@ void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindin
 }
 
 // Per step (t in processing order): gh = h_prev W_hh^T, then the gate kernel; with a projection
-// the kernel writes o * tanh(c) to cell_out and h = cell_out W_hr^T. As the CPU executor, less
-// the thread split and the variable-length carries.
+// the kernel writes o * tanh(c) to cell_out and h = cell_out W_hr^T. The reset-before GRU
+// (gemm_n.n > 0) runs two GEMMs and two kernels a step: gh's r,z columns from h_prev, the part-0
+// kernel (r * h_prev into reset_h, z), gh's n columns from reset_h, the part-1 kernel (h). As the
+// CPU executor, less the thread split and the variable-length carries.
 void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
+  if (r.gemm_n.n > 0) return forward_reset_before(r, b, ops, lane);
   const bool projected = r.projection.n > 0;
   float* const gh = resolve(r.gh, b);
   float* const h_init = resolve(r.h_init, b);
@@ -116,9 +119,44 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
   }
 }
 
+void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops,
+                                      int lane) const {
+  float* const gh = resolve(r.gh, b);
+  float* const gh_n = resolve(r.gemm_n.c, b);  // gh's n columns
+  float* const z = resolve(r.z, b);
+  float* const h_init = resolve(r.h_init, b);
+  const float* const bias_ih = resolve(r.bias_ih, b);
+  const float* const bias_hh = resolve(r.bias_hh, b);
+  const std::int64_t T = r.steps;
+  for (std::int64_t s = 0; s < T; ++s) {
+    const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
+    const float* h_prev = s == 0 ? h_init : timed(r.h, prev, b);
+    float* const reset_h = timed(r.reset_h, t, b);  // training: this step's, kept for dW_hn
+    step_gemm(r.gemm, h_prev, b, gh, ops, lane);
+    GateForwardArgs args{};
+    args.gx = timed(r.gx, t, b);
+    args.gh = gh;
+    args.bias_ih = bias_ih;
+    args.bias_hh = bias_hh;
+    args.h_prev = h_prev;
+    args.h_out = reset_h;  // r * h_prev
+    args.c_out = z;
+    args.gates = timed(r.gates, t, b);
+    ops.gate_forward(lane, r.kernel, args);
+    step_gemm(r.gemm_n, reset_h, b, gh_n, ops, lane);
+    args.c_prev = z;
+    args.h_out = timed(r.h, t, b);
+    args.c_out = nullptr;
+    ops.gate_forward(lane, r.kernel_n, args);
+  }
+}
+
 // Per step, walking the forward's steps backwards: (projection: dh_proj = dh_carry + dy,
-// dcell = dh_proj W_hr), the gate kernel, then dh_carry (+)= dgates W_hh.
+// dcell = dh_proj W_hr), the gate kernel, then dh_carry (+)= dgates W_hh. The reset-before GRU:
+// the part-0 kernel (dz, dn, dh_carry = dh z), d_reset_h = dn W_hn, the part-1 kernel (dr,
+// dh_carry += d_reset_h r), then dh_carry += [dr, dz] W_hh[r,z rows] (the gemm's beta is 1).
 void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
+  if (r.gemm_n.n > 0) return backward_reset_before(r, b, ops, lane);
   const bool projected = r.projection_grad.n > 0;
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
@@ -148,6 +186,30 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
     args.dc_carry = dc_carry;
     args.peephole = peephole;
     ops.gate_backward(lane, r.kernel, args);
+    step_gemm(r.gemm, gates, b, dh_carry, ops, lane);
+  }
+}
+
+void PlanRunner::backward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops,
+                                       int lane) const {
+  float* const h_init = resolve(r.h_init, b);
+  float* const dh_carry = resolve(r.dh_carry, b);
+  float* const d_reset_h = resolve(r.d_reset_h, b);
+  const std::int64_t H = plan_->kernels[static_cast<std::size_t>(r.kernel)].hidden, T = r.steps;
+  for (std::int64_t s = 0; s < T; ++s) {
+    const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
+    const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
+    float* const gates = timed(r.gates, t, b);
+    GateBackwardArgs args{};
+    args.dy = timed(r.dy, t, b);
+    args.h_prev = first ? h_init : timed(r.h, prev, b);
+    args.gates = gates;
+    args.dh_carry = dh_carry;
+    ops.gate_backward(lane, r.kernel, args);
+    step_gemm(r.gemm_n, gates + 2 * H, b, d_reset_h, ops, lane);  // A: the dn columns
+    args.dy = nullptr;  // part 1 reads d(r * h_prev) instead
+    args.d_reset_h = d_reset_h;
+    ops.gate_backward(lane, r.kernel_n, args);
     step_gemm(r.gemm, gates, b, dh_carry, ops, lane);
   }
 }

@@ -2,7 +2,7 @@
 //
 // PlanRunner turns each step of a GPU plan (codegen/cuda/gpu_plan.hpp) into calls on DeviceOps,
 // with every address, size and beta resolved: GEMMs, gate kernel launches (one per time step,
-// with the peephole block when the cell has one), copies, column sums (bias and peephole
+// two for the reset-before GRU, with the peephole block when the cell has one), copies, column sums (bias and peephole
 // gradients), dropout. The calls of one lane are issued in order; the lanes of a stage run
 // concurrently. The CUDA implementation of DeviceOps (cuda_ops.hpp) queues them on one
 // stream per lane and returns at once. Addresses are only offset here, never read, so the same
@@ -110,6 +110,9 @@ class PlanRunner {
   void step_gemm(const GemmStep& g, const float* a, const DeviceBindings& b, float* c, DeviceOps& ops, int lane) const;
   void forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
   void backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
+  // The GRU with the reset before: two GEMMs and two gate kernels (parts 0 and 1) per step.
+  void forward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
+  void backward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
 
   std::shared_ptr<const Plan> plan_;
 };

@@ -65,7 +65,7 @@ typedef enum rnnjit_cell {
   RNNJIT_CELL_LSTM = 2,
   RNNJIT_CELL_GRU = 3, /* the linear-before-reset GRU of PyTorch, cuDNN and MXNet */
   /* ONNX's default GRU (linear_before_reset=0): n = tanh(W_in x + b_in + W_hn (r * h) + b_hn);
-   * same parameters as RNNJIT_CELL_GRU; inference and training on the CPU (not on CUDA). */
+   * same parameters as RNNJIT_CELL_GRU; inference and training. */
   RNNJIT_CELL_GRU_RESET_BEFORE = 4
 } rnnjit_cell_t;
 
