@@ -127,4 +127,18 @@ inline void expect_close(const std::vector<float>& actual, const std::vector<flo
                         << " vs " << (expected.empty() ? 0.f : expected[at]);
 }
 
+// Every output a run produces against the oracle's (the gradients too when `train`), with the
+// case's tolerances.
+inline void expect_matches(const Tensors& got, const Tensors& want, const RnnCase& rc, bool train) {
+  const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
+  expect_close(got.y, want.y, tol, "y");
+  expect_close(got.hy, want.hy, tol, "hy");
+  if (rc.lstm()) expect_close(got.cy, want.cy, tol, "cy");
+  if (!train) return;
+  expect_close(got.dx, want.dx, gtol, "dx");
+  expect_close(got.dhx, want.dhx, gtol, "dhx");
+  if (rc.lstm()) expect_close(got.dcx, want.dcx, gtol, "dcx");
+  expect_close(got.dw, want.dw, gtol, "dweights");
+}
+
 }  // namespace rnnjit::test

@@ -146,15 +146,7 @@ TEST_P(GpuWalk, MatchesTheReference) {
   EXPECT_EQ(walked.max_lanes, rc.config.directions());
   // The peephole gradients are column sums with a factor (gate gradient times c), nothing else is.
   EXPECT_EQ(walked.factor_sums > 0, train && rc.config.peephole);
-  const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
-  test::expect_close(got.y, want.y, tol, "y");
-  test::expect_close(got.hy, want.hy, tol, "hy");
-  if (rc.lstm()) test::expect_close(got.cy, want.cy, tol, "cy");
-  if (!train) return;
-  test::expect_close(got.dx, want.dx, gtol, "dx");
-  test::expect_close(got.dhx, want.dhx, gtol, "dhx");
-  if (rc.lstm()) test::expect_close(got.dcx, want.dcx, gtol, "dcx");
-  test::expect_close(got.dw, want.dw, gtol, "dweights");
+  test::expect_matches(got, want, rc, train);
 }
 
 std::vector<WalkCase> walk_cases() {

@@ -94,15 +94,7 @@ TEST_P(RandomConfig, MatchesReference) {
   RecordProperty("plan_threads", ex.plan().threads);
   const bool train = p.mode == Mode::training;
   const test::Tensors got = rc.run(ex), want = rc.reference(train);
-  const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
-  test::expect_close(got.y, want.y, tol, "y");
-  test::expect_close(got.hy, want.hy, tol, "hy");
-  if (rc.lstm()) test::expect_close(got.cy, want.cy, tol, "cy");
-  if (!train) return;
-  test::expect_close(got.dx, want.dx, gtol, "dx");
-  test::expect_close(got.dhx, want.dhx, gtol, "dhx");
-  if (rc.lstm()) test::expect_close(got.dcx, want.dcx, gtol, "dcx");
-  test::expect_close(got.dw, want.dw, gtol, "dweights");
+  test::expect_matches(got, want, rc, train);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeded, RandomConfig, ::testing::ValuesIn(random_cases()),
