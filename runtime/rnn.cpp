@@ -12,6 +12,7 @@
 #include "codegen/plan.hpp"
 #include "kernels/reference.hpp"
 #include "runtime/cache.hpp"
+#include "runtime/call_checks.hpp"
 #include "runtime/device_execution.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/memory.hpp"
@@ -42,38 +43,21 @@ class AlignedBuffer {
   std::size_t size_ = 0;
 };
 
-void check_span(std::size_t size, std::int64_t expected, const char* name, bool optional, const std::string& shape) {
-  if (size == 0 && (optional || expected == 0)) return;
-  if (static_cast<std::int64_t>(size) != expected)
-    throw Error(fmt::format("{} has {} elements, expected {} {}", name, size, expected, shape));
-}
-
-void check_absent(std::size_t size, const char* name, CellKind cell) {
-  if (size != 0) throw Error(fmt::format("{} is only used by LSTM, not by {}", name, to_string(cell)));
-}
-
-template <typename T>
-void check_scratch(std::span<T> s, std::size_t needed, const char* name) {
-  if (s.empty()) return;
-  if (s.size() < needed) throw Error(fmt::format("{} has {} bytes, needs {}", name, s.size(), needed));
-  if (reinterpret_cast<std::uintptr_t>(s.data()) % alignof(float) != 0)
-    throw Error(fmt::format("{} is not aligned to {} bytes", name, alignof(float)));
-}
+using State = ReserveCycle::State;
 
 }  // namespace
 
 class ExecutionImpl {
  public:
   ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, Backend backend, Isa isa, int threads)
-      : config_(config), shape_(shape), mode_(mode), backend_(backend), weights_(WeightLayout(config).total_elements()) {
-    shape_text_ = fmt::format("for {} T={} N={}", describe(config), shape.seq_len, shape.batch);
+      : config_(config), shape_(shape), mode_(mode), backend_(backend), checks_(config, shape, mode) {
     // The reference backend only describes its call with the plan.
     plan_ = Cache::instance().plan({config, shape, mode, isa, threads});
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),
                            fmt::format("the {} plan {} ({} bytes of workspace, {} of reserve, {} of packed weights)",
-                                       to_string(mode), shape_text_, workspace_size(), reserve_size(),
+                                       to_string(mode), checks_.shape_text(), workspace_size(), reserve_size(),
                                        packed_weights_size()));
       std::vector<std::shared_ptr<const CompiledKernel>> kernels;
       for (const KernelDesc& d : plan_->kernels) kernels.push_back(Cache::instance().kernel(d));
@@ -95,7 +79,7 @@ class ExecutionImpl {
   std::size_t packed_weights_size() const { return backend_ == Backend::jit ? plan_->workspace.packed_bytes : 0; }
 
   void pack_weights(std::span<const float> w, std::span<std::byte> packed) const {
-    check_weights(w);
+    checks_.weights(w);
     if (packed.size() != packed_weights_size())
       throw Error(fmt::format("packed weights buffer has {} bytes, expected {}", packed.size(), packed_weights_size()));
     if (packed.empty()) return;
@@ -107,15 +91,8 @@ class ExecutionImpl {
 
   void forward(std::span<const float> w, const ForwardIo& io, std::span<std::byte> reserve,
                std::span<std::byte> workspace) {
-    check_weights(w);
-    const std::int64_t states = state_elements(config_, shape_);
-    check_span(io.x.size(), x_elements(config_, shape_), "x", false, shape_text_);
-    check_span(io.y.size(), y_elements(config_, shape_), "y", false, shape_text_);
-    check_span(io.hx.size(), states, "hx", true, shape_text_);
-    check_span(io.hy.size(), states, "hy", true, shape_text_);
-    check_cell_state(io.cx.size(), "cx");
-    check_cell_state(io.cy.size(), "cy");
-    check_lengths(io.seq_lengths);
+    checks_.weights(w);
+    checks_.forward(io);
     const bool training = mode_ == Mode::training;
     if (!training && !reserve.empty()) throw Error("a reserve was given to an Execution prepared for inference");
     if (backend_ == Backend::reference) {
@@ -126,7 +103,7 @@ class ExecutionImpl {
                                 training ? ref_reserve_.get() : nullptr,
                                 {.seq_lengths = io.seq_lengths.empty() ? nullptr : io.seq_lengths.data(),
                                  .dropout_seed = io.dropout_seed});
-      reserve_state_ = training ? ReserveState::forwarded : ReserveState::empty;
+      reserve_.set(training ? State::forwarded : State::empty);
       return;
     }
     Bindings b = bind_scratch(reserve, workspace);
@@ -156,34 +133,26 @@ class ExecutionImpl {
     } else {
       b.lengths = io.seq_lengths.empty() ? nullptr : io.seq_lengths.data();
     }
+    reserve_.set(State::empty);  // a failure below leaves no usable reserve
     executor_->run(plan_->forward, b);
-    if (training) {
-      reserve_state_ = ReserveState::forwarded;
-      reserve_owner_ = b.reserve;
-    }
+    if (training) reserve_.set(State::forwarded, b.reserve);
   }
 
   void backward_data(std::span<const float> w, const BackwardDataIo& io, std::span<std::byte> reserve,
                      std::span<std::byte> workspace) {
-    require_training("backward_data");
-    check_weights(w);
-    const std::int64_t states = state_elements(config_, shape_);
-    check_span(io.dy.size(), y_elements(config_, shape_), "dy", false, shape_text_);
-    check_span(io.dx.size(), x_elements(config_, shape_), "dx", false, shape_text_);
-    check_span(io.dhy.size(), states, "dhy", true, shape_text_);
-    check_span(io.dhx.size(), states, "dhx", true, shape_text_);
-    check_cell_state(io.dcy.size(), "dcy");
-    check_cell_state(io.dcx.size(), "dcx");
+    checks_.require_training("backward_data");
+    checks_.weights(w);
+    checks_.backward_data(io);
     if (backend_ == Backend::reference) {
       if (!reserve.empty()) throw Error("the reference backend keeps its reserve internally: pass no reserve");
-      require_state(ReserveState::forwarded, nullptr, "backward_data needs a forward training call first");
+      reserve_.require(State::forwarded, nullptr, "backward_data needs a forward training call first");
       reference::backward_data<float>(config_, shape_, w.data(), *ref_reserve_, io.dy.data(), data_or_null(io.dhy),
                                       data_or_null(io.dcy), io.dx.data(), data_or_null(io.dhx), data_or_null(io.dcx));
-      reserve_state_ = ReserveState::backpropagated;
+      reserve_.set(State::backpropagated);
       return;
     }
     Bindings b = bind_scratch(reserve, workspace);
-    require_state(ReserveState::forwarded, b.reserve,
+    reserve_.require(State::forwarded, b.reserve,
                   "backward_data needs a forward training call with this reserve first (backward_data consumes "
                   "the reserve's gates)");
     b.bind(Buffer::weights, w.data());
@@ -194,17 +163,17 @@ class ExecutionImpl {
     b.bind(Buffer::dhx, data_or_null(io.dhx));
     b.bind(Buffer::dcx, data_or_null(io.dcx));
     b.lengths = kept_lengths(b);
+    reserve_.set(State::empty);  // backward_data consumes the gates: a failure leaves nothing usable
     executor_->run(plan_->backward_data, b);
-    reserve_state_ = ReserveState::backpropagated;
+    reserve_.set(State::backpropagated);
   }
 
   void backward_weights(const BackwardWeightsIo& io, std::span<const std::byte> reserve, std::span<std::byte> workspace) {
-    require_training("backward_weights");
-    check_span(io.x.size(), x_elements(config_, shape_), "x", false, shape_text_);
-    check_span(io.dweights.size(), weights_, "dweights", false, shape_text_);
+    checks_.require_training("backward_weights");
+    checks_.backward_weights(io);
     if (backend_ == Backend::reference) {
       if (!reserve.empty()) throw Error("the reference backend keeps its reserve internally: pass no reserve");
-      require_state(ReserveState::backpropagated, nullptr, "backward_weights needs backward_data first");
+      reserve_.require(State::backpropagated, nullptr, "backward_weights needs backward_data first");
       if (!io.accumulate) {
         reference::backward_weights<float>(config_, shape_, *ref_reserve_, io.dweights.data());
       } else {
@@ -217,7 +186,7 @@ class ExecutionImpl {
     // The reserve is only read here; the executor's operand type is shared with writers.
     std::span<std::byte> mutable_reserve(const_cast<std::byte*>(reserve.data()), reserve.size());
     Bindings b = bind_scratch(mutable_reserve, workspace);
-    require_state(ReserveState::backpropagated, b.reserve, "backward_weights needs backward_data with this reserve first");
+    reserve_.require(State::backpropagated, b.reserve, "backward_weights needs backward_data with this reserve first");
     b.bind(Buffer::x, io.x.data());
     b.bind(Buffer::dweights, io.dweights.data());
     b.lengths = kept_lengths(b);
@@ -225,24 +194,9 @@ class ExecutionImpl {
   }
 
  private:
-  enum class ReserveState { empty, forwarded, backpropagated };
-
   static const float* data_or_null(std::span<const float> s) { return s.empty() ? nullptr : s.data(); }
   static float* data_or_null(std::span<float> s) { return s.empty() ? nullptr : s.data(); }
 
-  void check_weights(std::span<const float> w) const {
-    check_span(w.size(), weights_, "weights", false, fmt::format("for {}", describe(config_)));
-  }
-  void check_cell_state(std::size_t size, const char* name) const {
-    if (config_.cell == CellKind::lstm) check_span(size, cell_state_elements(config_, shape_), name, true, shape_text_);
-    else check_absent(size, name, config_.cell);
-  }
-  void check_lengths(std::span<const std::int32_t> lengths) const {
-    check_span(lengths.size(), shape_.batch, "seq_lengths", true, shape_text_);
-    for (std::size_t n = 0; n < lengths.size(); ++n)
-      if (lengths[n] < 1 || lengths[n] > shape_.seq_len)
-        throw Error(fmt::format("seq_lengths[{}] = {} is outside [1, T = {}]", n, lengths[n], shape_.seq_len));
-  }
   const Region& reserve_region(int index) const { return plan_->workspace.regions[static_cast<std::size_t>(index)]; }
   // The lengths forward training kept in the reserve; null when they were all T (no carrying).
   const std::int32_t* kept_lengths(const Bindings& b) const {
@@ -251,17 +205,9 @@ class ExecutionImpl {
       if (kept[n] != shape_.seq_len) return kept;
     return nullptr;
   }
-  void require_training(const char* call) const {
-    if (mode_ != Mode::training)
-      throw Error(fmt::format("{} needs an Execution prepared for training, this one is for inference", call));
-  }
-  void require_state(ReserveState state, const std::byte* reserve, const char* message) const {
-    if (reserve_state_ != state || (backend_ == Backend::jit && reserve != reserve_owner_)) throw Error(message);
-  }
-
   Bindings bind_scratch(std::span<std::byte> reserve, std::span<std::byte> workspace) {
-    check_scratch(workspace, workspace_size(), "workspace");
-    check_scratch(reserve, reserve_size(), "reserve");
+    CallChecks::scratch(workspace, workspace_size(), "workspace");
+    CallChecks::scratch(reserve, reserve_size(), "reserve");
     Bindings b;
     b.workspace = workspace.empty() ? own_workspace_.get(workspace_size(), allocations_) : workspace.data();
     if (mode_ == Mode::training)
@@ -273,14 +219,12 @@ class ExecutionImpl {
   Shape shape_;
   Mode mode_;
   Backend backend_;
-  std::int64_t weights_;
-  std::string shape_text_;
+  CallChecks checks_;
   std::shared_ptr<const Plan> plan_;
   std::unique_ptr<Executor> executor_;
   AlignedBuffer own_workspace_, own_reserve_, own_packed_;
   std::uint64_t allocations_ = 0;
-  ReserveState reserve_state_ = ReserveState::empty;
-  const std::byte* reserve_owner_ = nullptr;
+  ReserveCycle reserve_;
   std::unique_ptr<reference::Reserve<float>> ref_reserve_;
 };
 
