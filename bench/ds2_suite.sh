@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The DeepSpeech2 benchmark suite: LSTM, GRU and RNN-tanh on T=300, N=20, I=H=800, one layer
-# unidirectional and five layers bidirectional, inference and training, plus N=1 inference.
+# unidirectional and five layers bidirectional, inference and training, plus N=1 inference; and
+# one layer of the two cells oneDNN also has that PyTorch has not: the reset-before GRU (oneDNN's
+# vanilla GRU) and the LSTM with peepholes.
 # Each case times rnnjit and its peers interleaved in one process (rnn-jit bench --compare) and
 # measures the FMA peak right after; prints a Markdown table. Run on an otherwise idle machine.
 #   bench/ds2_suite.sh [BUILD_DIR] [PEERS]     (default: build, onednn when built in)
@@ -10,10 +12,11 @@ build=${1:-build}
 peers=${2:-onednn}
 cli="$build/bin/rnn-jit"
 
-run_case() {  # cell layers bidirectional(0/1) mode batch reps
-  local cell=$1 layers=$2 bi=$3 mode=$4 batch=$5 reps=$6
-  local flags=(--cell "$cell" --input-size 800 --hidden-size 800 --layers "$layers" --seq 300 --batch "$batch"
-               --mode "$mode" --reps "$reps" --warmup 1 --peak --json)
+run_case() {  # variant layers bidirectional(0/1) mode batch reps
+  local variant=$1 layers=$2 bi=$3 mode=$4 batch=$5 reps=$6
+  local flags=(--cell "${variant%+*}" --input-size 800 --hidden-size 800 --layers "$layers" --seq 300
+               --batch "$batch" --mode "$mode" --reps "$reps" --warmup 1 --peak --json)
+  [[ $variant == *+peephole ]] && flags+=(--peephole)
   [[ $bi == 1 ]] && flags+=(--bidirectional)
   [[ -n $peers ]] && flags+=(--compare "$peers")
   "$cli" bench "${flags[@]}"
@@ -21,10 +24,11 @@ run_case() {  # cell layers bidirectional(0/1) mode batch reps
 
 echo "| case | rnnjit ms | ${peers:-peer} ms | ratio ${peers:-peer}/rnnjit | rnnjit GFLOPS | % of measured FMA peak |"
 echo "|---|---|---|---|---|---|"
-for cell in lstm gru rnn_tanh; do
+for cell in lstm gru rnn_tanh gru_reset_before lstm+peephole; do
   for spec in "1 0 infer 20 7" "1 0 train 20 5" "5 1 infer 20 3" "5 1 train 20 3" "1 0 infer 1 7"; do
     read -r layers bi mode batch reps <<<"$spec"
     [[ $batch == 1 && $cell != lstm ]] && continue
+    [[ ($cell == gru_reset_before || $cell == lstm+peephole) && $layers != 1 ]] && continue
     json=$(run_case "$cell" "$layers" "$bi" "$mode" "$batch" "$reps")
     python3 - "$json" "$cell" "$layers" "$bi" "$mode" "$batch" "$peers" <<'PY'
 import json, sys
