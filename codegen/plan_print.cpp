@@ -199,11 +199,14 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
                    {"kind", k.kind_of() == KernelKind::gemm ? "gemm" : "gate"}, {"rows", k.rows}, {"unroll", k.unroll}};
   if (k.kind_of() == KernelKind::gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
-              {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}});
+              {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride},
+              {"prefetch", k.prefetch}});
   } else {
     j.update({{"cell", std::string(to_string(k.cell_kind()))},
               {"pass", k.pass_kind() == Pass::forward ? "forward" : "backward"},
-              {"training", static_cast<bool>(k.training)}, {"hidden", k.hidden}, {"cols", k.cols}, {"ld_h", k.ld_h}});
+              {"training", static_cast<bool>(k.training)}, {"hidden", k.hidden}, {"cols", k.cols}, {"ld_h", k.ld_h},
+              {"part", k.part}, {"clip", k.clip()}, {"gate_clip", k.gate_clip()},
+              {"peephole", static_cast<bool>(k.peephole)}, {"input_forget", static_cast<bool>(k.input_forget)}});
   }
   return j;
 }

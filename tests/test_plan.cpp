@@ -111,6 +111,32 @@ TEST_P(PlanTest, PrintsAsTextAndJson) {
   }
 }
 
+// The JSON descriptor of a gate kernel carries every field that changes its code, and the
+// peephole gradients show as column sums with a factor.
+TEST(PlanJson, DescriptorsNameTheFeatures) {
+  RnnConfig c{.cell = CellKind::lstm, .input_size = 6, .hidden_size = 20};
+  c.peephole = c.input_forget = true;
+  c.gate_clip = 0.5f;
+  c.clip = 2.0f;
+  const nlohmann::json j = nlohmann::json::parse(to_json(make_plan(c, {3, 2}, Mode::training, Isa::avx512, 1)));
+  int gates = 0;
+  for (const auto& k : j["kernels"]) {
+    const auto& d = k["descriptor"];
+    if (d["kind"] != "gate") continue;
+    ++gates;
+    EXPECT_EQ(d["peephole"], true);
+    EXPECT_EQ(d["input_forget"], true);
+    EXPECT_FLOAT_EQ(d["gate_clip"].get<float>(), 0.5f);
+    EXPECT_FLOAT_EQ(d["clip"].get<float>(), 2.0f);
+    EXPECT_EQ(d["part"], 0);
+  }
+  EXPECT_EQ(gates, 2);  // forward (training) and backward
+  int factored = 0;
+  for (const auto& step : j["steps"]["backward_weights"])
+    if (step["kind"] == "column_sum" && step.contains("factor")) ++factored;
+  EXPECT_EQ(factored, 5);  // dP_i and dP_f (first step on c_init, then the rest), dP_o
+}
+
 INSTANTIATE_TEST_SUITE_P(Plans, PlanTest, testing::ValuesIn(cases()), [](const auto& info) {
   const PlanCase& c = info.param;
   return fmt::format("{}_i{}_h{}_l{}_d{}_t{}_n{}_{}_{}_th{}", to_string(c.cell), c.I, c.H, c.L, c.bi ? 2 : 1, c.T, c.N,
