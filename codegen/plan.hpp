@@ -202,7 +202,7 @@ struct Plan {
   std::vector<std::string> notes;  // decisions worth telling the user (e.g. fallbacks)
   std::vector<KernelDesc> kernels;
   WorkspacePlan workspace;
-  int lengths_region = -1;  // training: the call's sequence lengths (N int32) kept for backward
+  int lengths_region = -1;  // training: the call's sequence lengths (N int32) kept for backward (GPU inference: a workspace region)
   std::vector<Stage> pack_weights, forward, backward_data, backward_weights;
 };
 

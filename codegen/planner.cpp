@@ -39,7 +39,7 @@ struct Sizes {
 class Planner {
  public:
   Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads)
-      : config_(config), layout_(config), plan_{config, shape, mode, isa, 1, {}, {}, {}, {}, {}, {}, {}} {
+      : config_(config), layout_(config), plan_{config, shape, mode, isa, 1, {}, {}, {}, -1, {}, {}, {}} {
     // OpenBLAS plans leave threading to OpenBLAS. Small problems run on one thread: waking the
     // workers costs tens of microseconds per stage, more than a few MFLOP of work saves.
     const double flops = 2.0 * static_cast<double>(shape.seq_len * shape.batch) * config.gates() *

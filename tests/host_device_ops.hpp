@@ -24,7 +24,8 @@ class HostDeviceOps final : public cuda::DeviceOps {
  public:
   explicit HostDeviceOps(const Plan& plan) : plan_(plan) {}
 
-  int gemms = 0, gate_launches = 0, copies = 0, stages = 0, max_lanes = 0, column_sums = 0, factor_sums = 0;
+  int gemms = 0, gate_launches = 0, copies = 0, stages = 0, max_lanes = 0, column_sums = 0, factor_sums = 0,
+      past_end_launches = 0;
 
   void begin_stage(int lanes) override {
     ++stages;
@@ -80,6 +81,14 @@ class HostDeviceOps final : public cuda::DeviceOps {
            std::int64_t rows, std::int64_t cols) override {
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t j = 0; j < cols; ++j) dst[r * ldd + j] = a[r * lda + j] + b[r * ldb + j];
+  }
+  void rows_past_end(int, const cuda::PastEndCall& c) override {
+    ++past_end_launches;
+    for (std::int64_t k = 0; k < c.steps; ++k)
+      for (std::int64_t r = 0; r < c.rows; ++r)
+        if (c.t + k >= c.lengths[r])
+          for (std::int64_t j = 0; j < c.cols; ++j)
+            c.dst[k * c.t_stride_dst + r * c.ld_dst + j] = c.src ? c.src[k * c.t_stride_src + r * c.ld_src + j] : 0.0f;
   }
 
  private:

@@ -141,8 +141,8 @@ TEST_F(CudaCli, BenchDeviceFlags) {
   expect_error(with({"--device", "gpu"}), 2, {"--device: unknown device 'gpu' (expected cpu or cuda)"});
   expect_error(with({"--device", "cuda", "--backend", "reference"}), 2, {"--backend reference runs on the CPU only"});
   expect_error(with({"--device", "cuda", "--peak"}), 2, {"--peak", "not with --device cuda"});
-  expect_error(with({"--device", "cuda", "--mixed-lengths"}), 2,
-               {"--mixed-lengths", "not supported on the CUDA executor yet"});
+  expect_error(with({"--device", "cuda", "--mixed-lengths", "--compare", "cudnn"}), 2,
+               {"--compare cudnn: the cuDNN peer runs every element for all T steps (no --mixed-lengths)"});
   if (cuda::built_with_cuda())
     expect_error(with({"--compare", "cudnn"}), 2, {"--compare cudnn needs --device cuda"});
   else

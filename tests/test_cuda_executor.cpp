@@ -3,7 +3,8 @@
 // 128 threads, batch 1) and the supported features (reverse, clip, dropout, batch-first,
 // projection, ONNX's gate clip, LSTM peepholes and coupled input/forget gates), against the
 // double-precision reference (tests/rnn_case.hpp), and against cuDNN where it loads and has the
-// features (runtime/cuda/cudnn_peer.hpp); caller-provided device workspace and reserve,
+// features (runtime/cuda/cudnn_peer.hpp); variable sequence lengths (host seq_lengths: every
+// cell, alone and with every feature; cuDNN not compared); caller-provided device workspace and reserve,
 // steady-state allocations, determinism, the disk cache, and what is refused (the cuDNN peer's
 // refusals also without a GPU).
 #include <gtest/gtest.h>
@@ -77,7 +78,7 @@ struct OnDevice {
   Tensors run(Execution& ex, const RnnCase& rc, std::span<std::byte> reserve = {}, std::span<std::byte> workspace = {}) {
     ex.forward(s<const float>(w), {.x = s<const float>(x), .hx = s<const float>(hx), .cx = s<const float>(cx),
                                    .y = s<float>(y), .hy = s<float>(hy), .cy = s<float>(cy),
-                                   .dropout_seed = rc.dropout_seed},
+                                   .seq_lengths = rc.lengths, .dropout_seed = rc.dropout_seed},
                reserve, workspace);
     Tensors t{down(y), down(hy), down(cy), {}, {}, {}, {}};
     if (ex.mode() != Mode::training) return t;
@@ -145,13 +146,16 @@ class CudaCases : public CudaDevice, public ::testing::WithParamInterface<Device
 TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   const DeviceCase& c = GetParam();
   const bool lstm = c.cell == CellKind::lstm;
+  // "lengths": variable sequence lengths; "lengths_all": with every feature ("all") too.
+  const bool lengths = c.feature == "lengths" || c.feature == "lengths_all";
+  const bool all = c.feature == "all" || c.feature == "lengths_all";
   RnnConfig config{.cell = c.cell, .input_size = 23, .hidden_size = c.feature == "tails" ? 130 : 19,
                    .num_layers = c.layers, .bidirectional = c.bidirectional};
-  config.reverse = (c.feature == "reverse" || c.feature == "all") && !c.bidirectional;
-  config.clip = lstm && (c.feature == "clip" || c.feature == "all") ? 0.6f : 0.0f;
-  config.dropout = c.feature == "dropout" || c.feature == "all" ? 0.3f : 0.0f;
-  config.batch_first = c.feature == "batch_first" || c.feature == "all";
-  config.proj_size = lstm && (c.feature == "projection" || c.feature == "all") ? 7 : 0;
+  config.reverse = (c.feature == "reverse" || all) && !c.bidirectional;
+  config.clip = lstm && (c.feature == "clip" || all) ? 0.6f : 0.0f;
+  config.dropout = c.feature == "dropout" || all ? 0.3f : 0.0f;
+  config.batch_first = c.feature == "batch_first" || all;
+  config.proj_size = lstm && (c.feature == "projection" || all) ? 7 : 0;
   // ONNX's options ("lstm_onnx": all of them and the cell clip); 0.7 clamps a good share of the
   // pre-activations.
   config.gate_clip = c.feature == "gate_clip" || c.feature == "lstm_onnx" ? 0.7f : 0.0f;
@@ -160,12 +164,14 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   if (c.feature == "lstm_onnx") config.clip = 0.6f;
   RnnCase rc(config, c.feature == "tails" ? Shape{4, 1} : Shape{7, 5}, 3);
   rc.dropout_seed = 0x5eed;
+  if (lengths) rc.vary_lengths();
   const bool train = c.mode == Mode::training;
   Execution ex = Rnn(config, {.device = Device::cuda}).prepare(rc.shape, c.mode);
   EXPECT_EQ(ex.packed_weights_size(), 0u);
   OnDevice dev(rc);
   const Tensors got = dev.run(ex, rc), want = rc.reference(train);
   expect_agree(got, want, rc, train, "rnnjit");
+  if (lengths) return;  // the cuDNN peer runs every element for all T steps
   // cuDNN: what the peer refuses (no reset-before GRU, no reverse-only direction, its own dropout
   // masks, none of ONNX's options) is not compared; its clip's gradient is not compared.
   if (const std::string why = cuda::cudnn_peer_refusal(config, c.mode); !why.empty()) {
@@ -187,7 +193,7 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
 std::vector<DeviceCase> device_cases() {
   std::vector<DeviceCase> cases;
   for (const char* feature : {"plain", "tails", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
-                              "peephole", "input_forget", "lstm_onnx", "all"})
+                              "peephole", "input_forget", "lstm_onnx", "all", "lengths", "lengths_all"})
     for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
                           CellKind::gru_reset_before})
       for (bool bidir : {false, true})
@@ -199,7 +205,7 @@ std::vector<DeviceCase> device_cases() {
             if (lstm_only && cell != CellKind::lstm) continue;
             if (f == "reverse" && bidir) continue;
             if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;
-            if ((f == "tails" || f == "all") && layers == 1) continue;
+            if ((f == "tails" || f == "all" || f == "lengths_all") && layers == 1) continue;
             cases.push_back({f, cell, bidir, f == "dropout" ? 3 : layers, mode});
           }
   return cases;
@@ -239,18 +245,41 @@ TEST_F(CudaDevice, CallerBuffersDeterminismAndSteadyState) {
   test::expect_close(twice, doubled, rc.tolerance(true), "accumulated dweights");
 }
 
+// Variable lengths from call to call on one Execution: host seq_lengths, uploaded per forward
+// call (training: kept in the reserve for backward), with and without lengths in turn, own and
+// caller-provided scratch, no allocation after the first call; lengths out of [1, T] are refused.
+TEST_F(CudaDevice, VariableLengthsFromCallToCall) {
+  for (Mode mode : {Mode::inference, Mode::training}) {
+    SCOPED_TRACE(mode == Mode::training ? "training" : "inference");
+    const bool train = mode == Mode::training;
+    RnnCase varied(kGru, {9, 6}, 5);
+    varied.vary_lengths();
+    RnnCase full = varied;
+    full.lengths.clear();
+    Execution ex = Rnn(kGru, {.device = Device::cuda}).prepare(varied.shape, mode);
+    OnDevice dev(varied);
+    const Tensors want_varied = varied.reference(train), want_full = full.reference(train);
+    expect_agree(dev.run(ex, varied), want_varied, varied, train, "lengths");
+    const std::uint64_t allocations = ex.allocations();
+    expect_agree(dev.run(ex, full), want_full, full, train, "no lengths after lengths");
+    expect_agree(dev.run(ex, varied), want_varied, varied, train, "lengths again");
+    cuda::DeviceArray workspace(ex.workspace_size()), reserve(std::max<std::size_t>(ex.reserve_size(), 1));
+    std::span<std::byte> theirs = train ? reserve.span<std::byte>() : std::span<std::byte>{};
+    expect_agree(dev.run(ex, varied, theirs, workspace.span<std::byte>()), want_varied, varied, train,
+                 "caller scratch");
+    EXPECT_EQ(ex.allocations(), allocations);
+    std::vector<std::int32_t> bad = varied.lengths;
+    bad[2] = static_cast<std::int32_t>(varied.shape.seq_len) + 1;
+    EXPECT_THROW(ex.forward(OnDevice::s<const float>(dev.w), {.x = OnDevice::s<const float>(dev.x),
+                                                              .y = dev.y.span<float>(), .seq_lengths = bad}),
+                 Error);
+  }
+}
+
 TEST_F(CudaDevice, RefusesWhatItDoesNotSupport) {
   RnnCase rc(kGru, {4, 3}, 5);
-  rc.vary_lengths();
   Execution ex = Rnn(kGru, {.device = Device::cuda}).prepare(rc.shape, Mode::training);
   OnDevice dev(rc);
-  try {
-    ex.forward(OnDevice::s<const float>(dev.w), {.x = OnDevice::s<const float>(dev.x), .y = dev.y.span<float>(),
-                                                 .seq_lengths = rc.lengths});
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not supported on the CUDA executor yet"), std::string::npos) << e.what();
-  }
   std::vector<std::byte> packed(64);
   EXPECT_THROW(ex.forward(OnDevice::s<const float>(dev.w), {.x = OnDevice::s<const float>(dev.x), .y = dev.y.span<float>(),
                                                             .packed_weights = packed}),

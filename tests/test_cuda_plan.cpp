@@ -303,8 +303,23 @@ TEST_F(NvrtcCompile, FeatureKernelsAndTheDataMovementModuleCompile) {
   for (const cuda::Target target : {cuda::Target{90, true}, cuda::Target{80, false}}) {
     const cuda::Image util = cuda::compile_image(cuda::util_kernels_source(), cuda::kUtilModule, target);
     for (const char* symbol : {cuda::kCopyKernel, cuda::kColumnSumKernel, cuda::kDropoutForwardKernel,
-                               cuda::kDropoutBackwardKernel, cuda::kAddKernel})
+                               cuda::kDropoutBackwardKernel, cuda::kAddKernel, cuda::kRowsPastEndKernel})
       expect_image(util, symbol);
+  }
+}
+
+// Variable lengths: the masked row kernels read the call's lengths from device memory, in the
+// reserve's lengths_region in training (kept for backward) and in a workspace region of N int32
+// in inference.
+TEST(CudaPlan, HasARegionForTheSequenceLengths) {
+  const RnnConfig c{.cell = CellKind::gru, .input_size = 5, .hidden_size = 8};
+  for (Mode mode : {Mode::inference, Mode::training}) {
+    const Plan plan = cuda::make_gpu_plan(c, {4, 3}, mode);
+    ASSERT_GE(plan.lengths_region, 0);
+    const Region& r = plan.workspace.regions[static_cast<std::size_t>(plan.lengths_region)];
+    EXPECT_EQ(r.space, mode == Mode::training ? Space::reserve : Space::workspace);
+    EXPECT_EQ(r.size, 3 * sizeof(std::int32_t));
+    EXPECT_LE(r.offset + r.size, mode == Mode::training ? plan.workspace.reserve_bytes : plan.workspace.workspace_bytes);
   }
 }
 

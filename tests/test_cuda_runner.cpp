@@ -2,7 +2,8 @@
 // the GPU plans of every cell (the reset-before GRU's two GEMMs and kernels a step included),
 // uni- and bidirectional, 1-2 layers, inference and training, with
 // the features the CUDA executor supports (reverse, clip, dropout, batch-first, projection,
-// ONNX's gate clip, LSTM peepholes and coupled input/forget gates), on host memory through
+// ONNX's gate clip, LSTM peepholes and coupled input/forget gates, variable sequence lengths),
+// on host memory through
 // HostDeviceOps (tests/host_device_ops.hpp), and must agree with the double-precision reference
 // (training: dx, dhx, dcx and every weight gradient, the peepholes' dP included). What the CUDA
 // executor adds to this walk - cuBLAS, the generated kernels' launches, streams - is checked on
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "codegen/cuda/gpu_plan.hpp"
@@ -35,10 +37,12 @@ const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr :
 
 struct Walked {
   Tensors t;
-  int gate_launches = 0, max_lanes = 0, factor_sums = 0;
+  int gate_launches = 0, max_lanes = 0, factor_sums = 0, past_end_launches = 0;
 };
 
 // What CudaExecution does with its buffers, on the host: forward, then backward data and weights.
+// With rc.lengths, the host lengths decide the steps and their "device" copy is uploaded where
+// PlanRunner::lengths_address says (training: the reserve, which backward reads again).
 Walked walk(const RnnCase& rc, Mode mode) {
   auto plan = std::make_shared<const Plan>(cuda::make_gpu_plan(rc.config, rc.shape, mode));
   check_extents(*plan);
@@ -61,10 +65,19 @@ Walked walk(const RnnCase& rc, Mode mode) {
   f.bind(Buffer::y, t.y.data());
   f.bind(Buffer::hy, or_null(t.hy));
   f.bind(Buffer::cy, or_null(t.cy));
+  if (!rc.lengths.empty()) {
+    std::int32_t* device_lengths = runner.lengths_address(f);
+    std::memcpy(device_lengths, rc.lengths.data(), rc.lengths.size() * sizeof(std::int32_t));
+    f.lengths = rc.lengths.data();
+    f.device_lengths = device_lengths;
+  }
   runner.run(plan->forward, f, ops);
   result.max_lanes = ops.max_lanes;
   result.gate_launches = ops.gate_launches;
+  result.past_end_launches = ops.past_end_launches;
   if (mode != Mode::training) return result;
+  // Backward keeps the forward's lengths (CudaExecution: a host copy, and the reserve's).
+  const std::vector<std::int32_t> kept = rc.lengths;
   t.dx.resize(rc.x.size());
   t.dhx.resize(rc.hx.size());
   t.dcx.resize(rc.cx.size());
@@ -79,14 +92,23 @@ Walked walk(const RnnCase& rc, Mode mode) {
   d.bind(Buffer::dx, t.dx.data());
   d.bind(Buffer::dhx, or_null(t.dhx));
   d.bind(Buffer::dcx, or_null(t.dcx));
+  if (!kept.empty()) {
+    d.lengths = kept.data();
+    d.device_lengths = runner.lengths_address(d);
+  }
   runner.run(plan->backward_data, d, ops);
   cuda::DeviceBindings w;
   w.workspace = workspace.data;
   w.reserve = reserve.data;
   w.bind(Buffer::x, rc.x.data());
   w.bind(Buffer::dweights, t.dw.data());
+  if (!kept.empty()) {
+    w.lengths = kept.data();
+    w.device_lengths = runner.lengths_address(w);
+  }
   runner.run(plan->backward_weights, w, ops);
   result.gate_launches = ops.gate_launches;
+  result.past_end_launches = ops.past_end_launches;
   result.factor_sums = ops.factor_sums;
   return result;
 }
@@ -144,6 +166,7 @@ TEST_P(GpuWalk, MatchesTheReference) {
                              (c.cell == CellKind::gru_reset_before ? 2 : 1);
   EXPECT_EQ(walked.gate_launches, train ? 2 * steps : steps);
   EXPECT_EQ(walked.max_lanes, rc.config.directions());
+  EXPECT_EQ(walked.past_end_launches, 0);  // no lengths: nothing launched for them
   // The peephole gradients are column sums with a factor (gate gradient times c), nothing else is.
   EXPECT_EQ(walked.factor_sums > 0, train && rc.config.peephole);
   test::expect_matches(got, want, rc, train);
@@ -236,6 +259,100 @@ TEST(GpuWalkShapes, LstmFeaturesTailsAndOneStep) {
         test::expect_close(got.dcx, want.dcx, rc.tolerance(true), "dcx");
         test::expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
       }
+}
+
+// Variable sequence lengths (ForwardIo::seq_lengths): rows past their length carry their state
+// (forward: h, and c, in place in inference; backward: dh_carry, dc_carry, zero gate gradients),
+// y is zero past them, hy/cy are each element's state at its own last step and the reverse
+// direction starts there; training must give dx (zero past the lengths), dhx, dcx and every
+// weight gradient of the double reference. Every cell (the reset-before GRU's two kernels a
+// step too), uni- and bidirectional, reverse, projection, peepholes, batch-first, dropout,
+// inference and training.
+struct LengthsCase {
+  std::string feature;
+  CellKind cell;
+  bool bidirectional;
+  Mode mode;
+};
+
+std::string lengths_name(const LengthsCase& c) {
+  return fmt::format("{}_{}_{}_{}", c.feature, to_string(c.cell), c.bidirectional ? "bidir" : "unidir",
+                     c.mode == Mode::training ? "train" : "infer");
+}
+void PrintTo(const LengthsCase& c, std::ostream* os) { *os << lengths_name(c); }
+
+class GpuWalkLengths : public ::testing::TestWithParam<LengthsCase> {};
+
+TEST_P(GpuWalkLengths, MatchTheReference) {
+  const LengthsCase& c = GetParam();
+  const WalkCase w{c.feature, c.cell, c.bidirectional, c.feature == "dropout" ? 3 : 2, c.mode};
+  RnnCase rc(config_of(w), {7, 5}, 3);
+  rc.dropout_seed = 0x5eed;
+  rc.vary_lengths();
+  rc.lengths[1] = 4;  // mixed: 1, 4, 7 and the random ones
+  const bool train = c.mode == Mode::training;
+  const Walked walked = walk(rc, c.mode);
+  const Tensors want = rc.reference(train);
+  test::expect_matches(walked.t, want, rc, train);
+  EXPECT_GT(walked.past_end_launches, 0);
+  // y past each element's length is exactly zero.
+  const std::int64_t T = rc.shape.seq_len, N = rc.shape.batch, W = rc.config.directions() * rc.config.state_size();
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t t = rc.lengths[static_cast<std::size_t>(n)]; t < T; ++t)
+      for (std::int64_t j = 0; j < W; ++j) {
+        const std::int64_t at = rc.config.batch_first ? (n * T + t) * W + j : (t * N + n) * W + j;
+        ASSERT_EQ(walked.t.y[static_cast<std::size_t>(at)], 0.0f) << "y at t=" << t << " n=" << n;
+      }
+  if (!train) return;
+  const std::int64_t I = rc.config.input_size;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t t = rc.lengths[static_cast<std::size_t>(n)]; t < T; ++t)
+      for (std::int64_t j = 0; j < I; ++j) {
+        const std::int64_t at = rc.config.batch_first ? (n * T + t) * I + j : (t * N + n) * I + j;
+        ASSERT_EQ(walked.t.dx[static_cast<std::size_t>(at)], 0.0f) << "dx at t=" << t << " n=" << n;
+      }
+}
+
+std::vector<LengthsCase> lengths_cases() {
+  std::vector<LengthsCase> cases;
+  for (const char* feature : {"plain", "reverse", "projection", "peephole", "batch_first", "dropout", "all"})
+    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
+                          CellKind::gru_reset_before})
+      for (bool bidir : {false, true})
+        for (Mode mode : {Mode::inference, Mode::training}) {
+          const std::string f = feature;
+          if ((f == "projection" || f == "peephole") && cell != CellKind::lstm) continue;
+          if (f == "reverse" && bidir) continue;
+          if (f == "dropout" && mode == Mode::inference) continue;
+          cases.push_back({f, cell, bidir, mode});
+        }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, GpuWalkLengths, ::testing::ValuesIn(lengths_cases()),
+                         [](const auto& info) { return lengths_name(info.param); });
+
+// Launches only at the steps where some row is past its end: with every length T, none; with
+// the shortest length m, a forward unidirectional one-layer LSTM in inference launches at the
+// T - m last steps (c saved, c restored, h carried) and once for y.
+TEST(GpuWalkLengths, LaunchesOnlyWhereSomeRowIsPastItsEnd) {
+  const RnnConfig c{.cell = CellKind::lstm, .input_size = 5, .hidden_size = 6};
+  RnnCase rc(c, {6, 3}, 4);
+  rc.lengths = {6, 6, 6};
+  EXPECT_EQ(walk(rc, Mode::inference).past_end_launches, 0);
+  EXPECT_EQ(walk(rc, Mode::training).past_end_launches, 0);
+  rc.lengths = {6, 4, 5};
+  const Walked walked = walk(rc, Mode::inference);
+  EXPECT_EQ(walked.past_end_launches, 3 * 2 + 1);
+  test::expect_matches(walked.t, rc.reference(false), rc, false);
+  // Every length 1 and T = 1..3: the reverse direction starts at each element's own last step.
+  for (std::int64_t T : {1, 2, 3}) {
+    RnnConfig rev = c;
+    rev.bidirectional = true;
+    RnnCase one(rev, {T, 3}, 8);
+    one.lengths = {1, static_cast<std::int32_t>(T), 1};
+    test::expect_matches(walk(one, Mode::training).t, one.reference(true), one, true);
+  }
 }
 
 }  // namespace

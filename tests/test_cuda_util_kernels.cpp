@@ -96,6 +96,32 @@ int main() {
     for (int r = 0; r < 9; ++r) for (int j = 0; j < 10; ++j)
       expect(dst[r * 12 + j] == a[r * 11 + j] + b[r * 13 + j], "add rows", r * 100 + j);
   }
+  {  // variable lengths: only rows past their end (t + k >= lengths[r]) are copied, or zeroed
+     // without a source, over 4 steps of 5 rows of 9 columns with padded rows and steps
+    const int lengths[5] = {1, 6, 3, 4, 2};
+    const long long steps = 4, rows = 5, cols = 9, ld_src = 11, ld_dst = 10, ts_src = 60, ts_dst = 53, t0 = 2;
+    const std::vector<float> src = random(steps * ts_src);
+    std::vector<float> dst = random(steps * ts_dst), zeros = dst;
+    const std::vector<float> before = dst;
+    grid([&] { gpu::rnnjit_rows_past_end(lengths, t0, src.data(), dst.data(), steps, rows, cols, ld_src, ld_dst,
+                                         ts_src, ts_dst); });
+    grid([&] { gpu::rnnjit_rows_past_end(lengths, t0, nullptr, zeros.data(), steps, rows, cols, 0, ld_dst, 0, ts_dst); });
+    int touched = 0;
+    for (long long e = 0; e < steps * ts_dst; ++e) {
+      const long long k = e / ts_dst, r = (e % ts_dst) / ld_dst, c = (e % ts_dst) % ld_dst;
+      const bool in = r < rows && c < cols, past = in && t0 + k >= lengths[r];
+      touched += past;
+      expect(dst[e] == (past ? src[k * ts_src + r * ld_src + c] : before[e]), "rows past end", e);
+      expect(zeros[e] == (past ? 0.0f : before[e]), "rows past end zeros", e);
+    }
+    expect(touched == (4 + 0 + 3 + 2 + 4) * 9, "rows past end count", touched);
+    // One step (the per-step carries): row r past its end when t >= lengths[r].
+    std::vector<float> one = before;
+    grid([&] { gpu::rnnjit_rows_past_end(lengths, 3, src.data(), one.data(), 1, rows, cols, ld_src, ld_dst, 0, 0); });
+    for (long long r = 0; r < rows; ++r)
+      for (long long c = 0; c < cols; ++c)
+        expect(one[r * ld_dst + c] == (3 >= lengths[r] ? src[r * ld_src + c] : before[r * ld_dst + c]), "one step", r);
+  }
   std::printf("%d mismatches\n", failures);
   return failures == 0 ? 0 : 1;
 }

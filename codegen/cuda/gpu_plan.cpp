@@ -101,6 +101,11 @@ Plan make_gpu_plan(const RnnConfig& config, const Shape& shape, Mode mode) {
       throw Error(fmt::format("cell {} is not supported on the CUDA executor yet ({})", to_string(config.cell), e.what()));
     }
   }
+  // Variable lengths: the masked row kernels read the call's lengths from device memory; training
+  // keeps them in the reserve's lengths_region (for backward), inference uploads them here.
+  if (plan.lengths_region < 0)
+    plan.lengths_region =
+        plan.workspace.add("seq_lengths", Space::workspace, static_cast<std::size_t>(shape.batch) * sizeof(std::int32_t));
   plan.notes = {"device cuda: GEMMs are cuBLAS sgemm calls; gate kernels are CUDA source compiled by NVRTC, one "
                 "thread per (row, unit), one launch per step; the lanes of a stage run on their own streams"};
   return plan;

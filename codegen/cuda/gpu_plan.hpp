@@ -8,6 +8,9 @@
 // GRU: two, parts 0 and 1, either side of its second recurrent GEMM). make_gpu_plan
 // checks those properties (so a planner change that breaks them fails loudly here, not as wrong
 // results on a GPU), refuses what the GPU executor cannot launch, and replaces the CPU notes.
+// One addition: in inference, Plan::lengths_region is a workspace region of N int32 (the
+// training plan's is the reserve's), where the executor uploads a call's sequence lengths for
+// the masked row kernels (variable lengths).
 #pragma once
 
 #include <cstdint>

@@ -61,6 +61,19 @@ extern "C" __global__ void rnnjit_dropout_backward(float* dst, const unsigned ch
   RNNJIT_GRID_LOOP(e, elements) dst[e] = keep[e] ? dst[e] * scale : 0.0f;
 }
 
+// Variable lengths: for k < steps, r < rows, c < cols where t0 + k >= lengths[r] (row r past its
+// end), dst[k * t_stride_dst + r * ld_dst + c] = src ? src[k * t_stride_src + r * ld_src + c] : 0;
+// other rows are untouched (state carries, gradient saves and restores, zeroed rows).
+extern "C" __global__ void rnnjit_rows_past_end(const int* lengths, long long t0, const float* src, float* dst,
+                                               long long steps, long long rows, long long cols, long long ld_src,
+                                               long long ld_dst, long long t_stride_src, long long t_stride_dst) {
+  RNNJIT_GRID_LOOP(i, steps * rows * cols) {
+    const long long row = i / cols, c = i - row * cols, k = row / rows, r = row - k * rows;
+    if (t0 + k < (long long)lengths[r]) continue;
+    dst[k * t_stride_dst + r * ld_dst + c] = src ? src[k * t_stride_src + r * ld_src + c] : 0.0f;
+  }
+}
+
 // dst[r, j] = a[r, j] + b[r, j] for r < rows, j < cols.
 extern "C" __global__ void rnnjit_add_rows(const float* a, const float* b, float* dst, long long rows, long long cols,
                                            long long lda, long long ldb, long long ldd) {

@@ -1,7 +1,15 @@
 // rnnjit: the CUDA Execution: argument checks and the reserve's life cycle (runtime/call_checks.hpp,
 // shared with the CPU's), device buffers (workspace and reserve from the plan's WorkspacePlan,
 // allocated with cuMemAlloc once and reused), and the plan walk on the device. Every call
-// returns once its results are in device memory.
+// returns once its results are in device memory. Every span holds device addresses except
+// ForwardIo::seq_lengths, a HOST array (as cuDNN's seqLengthArray): the walk decides on the host
+// at which steps some row is past its end, and the lengths are uploaded once per forward call
+// (training: into the reserve's lengths_region, kept there for backward, with a host copy
+// here; inference: into a workspace region) for the masked row kernels. Without lengths nothing
+// is uploaded and nothing extra is launched.
+#include <cstdint>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "codegen/cuda/gpu_plan.hpp"
@@ -48,8 +56,6 @@ class CudaExecution final : public DeviceExecution {
                std::span<std::byte> workspace) override {
     checks_.weights(w);
     checks_.forward(io);
-    if (!io.seq_lengths.empty())
-      throw Error("variable sequence lengths (ForwardIo::seq_lengths) are not supported on the CUDA executor yet");
     if (!io.packed_weights.empty())
       throw Error("packed_weights: the CUDA executor packs no weights (packed_weights_size() is 0): pass none");
     if (!training() && !reserve.empty()) throw Error("a reserve was given to an Execution prepared for inference");
@@ -63,6 +69,14 @@ class CudaExecution final : public DeviceExecution {
     b.bind(Buffer::cy, or_null(io.cy));
     b.dropout_seed = io.dropout_seed;
     reserve_.set(State::empty);  // a failure below leaves no usable reserve
+    kept_lengths_.clear();
+    if (!io.seq_lengths.empty()) {
+      std::int32_t* device_lengths = runner_.lengths_address(b);
+      cuda::copy_to_device(device_lengths, io.seq_lengths.data(), io.seq_lengths.size_bytes());
+      b.lengths = io.seq_lengths.data();
+      b.device_lengths = device_lengths;
+      if (training()) kept_lengths_.assign(io.seq_lengths.begin(), io.seq_lengths.end());
+    }
     run(plan_->forward, b);
     if (training()) reserve_.set(State::forwarded, b.reserve);
   }
@@ -83,6 +97,7 @@ class CudaExecution final : public DeviceExecution {
     b.bind(Buffer::dcy, or_null(io.dcy));
     b.bind(Buffer::dhx, or_null(io.dhx));
     b.bind(Buffer::dcx, or_null(io.dcx));
+    bind_kept_lengths(b);
     reserve_.set(State::empty);  // backward_data consumes the gates: a failure leaves nothing usable
     run(plan_->backward_data, b);
     reserve_.set(State::backpropagated);
@@ -98,6 +113,7 @@ class CudaExecution final : public DeviceExecution {
     reserve_.require(State::backpropagated, b.reserve, "backward_weights needs backward_data with this reserve first");
     b.bind(Buffer::x, io.x.data());
     b.bind(Buffer::dweights, io.dweights.data());
+    bind_kept_lengths(b);
     run(plan_->backward_weights, b, io.accumulate);
   }
 
@@ -107,6 +123,14 @@ class CudaExecution final : public DeviceExecution {
   void run(const std::vector<Stage>& stages, const cuda::DeviceBindings& b, bool accumulate = false) {
     runner_.run(stages, b, *ops_, accumulate);
     ops_->finish();
+  }
+
+  // Backward reads the lengths the forward training call kept (the reserve's lengths_region on
+  // the device, their host copy here; reserve_ ties both to that reserve). None: all T.
+  void bind_kept_lengths(cuda::DeviceBindings& b) const {
+    if (kept_lengths_.empty()) return;
+    b.lengths = kept_lengths_.data();
+    b.device_lengths = runner_.lengths_address(b);
   }
 
   cuda::DeviceBindings bind_scratch(std::span<std::byte> reserve, std::span<std::byte> workspace) {
@@ -128,6 +152,7 @@ class CudaExecution final : public DeviceExecution {
   cuda::DeviceBuffer own_workspace_, own_reserve_;
   std::uint64_t allocations_ = 0;
   ReserveCycle reserve_;
+  std::vector<std::int32_t> kept_lengths_;  // forward training's seq_lengths (empty: none), for backward
 };
 
 }  // namespace

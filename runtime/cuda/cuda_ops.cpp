@@ -26,6 +26,7 @@ CudaOps::CudaOps(const Plan& plan, int lanes) : plan_(plan) {
   dropout_forward_ = device.function(kUtilModule, util, kDropoutForwardKernel);
   dropout_backward_ = device.function(kUtilModule, util, kDropoutBackwardKernel);
   add_ = device.function(kUtilModule, util, kAddKernel);
+  rows_past_end_ = device.function(kUtilModule, util, kRowsPastEndKernel);
 }
 
 CudaOps::~CudaOps() {
@@ -128,6 +129,16 @@ void CudaOps::add(int lane, const float* a, std::int64_t lda, const float* b, st
                   std::int64_t ldd, std::int64_t rows, std::int64_t cols) {
   void* params[] = {&a, &b, &dst, &rows, &cols, &lda, &ldb, &ldd};
   launch_util(lane, add_, rows * cols, params);
+}
+
+void CudaOps::rows_past_end(int lane, const PastEndCall& c) {
+  const std::int32_t* lengths = c.lengths;
+  const float* src = c.src;
+  float* dst = c.dst;
+  std::int64_t t = c.t, steps = c.steps, rows = c.rows, cols = c.cols, ld_src = c.ld_src, ld_dst = c.ld_dst,
+               t_stride_src = c.t_stride_src, t_stride_dst = c.t_stride_dst;
+  void* params[] = {&lengths, &t, &src, &dst, &steps, &rows, &cols, &ld_src, &ld_dst, &t_stride_src, &t_stride_dst};
+  launch_util(lane, rows_past_end_, steps * rows * cols, params);
 }
 
 }  // namespace rnnjit::cuda

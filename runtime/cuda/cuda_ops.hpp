@@ -31,6 +31,7 @@ class CudaOps final : public DeviceOps {
   void dropout_backward(int lane, float* dst, const std::uint8_t* keep, std::int64_t elements, float scale) override;
   void add(int lane, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* dst, std::int64_t ldd,
            std::int64_t rows, std::int64_t cols) override;
+  void rows_past_end(int lane, const PastEndCall& c) override;
 
   // Waits until every queued call has run; throws Error if one of them failed.
   void finish();
@@ -49,7 +50,7 @@ class CudaOps final : public DeviceOps {
   Event start_;
   std::vector<CUfunction> gates_;  // by plan kernel index
   CUfunction copy_ = nullptr, column_sum_ = nullptr, dropout_forward_ = nullptr, dropout_backward_ = nullptr,
-             add_ = nullptr;
+             add_ = nullptr, rows_past_end_ = nullptr;
 };
 
 }  // namespace rnnjit::cuda

@@ -32,6 +32,25 @@ std::byte* PlanRunner::region_bytes(int region, const DeviceBindings& b) const {
   return base + r.offset;
 }
 
+std::int32_t* PlanRunner::lengths_address(const DeviceBindings& b) const {
+  if (plan_->lengths_region < 0) throw Error("GPU plan: no region for the sequence lengths");
+  return reinterpret_cast<std::int32_t*>(region_bytes(plan_->lengths_region, b));
+}
+
+std::int64_t PlanRunner::shortest(const DeviceBindings& b, std::int64_t steps) const {
+  std::int64_t first = steps;
+  if (b.lengths)
+    for (std::int64_t n = 0; n < plan_->shape.batch; ++n) first = std::min<std::int64_t>(first, b.lengths[n]);
+  return first;
+}
+
+void PlanRunner::past_end(const DeviceBindings& b, DeviceOps& ops, int lane, std::int64_t t, const float* src,
+                          std::int64_t ld_src, float* dst, std::int64_t ld_dst, std::int64_t cols) const {
+  if (!dst) return;
+  if (!b.device_lengths) throw Error("variable lengths without their device copy");
+  ops.rows_past_end(lane, PastEndCall{b.device_lengths, t, src, dst, plan_->shape.batch, cols, ld_src, ld_dst});
+}
+
 float* PlanRunner::timed(const Timed& t, std::int64_t time, const DeviceBindings& b) const {
   float* base = resolve(t.base, b);
   return base ? base + time * t.t_stride : nullptr;
@@ -57,8 +76,14 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
     if (!dst) return;  // an optional output the caller did not ask for
     ops.copy(lane, CopyCall{resolve(c->src, b), dst, c->blocks, c->rows, c->cols, c->ld_src, c->ld_dst, c->block_src,
                             c->block_dst});
-  } else if (std::holds_alternative<MaskStep>(s)) {
-    // Zeroes rows past the sequence lengths: nothing to do, the GPU runs all T steps of every row.
+  } else if (const auto* m = std::get_if<MaskStep>(&s)) {
+    // Zeroes rows past the sequence lengths: one launch over all T steps, only when some row is.
+    if (shortest(b, m->steps) >= m->steps) return;
+    float* dst = resolve(m->dst, b);
+    if (!dst) return;
+    if (!b.device_lengths) throw Error("variable lengths without their device copy");
+    ops.rows_past_end(lane, PastEndCall{b.device_lengths, 0, nullptr, dst, m->batch, m->cols, 0, m->n_stride, m->steps,
+                                        0, m->t_stride});
   } else if (const auto* d = std::get_if<DropoutStep>(&s)) {
     auto* keep = reinterpret_cast<std::uint8_t*>(region_bytes(d->mask_region, b));
     if (d->pass == Pass::forward)
@@ -87,7 +112,9 @@ void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindin
 // the kernel writes o * tanh(c) to cell_out and h = cell_out W_hr^T. The reset-before GRU
 // (gemm_n.n > 0) runs two GEMMs and two kernels a step: gh's r,z columns from h_prev, the part-0
 // kernel (r * h_prev into reset_h, z), gh's n columns from reset_h, the part-1 kernel (h). As the
-// CPU executor, less the thread split and the variable-length carries.
+// CPU executor, less the thread split. Variable lengths, only at steps where some row is past its
+// end: such a row carries its state (h, and c, from the previous step; an in-place c, inference,
+// is saved in carry_save before the kernel), by masked row copies after the step.
 void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
   if (r.gemm_n.n > 0) return forward_reset_before(r, b, ops, lane);
   const bool projected = r.projection.n > 0;
@@ -97,9 +124,13 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
   const float* const bias_ih = resolve(r.bias_ih, b);
   const float* const bias_hh = resolve(r.bias_hh, b);
   const float* const peephole = resolve(r.peephole, b);  // [3, H] from unit 0: the kernel covers every unit
-  const std::int64_t T = r.steps;
+  const std::int64_t T = r.steps, H = plan_->kernels[static_cast<std::size_t>(r.kernel)].hidden, ldh = r.ld_state;
+  const std::int64_t first_past = shortest(b, T);
+  const bool c_in_place = r.c.t_stride == 0;  // inference: one c buffer updated in place
+  float* const save = resolve(r.carry_save, b);  // [N, 2H]: h at 0, c at H
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
+    const bool carry = t >= first_past;  // some row is past its end at t
     const float* h_prev = s == 0 ? h_init : timed(r.h, prev, b);
     float* const h_out = timed(r.h, t, b);
     step_gemm(r.gemm, h_prev, b, gh, ops, lane);
@@ -114,8 +145,12 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
     args.c_out = timed(r.c, t, b);
     args.gates = timed(r.gates, t, b);
     args.peephole = peephole;
+    if (carry && args.c_out && c_in_place) past_end(b, ops, lane, t, args.c_out, H, save + H, 2 * H, H);
     ops.gate_forward(lane, r.kernel, args);
+    if (carry && args.c_out)
+      past_end(b, ops, lane, t, c_in_place ? save + H : args.c_prev, c_in_place ? 2 * H : H, args.c_out, H, H);
     if (projected) step_gemm(r.projection, timed(r.cell_out, t, b), b, h_out, ops, lane);
+    if (carry) past_end(b, ops, lane, t, h_prev, ldh, h_out, ldh, r.state);
   }
 }
 
@@ -127,7 +162,7 @@ void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindi
   float* const h_init = resolve(r.h_init, b);
   const float* const bias_ih = resolve(r.bias_ih, b);
   const float* const bias_hh = resolve(r.bias_hh, b);
-  const std::int64_t T = r.steps;
+  const std::int64_t T = r.steps, first_past = shortest(b, T);
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
     const float* h_prev = s == 0 ? h_init : timed(r.h, prev, b);
@@ -148,6 +183,7 @@ void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindi
     args.h_out = timed(r.h, t, b);
     args.c_out = nullptr;
     ops.gate_forward(lane, r.kernel_n, args);
+    if (t >= first_past) past_end(b, ops, lane, t, h_prev, r.ld_state, args.h_out, r.ld_state, r.state);
   }
 }
 
@@ -155,6 +191,9 @@ void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindi
 // dcell = dh_proj W_hr), the gate kernel, then dh_carry (+)= dgates W_hh. The reset-before GRU:
 // the part-0 kernel (dz, dn, dh_carry = dh z), d_reset_h = dn W_hn, the part-1 kernel (dr,
 // dh_carry += d_reset_h r), then dh_carry += [dr, dz] W_hh[r,z rows] (the gemm's beta is 1).
+// Variable lengths, only at steps where some row is past its end: such a row keeps its carried
+// gradients (dh_carry, dc_carry saved in carry_save before, restored after the step's GEMM;
+// dh_proj zero) and gets zero gate gradients (after the step's last gate kernel).
 void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
   if (r.gemm_n.n > 0) return backward_reset_before(r, b, ops, lane);
   const bool projected = r.projection_grad.n > 0;
@@ -165,14 +204,20 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
   float* const dcell = resolve(r.dcell, b);
   float* const zeros = resolve(r.zeros, b);
   const float* const peephole = resolve(r.peephole, b);
-  const std::int64_t T = r.steps, N = r.batch, S = r.state, ldh = r.ld_state;
+  const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.kernel)];
+  const std::int64_t T = r.steps, N = r.batch, S = r.state, ldh = r.ld_state, H = desc.hidden;
+  const std::int64_t R = desc.reserve_gates() * H, first_past = shortest(b, T);
+  float* const save = resolve(r.carry_save, b);  // [N, 2H]: dh_carry at 0, dc_carry at H
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
     const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
+    const bool carry = t >= first_past;  // some row is past its end at t
     float* const gates = timed(r.gates, t, b);
+    if (carry) past_end(b, ops, lane, t, dh_carry, S, save, 2 * H, S);
     if (projected) {
       float* const dhp = timed(r.dh_proj, t, b);
       ops.add(lane, dh_carry, S, timed(r.dy, t, b), ldh, dhp, S, N, S);
+      if (carry) past_end(b, ops, lane, t, nullptr, 0, dhp, S, S);
       step_gemm(r.projection_grad, dhp, b, dcell, ops, lane);
     }
     GateBackwardArgs args{};
@@ -185,8 +230,14 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
     args.dh_carry = projected ? zeros : dh_carry;
     args.dc_carry = dc_carry;
     args.peephole = peephole;
+    if (carry && dc_carry) past_end(b, ops, lane, t, dc_carry, H, save + H, 2 * H, H);
     ops.gate_backward(lane, r.kernel, args);
+    if (carry) {
+      if (dc_carry) past_end(b, ops, lane, t, save + H, 2 * H, dc_carry, H, H);
+      past_end(b, ops, lane, t, nullptr, 0, gates, R, R);
+    }
     step_gemm(r.gemm, gates, b, dh_carry, ops, lane);
+    if (carry) past_end(b, ops, lane, t, save, 2 * H, dh_carry, S, S);
   }
 }
 
@@ -195,11 +246,15 @@ void PlanRunner::backward_reset_before(const RecurrenceStep& r, const DeviceBind
   float* const h_init = resolve(r.h_init, b);
   float* const dh_carry = resolve(r.dh_carry, b);
   float* const d_reset_h = resolve(r.d_reset_h, b);
-  const std::int64_t H = plan_->kernels[static_cast<std::size_t>(r.kernel)].hidden, T = r.steps;
+  const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.kernel)];
+  const std::int64_t H = desc.hidden, T = r.steps, R = desc.reserve_gates() * H, first_past = shortest(b, T);
+  float* const save = resolve(r.carry_save, b);  // [N, 2H]: dh_carry at 0
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
     const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
+    const bool carry = t >= first_past;  // some row is past its end at t
     float* const gates = timed(r.gates, t, b);
+    if (carry) past_end(b, ops, lane, t, dh_carry, H, save, 2 * H, H);
     GateBackwardArgs args{};
     args.dy = timed(r.dy, t, b);
     args.h_prev = first ? h_init : timed(r.h, prev, b);
@@ -210,7 +265,9 @@ void PlanRunner::backward_reset_before(const RecurrenceStep& r, const DeviceBind
     args.dy = nullptr;  // part 1 reads d(r * h_prev) instead
     args.d_reset_h = d_reset_h;
     ops.gate_backward(lane, r.kernel_n, args);
+    if (carry) past_end(b, ops, lane, t, nullptr, 0, gates, R, R);
     step_gemm(r.gemm, gates, b, dh_carry, ops, lane);
+    if (carry) past_end(b, ops, lane, t, save, 2 * H, dh_carry, H, H);
   }
 }
 

@@ -2,10 +2,11 @@
 //
 // PlanRunner turns each step of a GPU plan (codegen/cuda/gpu_plan.hpp) into calls on DeviceOps,
 // with every address, size and beta resolved: GEMMs, gate kernel launches (one per time step,
-// two for the reset-before GRU, with the peephole block when the cell has one), copies, column sums (bias and peephole
-// gradients), dropout. The calls of one lane are issued in order; the lanes of a stage run
-// concurrently. The CUDA implementation of DeviceOps (cuda_ops.hpp) queues them on one
-// stream per lane and returns at once. Addresses are only offset here, never read, so the same
+// two for the reset-before GRU, with the peephole block when the cell has one), copies, column
+// sums (bias and peephole gradients), dropout, and with variable lengths masked row copies at
+// the steps where some row is past its end (the host lengths decide which steps). The calls of
+// one lane are issued in order; the lanes of a stage run concurrently. The CUDA implementation
+// of DeviceOps (cuda_ops.hpp) queues them on one stream per lane and returns at once. Addresses are only offset here, never read, so the same
 // walk runs on host memory through a host DeviceOps, which is how the walk is tested without a
 // GPU (tests/test_cuda_runner.cpp).
 #pragma once
@@ -22,12 +23,17 @@
 namespace rnnjit::cuda {
 
 // Addresses of the buffers a plan's operands name; workspace and reserve are byte bases.
-// A GPU plan has no packed space. Variable lengths are not supported on the GPU yet.
+// A GPU plan has no packed space. Variable lengths: `lengths` is the call's HOST array [N] (null:
+// every row runs all T steps), from which the walk decides on the host at which steps some row
+// is past its end; `device_lengths` is the same N int32 in device memory (what the masked
+// row kernels read; PlanRunner::lengths_address says where the executor uploads them).
 struct DeviceBindings {
   std::array<const float*, kBufferCount> buffers{};
   std::byte* workspace = nullptr;
   std::byte* reserve = nullptr;
   std::uint64_t dropout_seed = 0;
+  const std::int32_t* lengths = nullptr;
+  const std::int32_t* device_lengths = nullptr;
 
   void bind(Buffer b, const float* p) { buffers[static_cast<std::size_t>(b)] = p; }
 };
@@ -64,6 +70,18 @@ struct ColumnSumCall {
   float beta = 0.0f;
 };
 
+// Rows past their sequence end (variable lengths): for k < steps, r < rows and c < cols where
+// t + k >= lengths[r] (lengths: N int32 in device memory), dst[k * t_stride_dst + r * ld_dst + c]
+// = src ? src[k * t_stride_src + r * ld_src + c] : 0. Rows not past their end are untouched.
+struct PastEndCall {
+  const std::int32_t* lengths = nullptr;
+  std::int64_t t = 0;
+  const float* src = nullptr;
+  float* dst = nullptr;
+  std::int64_t rows = 0, cols = 0, ld_src = 0, ld_dst = 0;
+  std::int64_t steps = 1, t_stride_src = 0, t_stride_dst = 0;
+};
+
 class DeviceOps {
  public:
   virtual ~DeviceOps() = default;
@@ -87,6 +105,8 @@ class DeviceOps {
   // dst[r, j] = a[r, j] + b[r, j] for r < rows, j < cols (row strides lda, ldb, ldd).
   virtual void add(int lane, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* dst,
                    std::int64_t ldd, std::int64_t rows, std::int64_t cols) = 0;
+  // PastEndCall: copies (or zeroes) the rows past their end; launched only when some row is.
+  virtual void rows_past_end(int lane, const PastEndCall& c) = 0;
 };
 
 class PlanRunner {
@@ -97,6 +117,11 @@ class PlanRunner {
   // Most lanes any stage of the plan has (streams the device needs).
   int max_lanes() const;
 
+  // Where the executor puts the call's lengths in device memory (N int32): the reserve's
+  // lengths_region in training (forward keeps them there for backward), a workspace region in
+  // inference (codegen/cuda/gpu_plan.hpp).
+  std::int32_t* lengths_address(const DeviceBindings& b) const;
+
   // accumulate: GEMMs and column sums that would overwrite their output add to it instead.
   void run(const std::vector<Stage>& stages, const DeviceBindings& b, DeviceOps& ops, bool accumulate = false) const;
 
@@ -105,6 +130,11 @@ class PlanRunner {
   std::byte* region_bytes(int region, const DeviceBindings& b) const;
   // A time-indexed operand at time `time` (null when its buffer is not bound).
   float* timed(const Timed& t, std::int64_t time, const DeviceBindings& b) const;
+  // The first time at which some row is past its end (T, or more: none).
+  std::int64_t shortest(const DeviceBindings& b, std::int64_t steps) const;
+  // ops.rows_past_end over the N rows of one step t (nothing when src and dst are null).
+  void past_end(const DeviceBindings& b, DeviceOps& ops, int lane, std::int64_t t, const float* src, std::int64_t ld_src,
+                float* dst, std::int64_t ld_dst, std::int64_t cols) const;
   void step(const Step& s, const DeviceBindings& b, DeviceOps& ops, int lane, bool accumulate) const;
   // One product of a recurrence's per-step GEMM with this step's A.
   void step_gemm(const GemmStep& g, const float* a, const DeviceBindings& b, float* c, DeviceOps& ops, int lane) const;

@@ -28,9 +28,11 @@ struct DeviceData {
 std::function<void()> cuda_rnnjit_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data) {
   auto ex = std::make_shared<Execution>(Rnn(config, {.device = Device::cuda}).prepare(shape, mode));
   auto d = std::make_shared<DeviceData>(config, shape, data);
-  return [ex, d, mode] {
+  auto lengths = std::make_shared<const std::vector<std::int32_t>>(data.lengths.begin(), data.lengths.end());
+  return [ex, d, lengths, mode] {
     ex->forward(d->w.span<const float>(), {.x = d->x.span<const float>(), .y = d->y.span<float>(),
-                                           .hy = d->hy.span<float>(), .cy = d->cy.span<float>()});
+                                           .hy = d->hy.span<float>(), .cy = d->cy.span<float>(),
+                                           .seq_lengths = *lengths});
     if (mode == Mode::training) {
       ex->backward_data(d->w.span<const float>(), {.dy = d->dy.span<const float>(), .dx = d->dx.span<float>()});
       ex->backward_weights({.x = d->x.span<const float>(), .dweights = d->dw.span<float>()});

@@ -3,8 +3,10 @@
 // and weights) that returns when the device has finished it, so wall-clock timing is fair.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "rnnjit/rnn.hpp"
 
@@ -12,6 +14,7 @@ namespace rnnjit::cli {
 
 struct HostData {
   std::span<const float> w, x, dy;
+  std::span<const std::int32_t> lengths;  // --mixed-lengths (host memory, as the CUDA executor takes it); empty: all T
 };
 
 // rnnjit's CUDA Execution (Options::device = cuda).

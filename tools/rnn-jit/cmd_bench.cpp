@@ -145,8 +145,8 @@ int bench(const BenchFlags& f) {
   } catch (const Error& e) {
     throw UsageError(fmt::format("--device: {}", e.what()));
   }
-  if (device == Device::cuda && f.mixed_lengths)
-    throw UsageError("--mixed-lengths: variable lengths are not supported on the CUDA executor yet");
+  if (f.mixed_lengths && std::find(f.compare.begin(), f.compare.end(), "cudnn") != f.compare.end())
+    throw UsageError("--compare cudnn: the cuDNN peer runs every element for all T steps (no --mixed-lengths)");
   if (device == Device::cuda && options.backend == Backend::reference)
     throw UsageError("--backend reference runs on the CPU only (not with --device cuda)");
   if (device == Device::cuda && f.peak) throw UsageError("--peak measures the CPU's FMA peak (not with --device cuda)");
@@ -158,7 +158,7 @@ int bench(const BenchFlags& f) {
     for (std::int64_t n = 0; n < shape.batch; ++n) d.lengths.push_back(n == 0 ? static_cast<std::int32_t>(shape.seq_len) : u(rng));
   }
   std::vector<Contender> contenders{
-      device == Device::cuda ? Contender{"rnnjit", cuda_rnnjit_iteration(config, shape, mode, {d.w, d.x, d.dy})}
+      device == Device::cuda ? Contender{"rnnjit", cuda_rnnjit_iteration(config, shape, mode, {d.w, d.x, d.dy, d.lengths})}
                              : rnnjit_contender("rnnjit", config, shape, mode, options, d)};
   const int threads = Rnn(config, options).options().threads;
   for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, threads, d, device));

@@ -41,14 +41,14 @@ Isa detect_isa();                              // RNNJIT_ISA if set (validated),
 // Where an Execution runs. With Device::cuda (builds that found the CUDA toolkit, on a machine
 // with an NVIDIA GPU and driver) every span passed to forward/backward_data/backward_weights -
 // weights, x, y, states, gradients, caller-provided workspace and reserve - holds DEVICE
-// addresses (cuMemAlloc/cudaMalloc memory), as in cuDNN; the Execution's own workspace and
+// addresses (cuMemAlloc/cudaMalloc memory), as in cuDNN, except ForwardIo::seq_lengths, which
+// is a HOST array (as cuDNN's seqLengthArray; forward uploads it); the Execution's own workspace and
 // reserve are device memory it allocates once. Only their sizes are checked, never their
 // contents. Each call returns when its results are in device memory (it synchronises its own
 // streams, which are ordered after the legacy default stream's earlier work). GEMMs run on
 // cuBLAS (FP32, no TF32) and the gate kernels are generated CUDA compiled by NVRTC for the
 // device (cached in memory and under RNNJIT_CACHE_DIR). Not supported on the CUDA executor yet
-// (Error "... is not supported on the CUDA executor yet"): ForwardIo::seq_lengths, and batches
-// over 65535. packed_weights_size() is 0 and Isa/threads do not apply. Without a usable device,
+// (Error "... is not supported on the CUDA executor yet"): batches over 65535. packed_weights_size() is 0 and Isa/threads do not apply. Without a usable device,
 // Rnn::prepare throws Error("no CUDA device: <reason>").
 enum class Device : std::uint8_t { cpu = 0, cuda = 1 };
 std::string_view to_string(Device device);
@@ -77,7 +77,8 @@ struct ForwardIo {
   // Variable-length sequences (cuDNN's padded layout, PyTorch's pack_padded_sequence): N lengths
   // in [1, T], any order, or empty for all T. Element n reads x only up to its length; y past it
   // is zero, hy/cy are its state at its own last step, and the reverse direction starts there.
-  // Forward training keeps them in the reserve for backward.
+  // Forward training keeps them in the reserve for backward. Host memory on every device (with
+  // Device::cuda too, where forward uploads them).
   std::span<const std::int32_t> seq_lengths;
   // Dropout between layers (RnnConfig::dropout, training only): the masks are a pure function
   // of this seed, the same on every backend and thread count.
