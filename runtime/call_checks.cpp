@@ -69,8 +69,17 @@ void CallChecks::scratch(std::span<const std::byte> s, std::size_t needed, const
     throw Error(fmt::format("{} is not aligned to {} bytes", name, alignof(float)));
 }
 
-void ReserveCycle::require(State state, const std::byte* reserve, const char* message) const {
-  if (state_ != state || (reserve && reserve != owner_)) throw Error(message);
+void ReserveCycle::require_forwarded(const std::byte* reserve) const {
+  if (state_ == State::forwarded && (!reserve || reserve == owner_)) return;
+  throw Error(reserve ? "backward_data needs a forward training call with this reserve first (backward_data "
+                        "consumes the reserve's gates)"
+                      : "backward_data needs a forward training call first");
+}
+
+void ReserveCycle::require_backpropagated(const std::byte* reserve) const {
+  if (state_ == State::backpropagated && (!reserve || reserve == owner_)) return;
+  throw Error(reserve ? "backward_weights needs backward_data with this reserve first"
+                      : "backward_weights needs backward_data first");
 }
 
 }  // namespace rnnjit

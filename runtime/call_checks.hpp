@@ -42,13 +42,14 @@ class CallChecks {
 
 // The reserve's life cycle: forward training fills it, backward_data consumes its gates,
 // backward_weights reads what backward_data left there. A call out of turn, or with another
-// reserve than the one the last call filled, is an Error with the caller's message.
+// reserve than the one the last call filled, is an Error naming the call that must come first.
 class ReserveCycle {
  public:
   enum class State { empty, forwarded, backpropagated };
 
   // `reserve`: the buffer this call uses (null where the reserve is internal: not compared).
-  void require(State state, const std::byte* reserve, const char* message) const;
+  void require_forwarded(const std::byte* reserve) const;       // before backward_data
+  void require_backpropagated(const std::byte* reserve) const;  // before backward_weights
   void set(State state, const std::byte* reserve = nullptr) {
     state_ = state;
     if (reserve) owner_ = reserve;

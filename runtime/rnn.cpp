@@ -15,6 +15,7 @@
 #include "runtime/call_checks.hpp"
 #include "runtime/device_execution.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/io_bindings.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/thread_team.hpp"
 
@@ -107,7 +108,7 @@ class ExecutionImpl {
       return;
     }
     Bindings b = bind_scratch(reserve, workspace);
-    b.bind(Buffer::weights, w.data());
+    bind_forward(b, w, io);
     if (!io.packed_weights.empty()) {
       if (io.packed_weights.size() != packed_weights_size())
         throw Error(fmt::format("packed_weights has {} bytes, expected {} (from pack_weights)", io.packed_weights.size(),
@@ -117,13 +118,6 @@ class ExecutionImpl {
       b.packed = own_packed_.get(packed_weights_size(), allocations_);
       executor_->run(plan_->pack_weights, b);
     }
-    b.bind(Buffer::x, io.x.data());
-    b.bind(Buffer::y, io.y.data());
-    b.bind(Buffer::hx, data_or_null(io.hx));
-    b.bind(Buffer::cx, data_or_null(io.cx));
-    b.bind(Buffer::hy, data_or_null(io.hy));
-    b.bind(Buffer::cy, data_or_null(io.cy));
-    b.dropout_seed = io.dropout_seed;
     if (training) {
       // Backward reads the lengths from the reserve (all T when the call has none).
       auto* kept = reinterpret_cast<std::int32_t*>(b.reserve + reserve_region(plan_->lengths_region).offset);
@@ -145,23 +139,15 @@ class ExecutionImpl {
     checks_.backward_data(io);
     if (backend_ == Backend::reference) {
       if (!reserve.empty()) throw Error("the reference backend keeps its reserve internally: pass no reserve");
-      reserve_.require(State::forwarded, nullptr, "backward_data needs a forward training call first");
+      reserve_.require_forwarded(nullptr);
       reference::backward_data<float>(config_, shape_, w.data(), *ref_reserve_, io.dy.data(), data_or_null(io.dhy),
                                       data_or_null(io.dcy), io.dx.data(), data_or_null(io.dhx), data_or_null(io.dcx));
       reserve_.set(State::backpropagated);
       return;
     }
     Bindings b = bind_scratch(reserve, workspace);
-    reserve_.require(State::forwarded, b.reserve,
-                  "backward_data needs a forward training call with this reserve first (backward_data consumes "
-                  "the reserve's gates)");
-    b.bind(Buffer::weights, w.data());
-    b.bind(Buffer::dy, io.dy.data());
-    b.bind(Buffer::dx, io.dx.data());
-    b.bind(Buffer::dhy, data_or_null(io.dhy));
-    b.bind(Buffer::dcy, data_or_null(io.dcy));
-    b.bind(Buffer::dhx, data_or_null(io.dhx));
-    b.bind(Buffer::dcx, data_or_null(io.dcx));
+    reserve_.require_forwarded(b.reserve);
+    bind_backward_data(b, w, io);
     b.lengths = kept_lengths(b);
     reserve_.set(State::empty);  // backward_data consumes the gates: a failure leaves nothing usable
     executor_->run(plan_->backward_data, b);
@@ -173,7 +159,7 @@ class ExecutionImpl {
     checks_.backward_weights(io);
     if (backend_ == Backend::reference) {
       if (!reserve.empty()) throw Error("the reference backend keeps its reserve internally: pass no reserve");
-      reserve_.require(State::backpropagated, nullptr, "backward_weights needs backward_data first");
+      reserve_.require_backpropagated(nullptr);
       if (!io.accumulate) {
         reference::backward_weights<float>(config_, shape_, *ref_reserve_, io.dweights.data());
       } else {
@@ -186,17 +172,13 @@ class ExecutionImpl {
     // The reserve is only read here; the executor's operand type is shared with writers.
     std::span<std::byte> mutable_reserve(const_cast<std::byte*>(reserve.data()), reserve.size());
     Bindings b = bind_scratch(mutable_reserve, workspace);
-    reserve_.require(State::backpropagated, b.reserve, "backward_weights needs backward_data with this reserve first");
-    b.bind(Buffer::x, io.x.data());
-    b.bind(Buffer::dweights, io.dweights.data());
+    reserve_.require_backpropagated(b.reserve);
+    bind_backward_weights(b, io);
     b.lengths = kept_lengths(b);
     executor_->run(plan_->backward_weights, b, io.accumulate);
   }
 
  private:
-  static const float* data_or_null(std::span<const float> s) { return s.empty() ? nullptr : s.data(); }
-  static float* data_or_null(std::span<float> s) { return s.empty() ? nullptr : s.data(); }
-
   const Region& reserve_region(int index) const { return plan_->workspace.regions[static_cast<std::size_t>(index)]; }
   // The lengths forward training kept in the reserve; null when they were all T (no carrying).
   const std::int32_t* kept_lengths(const Bindings& b) const {

@@ -20,14 +20,12 @@
 #include "runtime/cuda/device.hpp"
 #include "runtime/cuda/plan_runner.hpp"
 #include "runtime/device_execution.hpp"
+#include "runtime/io_bindings.hpp"
 
 namespace rnnjit {
 namespace {
 
 using State = ReserveCycle::State;
-
-const float* or_null(std::span<const float> s) { return s.empty() ? nullptr : s.data(); }
-const float* or_null(std::span<float> s) { return s.empty() ? nullptr : s.data(); }
 
 class CudaExecution final : public DeviceExecution {
  public:
@@ -60,14 +58,7 @@ class CudaExecution final : public DeviceExecution {
       throw Error("packed_weights: the CUDA executor packs no weights (packed_weights_size() is 0): pass none");
     if (!training() && !reserve.empty()) throw Error("a reserve was given to an Execution prepared for inference");
     cuda::DeviceBindings b = bind_scratch(reserve, workspace);
-    b.bind(Buffer::weights, w.data());
-    b.bind(Buffer::x, io.x.data());
-    b.bind(Buffer::y, io.y.data());
-    b.bind(Buffer::hx, or_null(io.hx));
-    b.bind(Buffer::cx, or_null(io.cx));
-    b.bind(Buffer::hy, or_null(io.hy));
-    b.bind(Buffer::cy, or_null(io.cy));
-    b.dropout_seed = io.dropout_seed;
+    bind_forward(b, w, io);
     reserve_.set(State::empty);  // a failure below leaves no usable reserve
     kept_lengths_.clear();
     if (!io.seq_lengths.empty()) {
@@ -87,16 +78,8 @@ class CudaExecution final : public DeviceExecution {
     checks_.weights(w);
     checks_.backward_data(io);
     cuda::DeviceBindings b = bind_scratch(reserve, workspace);
-    reserve_.require(State::forwarded, b.reserve,
-                  "backward_data needs a forward training call with this reserve first (backward_data consumes "
-                  "the reserve's gates)");
-    b.bind(Buffer::weights, w.data());
-    b.bind(Buffer::dy, io.dy.data());
-    b.bind(Buffer::dx, io.dx.data());
-    b.bind(Buffer::dhy, or_null(io.dhy));
-    b.bind(Buffer::dcy, or_null(io.dcy));
-    b.bind(Buffer::dhx, or_null(io.dhx));
-    b.bind(Buffer::dcx, or_null(io.dcx));
+    reserve_.require_forwarded(b.reserve);
+    bind_backward_data(b, w, io);
     bind_kept_lengths(b);
     reserve_.set(State::empty);  // backward_data consumes the gates: a failure leaves nothing usable
     run(plan_->backward_data, b);
@@ -110,9 +93,8 @@ class CudaExecution final : public DeviceExecution {
     // Only read here; the bindings' type is shared with the calls that write it.
     std::span<std::byte> readable(const_cast<std::byte*>(reserve.data()), reserve.size());
     cuda::DeviceBindings b = bind_scratch(readable, workspace);
-    reserve_.require(State::backpropagated, b.reserve, "backward_weights needs backward_data with this reserve first");
-    b.bind(Buffer::x, io.x.data());
-    b.bind(Buffer::dweights, io.dweights.data());
+    reserve_.require_backpropagated(b.reserve);
+    bind_backward_weights(b, io);
     bind_kept_lengths(b);
     run(plan_->backward_weights, b, io.accumulate);
   }
