@@ -128,17 +128,19 @@ inline void expect_close(const std::vector<float>& actual, const std::vector<flo
 }
 
 // Every output a run produces against the oracle's (the gradients too when `train`), with the
-// case's tolerances.
-inline void expect_matches(const Tensors& got, const Tensors& want, const RnnCase& rc, bool train) {
+// case's tolerances; `who` prefixes the tensors' names in failures.
+inline void expect_matches(const Tensors& got, const Tensors& want, const RnnCase& rc, bool train,
+                           const std::string& who = "") {
   const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
-  expect_close(got.y, want.y, tol, "y");
-  expect_close(got.hy, want.hy, tol, "hy");
-  if (rc.lstm()) expect_close(got.cy, want.cy, tol, "cy");
+  const std::string at = who.empty() ? who : who + " ";
+  expect_close(got.y, want.y, tol, at + "y");
+  expect_close(got.hy, want.hy, tol, at + "hy");
+  if (rc.lstm()) expect_close(got.cy, want.cy, tol, at + "cy");
   if (!train) return;
-  expect_close(got.dx, want.dx, gtol, "dx");
-  expect_close(got.dhx, want.dhx, gtol, "dhx");
-  if (rc.lstm()) expect_close(got.dcx, want.dcx, gtol, "dcx");
-  expect_close(got.dw, want.dw, gtol, "dweights");
+  expect_close(got.dx, want.dx, gtol, at + "dx");
+  expect_close(got.dhx, want.dhx, gtol, at + "dhx");
+  if (rc.lstm()) expect_close(got.dcx, want.dcx, gtol, at + "dcx");
+  expect_close(got.dw, want.dw, gtol, at + "dweights");
 }
 
 }  // namespace rnnjit::test

@@ -32,10 +32,13 @@
 #include "rnnjit/weights.hpp"
 #include "runtime/memory.hpp"
 
+#include "tests/scoped_env.hpp"
+
 namespace rnnjit {
 namespace {
 
 namespace fs = std::filesystem;
+using test::ScopedEnv;
 using i64 = std::int64_t;
 
 // The message of the rnnjit::Error that f throws ("(no error)" if none, "(other exception)").
@@ -142,22 +145,6 @@ TEST(BadConfig, ThreadsAndIsaOfTheOptionsAndThePlanner) {
 
 // ---------------------------------------------------------------------------------------------
 // Environment variables (read by the process under test: set, checked, restored).
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 TEST(BadEnv, NumThreadsMustBeAnIntegerFrom1To256) {
   for (const char* value : {"0", "257", "-1", "abc", "4x", "2.5"}) {

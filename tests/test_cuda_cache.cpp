@@ -18,33 +18,18 @@
 #include "codegen/cuda/nvrtc.hpp"
 #include "codegen/cuda/util_source.hpp"
 #include "runtime/cuda/kernel_cache.hpp"
+#include "tests/scoped_env.hpp"
 #include "tests/cli_fixture.hpp"
 
 namespace rnnjit {
 namespace {
 
 namespace fs = std::filesystem;
+using test::ScopedEnv;
 using cuda::CacheKey;
 using cuda::Target;
 
 const Target kSm90{90, true};
-
-// Sets an environment variable for a scope and restores what was there before.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (saved_) ::setenv(name_, saved_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 TEST(CudaCacheKey, ChangesWithEveryPartAndOnlyThen) {
   const CacheKey k = cuda::cache_key("source", "k", kSm90, "13.0", 3);
@@ -163,7 +148,9 @@ TEST_F(CudaDiskCache, DumpWritesSourcePtxImageAndLog) {
   };
   EXPECT_EQ(read(base + ".cu"), source);
   EXPECT_NE(read(base + ".ptx").find(cuda::kCopyKernel), std::string::npos) << "the PTX names the kernel";
-  if (kSm90.cubin) EXPECT_EQ(read(base + ".cubin"), image.image->bytes);
+  if (kSm90.cubin) {
+    EXPECT_EQ(read(base + ".cubin"), image.image->bytes);
+  }
   read(base + ".log");  // NVRTC's log: exists, usually empty
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/cuda/cuda_support.hpp"
 #include "runtime/cuda/cudnn_peer.hpp"
 #include "runtime/cuda/kernel_cache.hpp"
+#include "tests/scoped_env.hpp"
 #include "tests/rnn_case.hpp"
 
 namespace rnnjit {
@@ -25,23 +26,7 @@ namespace {
 
 using test::RnnCase;
 using test::Tensors;
-
-// Sets an environment variable for a scope and restores what was there before.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (saved_) ::setenv(name_, saved_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
+using test::ScopedEnv;
 
 class CudaDevice : public ::testing::Test {
  protected:
@@ -115,18 +100,6 @@ struct OnDevice {
   cuda::DeviceArray y, hy, cy, dx, dhx, dcx, dw;
 };
 
-void expect_agree(const Tensors& got, const Tensors& want, const RnnCase& rc, bool train, const std::string& who) {
-  const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
-  test::expect_close(got.y, want.y, tol, who + " y");
-  test::expect_close(got.hy, want.hy, tol, who + " hy");
-  if (rc.lstm()) test::expect_close(got.cy, want.cy, tol, who + " cy");
-  if (!train) return;
-  test::expect_close(got.dx, want.dx, gtol, who + " dx");
-  test::expect_close(got.dhx, want.dhx, gtol, who + " dhx");
-  if (rc.lstm()) test::expect_close(got.dcx, want.dcx, gtol, who + " dcx");
-  test::expect_close(got.dw, want.dw, gtol, who + " dweights");
-}
-
 struct DeviceCase {
   std::string feature;
   CellKind cell;
@@ -170,7 +143,7 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   EXPECT_EQ(ex.packed_weights_size(), 0u);
   OnDevice dev(rc);
   const Tensors got = dev.run(ex, rc), want = rc.reference(train);
-  expect_agree(got, want, rc, train, "rnnjit");
+  test::expect_matches(got, want, rc, train, "rnnjit");
   if (lengths) return;  // the cuDNN peer runs every element for all T steps
   // cuDNN: what the peer refuses (no reset-before GRU, no reverse-only direction, its own dropout
   // masks, none of ONNX's options) is not compared; its clip's gradient is not compared.
@@ -186,8 +159,8 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   }
   const bool peer_train = train && config.clip == 0.0f;
   const Tensors peer = OnDevice(rc).run_cudnn(rc, peer_train ? Mode::training : Mode::inference);
-  expect_agree(peer, want, rc, peer_train, "cudnn");
-  expect_agree(got, peer, rc, peer_train, "rnnjit vs cudnn");
+  test::expect_matches(peer, want, rc, peer_train, "cudnn");
+  test::expect_matches(got, peer, rc, peer_train, "rnnjit vs cudnn");
 }
 
 std::vector<DeviceCase> device_cases() {
@@ -259,13 +232,13 @@ TEST_F(CudaDevice, VariableLengthsFromCallToCall) {
     Execution ex = Rnn(kGru, {.device = Device::cuda}).prepare(varied.shape, mode);
     OnDevice dev(varied);
     const Tensors want_varied = varied.reference(train), want_full = full.reference(train);
-    expect_agree(dev.run(ex, varied), want_varied, varied, train, "lengths");
+    test::expect_matches(dev.run(ex, varied), want_varied, varied, train, "lengths");
     const std::uint64_t allocations = ex.allocations();
-    expect_agree(dev.run(ex, full), want_full, full, train, "no lengths after lengths");
-    expect_agree(dev.run(ex, varied), want_varied, varied, train, "lengths again");
+    test::expect_matches(dev.run(ex, full), want_full, full, train, "no lengths after lengths");
+    test::expect_matches(dev.run(ex, varied), want_varied, varied, train, "lengths again");
     cuda::DeviceArray workspace(ex.workspace_size()), reserve(std::max<std::size_t>(ex.reserve_size(), 1));
     std::span<std::byte> theirs = train ? reserve.span<std::byte>() : std::span<std::byte>{};
-    expect_agree(dev.run(ex, varied, theirs, workspace.span<std::byte>()), want_varied, varied, train,
+    test::expect_matches(dev.run(ex, varied, theirs, workspace.span<std::byte>()), want_varied, varied, train,
                  "caller scratch");
     EXPECT_EQ(ex.allocations(), allocations);
     std::vector<std::int32_t> bad = varied.lengths;
