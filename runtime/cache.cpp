@@ -60,7 +60,10 @@ std::shared_ptr<const CompiledKernel> Cache::kernel(const KernelDesc& desc) {
   log_verbose(hit ? fmt::format("kernel {} (cache hit)", kernel_name(desc))
                   : fmt::format("kernel {} compiled in {:.3f} ms, {} bytes (cache miss)", kernel_name(desc),
                                 k->compile_ms(), k->code().size()));
-  if (!hit) dump_kernel(*k);
+  if (!hit) {
+    dump_kernel(*k);
+    perf_map_kernel(*k);
+  }
   return k;
 }
 

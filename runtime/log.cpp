@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <span>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -44,6 +47,23 @@ void dump_files(const std::string& name, std::initializer_list<std::pair<std::st
     out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
     if (!out) log_verbose(fmt::format("RNNJIT_DUMP: could not write {}", path));
   }
+}
+
+void perf_map_kernel(const CompiledKernel& kernel) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("RNNJIT_PERF_MAP");
+    return v && *v && std::string_view(v) != "0";
+  }();
+  const std::span<const std::uint8_t> code = kernel.code();
+  if (!enabled || code.empty()) return;
+  // perf's convention for JIT code: /tmp/perf-<pid>.map, one "start size name" line (hex) a symbol.
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  const std::string path = fmt::format("/tmp/perf-{}.map", static_cast<long>(::getpid()));
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) return log_verbose(fmt::format("RNNJIT_PERF_MAP: could not open {}", path));
+  std::fprintf(f, "%lx %zx %s\n", reinterpret_cast<unsigned long>(code.data()), code.size(), kernel.name().c_str());
+  std::fclose(f);
 }
 
 void dump_kernel(const CompiledKernel& kernel) {
