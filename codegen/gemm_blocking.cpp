@@ -12,10 +12,22 @@ std::pair<std::int64_t, std::int64_t> GemmBlocking::thread_columns(int tid) cons
   return {std::min(group, p0 * panel_columns()), std::min(group, p1 * panel_columns())};
 }
 
+namespace {
+
+// The k block of a tile n_r vectors wide: its k_c x 16*n_r panel of B within half of a 1 MiB L2.
+std::int64_t k_block(std::int64_t k, std::int64_t n_r) {
+  return std::min<std::int64_t>(k, std::max<std::int64_t>(64, (512 * 1024) / (64 * n_r)));
+}
+
+}  // namespace
+
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b) {
   // Zen 4/5 and Intel cores sustain two zmm FMAs and two zmm loads per cycle, and an FMA has
   // a latency of 4: a k step of an m_r x n_r tile costs max(m_r*n_r FMAs, m_r+n_r loads)/2
-  // cycles, and at least 4. Cost = cycles of the busiest thread, padding included.
+  // cycles, and at least 4. The n_r vectors of B come from L2 unless the tile's k_c x n_r
+  // panel stays in L1 (half of a 48 KiB L1 for it), and L2 feeds about 32 bytes a cycle: 2
+  // cycles per vector, so a short wide tile (2 x 8) waits on L2 at half its FMA rate.
+  // Cost = cycles of the busiest thread, padding included.
   GemmBlocking best;
   double best_cost = std::numeric_limits<double>::max();
   for (std::int64_t n_r = 1; n_r <= 15; ++n_r) {
@@ -25,7 +37,9 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
     const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
     const std::int64_t panels = (group + 16 * n_r - 1) / (16 * n_r);
     const std::int64_t panels_per_thread = (panels + threads - 1) / threads;
-    const double per_k = std::max({static_cast<double>(m_r * n_r), static_cast<double>(m_r + n_r), 8.0}) / 2.0;
+    const bool b_in_l1 = k_block(k, n_r) * 64 * n_r <= 24 * 1024;
+    const double per_k = std::max({static_cast<double>(m_r * n_r), static_cast<double>(m_r + n_r), 8.0,
+                                   b_in_l1 ? 0.0 : 4.0 * static_cast<double>(n_r)}) / 2.0;
     const double cost = static_cast<double>(row_blocks * panels_per_thread) * per_k;
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
@@ -36,8 +50,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.group = group;
   best.threads = threads;
   best.packed_b = packed_b;
-  // Keep a k_c x 16*n_r panel of B within half of a 1 MiB L2.
-  best.k_c = std::min<std::int64_t>(k, std::max<std::int64_t>(64, (512 * 1024) / (64 * best.n_r)));
+  best.k_c = k_block(k, best.n_r);
   // And an m block of A of about 768 KiB beside it, so a large M does not stream A from memory
   // once per panel of B.
   const std::int64_t a_rows = std::max<std::int64_t>(1, (768 * 1024) / (4 * best.k_c) / best.m_r) * best.m_r;

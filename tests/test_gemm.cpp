@@ -175,5 +175,20 @@ TEST(GemmMicrokernel, RefusesTilesThatDoNotFitTheRegisters) {
   }
 }
 
+// The cost model keeps tiles FMA-bound: where B's panel cannot stay in L1 its vectors come from
+// L2 at about two cycles each, so a tile needs at least 4 rows per vector of B (a 2 x 8 tile
+// would wait on L2 half the time). Where a tile of that many rows fits the registers, the model
+// must choose one.
+TEST(GemmBlocking, TilesStayFmaBoundWhenBStreamsFromL2) {
+  for (const auto& [m, k, group] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{128, 512, 512},
+                                    {32, 256, 256}, {6400, 512, 512}, {20, 800, 800}, {64, 128, 128}})
+    for (int threads : {1, 2}) {
+      const GemmBlocking b = choose_blocking(m, k, group, threads, true);
+      const bool b_in_l1 = b.k_c * 64 * b.n_r <= 24 * 1024;
+      EXPECT_TRUE(b_in_l1 || b.m_r >= 4 || m < 4)
+          << fmt::format("M={} K={} group={}: {}x{} tile", m, k, group, b.m_r, b.n_r);
+    }
+}
+
 }  // namespace
 }  // namespace rnnjit
