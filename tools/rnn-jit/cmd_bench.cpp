@@ -1,7 +1,9 @@
 // rnn-jit bench: times the whole forward (inference) or forward + backward data + backward
 // weights (train) of one configuration after a warm-up, and prints median and min ms and
 // GFLOPS. With --compare, peers run interleaved with rnnjit, rep by rep, in the same process,
-// and the ratio peer/rnnjit is printed (noise on a shared machine hits both alike).
+// and the ratio peer/rnnjit is printed (noise on a shared machine hits both alike). Every timed
+// iteration starts once the process's other threads are idle: a runtime that spins after its
+// call (OpenMP, OpenBLAS) would otherwise be timed as part of the next contender.
 //
 // FLOPs count the GEMMs only: forward 2*T*N*G*H*(I_l + S) per layer and direction (plus the
 // projection's 2*T*N*P*H); training three times that (forward, backward data, backward
@@ -22,6 +24,7 @@
 
 #include "bench/fma_peak.hpp"
 #include "bench/onednn_peer.hpp"
+#include "bench/quiet_cores.hpp"
 #include "rnnjit/rnn.hpp"
 #include "runtime/cuda/cuda_support.hpp"
 #include "tools/rnn-jit/bench_cuda.hpp"
@@ -170,6 +173,7 @@ int bench(const BenchFlags& f) {
     for (const Contender& c : contenders) c.iteration();
   for (int r = 0; r < f.reps; ++r) {
     for (std::size_t i = 0; i < contenders.size(); ++i) {
+      bench::wait_for_quiet_cores();  // not on cores a runtime still spins on (bench/quiet_cores.hpp)
       const auto start = Clock::now();
       contenders[i].iteration();
       timings[i].ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
@@ -180,6 +184,7 @@ int bench(const BenchFlags& f) {
 
   const double flops = forward_flops(config, shape) * (mode == Mode::training ? 3.0 : 1.0);
   const Timings& ours = timings.front();
+  if (f.peak) bench::wait_for_quiet_cores();
   const double peak = f.peak ? bench::measure_fma_peak(threads) : 0.0;
   const double ours_gflops = flops / (ours.median() * 1e6);
   if (f.json) {
