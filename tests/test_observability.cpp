@@ -1,6 +1,7 @@
 // Environment switches: RNNJIT_VERBOSE logs plans and kernel creation, RNNJIT_DUMP writes every
 // compiled kernel (.bin and .asm), RNNJIT_ISA forces an instruction set (and rejects one the
-// CPU lacks or an unknown name), RNNJIT_CACHE_CAPACITY must be a positive integer.
+// CPU lacks or an unknown name), RNNJIT_CACHE_CAPACITY must be a positive integer,
+// RNNJIT_PERF_MAP names the generated kernels for perf.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -61,6 +62,32 @@ TEST(Observability, DumpWritesEveryCompiledKernel) {
   EXPECT_GT(asm_files, 0);
   EXPECT_EQ(asm_files, bin_files);
   fs::remove_all(dir);
+}
+
+// perf's JIT symbol map: /tmp/perf-<pid>.map, "start size name" in hex, one line a kernel.
+TEST(Observability, PerfMapNamesEveryGeneratedKernel) {
+  if (rnnjit::detect_isa() != rnnjit::Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  const fs::path pid_file = fs::temp_directory_path() / ("rnnjit_perfmap_" + std::to_string(::getpid()) + ".pid");
+  // The shell writes its pid and becomes the CLI (exec keeps the pid).
+  const CliRun r = run_cli("export RNNJIT_PERF_MAP=1; echo $$ >'" + pid_file.string() + "'; exec", kSmall);
+  ASSERT_EQ(r.status, 0) << r.err;
+  long pid = 0;
+  std::ifstream(pid_file) >> pid;
+  fs::remove(pid_file);
+  const fs::path map = "/tmp/perf-" + std::to_string(pid) + ".map";
+  std::ifstream in(map);
+  ASSERT_TRUE(in) << map << " was not written";
+  int kernels = 0, gate_kernels = 0;
+  std::string start, size, name;
+  while (in >> start >> size >> name) {
+    ++kernels;
+    EXPECT_GT(std::stoull(start, nullptr, 16), 0u) << name;
+    EXPECT_GT(std::stoull(size, nullptr, 16), 0u) << name;
+    gate_kernels += name.rfind("gru_fwd_avx512", 0) == 0;
+  }
+  fs::remove(map);
+  EXPECT_GT(kernels, 1);
+  EXPECT_GE(gate_kernels, 1);
 }
 
 TEST(Observability, IsaCanBeForcedAndIsValidated) {
