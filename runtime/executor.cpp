@@ -1,8 +1,10 @@
 #include "runtime/executor.hpp"
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "codegen/kernel_args.hpp"
@@ -38,6 +40,19 @@ std::pair<std::int64_t, std::int64_t> share(std::int64_t count, int tid, int thr
 
 void copy_floats(float* dst, const float* src, std::int64_t count) {
   std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(float));
+}
+
+// Copies count <= 32 floats with two masked AVX-512 moves: the rows of A's panels are m_r
+// floats, so short that a memcpy call per row cost more than the GEMM's FMAs on small shapes.
+// Only generated GEMMs pack A, and they only run where the CPU has AVX-512.
+__attribute__((target("avx512f"))) void copy_tile_row(float* dst, const float* src, std::int64_t count) {
+  assert(count >= 1 && count <= 32);  // m_r <= GemmEmitter::max_rows(1) = 29
+  const auto low = static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
+  _mm512_mask_storeu_ps(dst, low, _mm512_maskz_loadu_ps(low, src));
+  if (count > 16) {
+    const auto high = static_cast<__mmask16>((1u << (count - 16)) - 1);
+    _mm512_mask_storeu_ps(dst + 16, high, _mm512_maskz_loadu_ps(high, src + 16));
+  }
 }
 
 // Variable lengths: whether batch row n is past its sequence at time t.
@@ -194,15 +209,16 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
   for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
     const std::int64_t k0 = kb * k.k_c, kn = std::min(k.k_c, g.k - k0);
     if (k.pack_a) {
-      // All threads copy a share of this k block's rows of A into the row-block panels.
+      // All threads copy a share of this k block's rows of A into the row-block panels, one
+      // panel at a time: the writes stay sequential, the reads stride by lda (which the
+      // hardware prefetcher follows); panel by row would write to a new page every m_r floats.
       if (threads > 1 && kb > 0) ThreadTeam::instance().barrier();  // the last block is consumed
       const std::int64_t r0 = kn * tid / threads, r1 = kn * (tid + 1) / threads;
-      for (std::int64_t kk = r0; kk < r1; ++kk) {
-        const float* row = a + (k0 + kk) * g.lda;
-        for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
-          const std::int64_t rows = std::min(k.m_r, g.m - rb * k.m_r);
-          std::memcpy(a_panels + (rb * kn + kk) * k.m_r, row + rb * k.m_r, static_cast<std::size_t>(rows) * sizeof(float));
-        }
+      for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+        const std::int64_t rows = std::min(k.m_r, g.m - rb * k.m_r);
+        const float* column = a + k0 * g.lda + rb * k.m_r;
+        float* panel = a_panels + rb * kn * k.m_r;
+        for (std::int64_t kk = r0; kk < r1; ++kk) copy_tile_row(panel + kk * k.m_r, column + kk * g.lda, rows);
       }
       if (threads > 1) ThreadTeam::instance().barrier();
     }

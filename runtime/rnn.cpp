@@ -19,8 +19,14 @@
 #include "runtime/memory.hpp"
 #include "runtime/thread_team.hpp"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace rnnjit {
 namespace {
+
+constexpr std::size_t kHugePage = 2 << 20;
 
 // 64-byte-aligned, allocated once and grown only if a larger size is ever needed.
 class AlignedBuffer {
@@ -31,9 +37,16 @@ class AlignedBuffer {
       std::free(data_);
       data_ = nullptr;
       size_ = 0;
-      const std::size_t rounded = (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
-      data_ = static_cast<std::byte*>(std::aligned_alloc(kRegionAlignment, rounded));
+      // Buffers of 2 MiB or more are aligned to and advised into transparent huge pages: the
+      // GEMMs stream matrices of many MiB with large row strides (a gate row is 4H floats), and
+      // with 4 KiB pages every few rows cost a TLB miss.
+      const std::size_t align = bytes >= kHugePage ? kHugePage : kRegionAlignment;
+      const std::size_t rounded = (bytes + align - 1) / align * align;
+      data_ = static_cast<std::byte*>(std::aligned_alloc(align, rounded));
       if (!data_) throw Error(fmt::format("out of memory: could not allocate {} bytes", rounded));
+#if defined(__linux__)
+      if (align == kHugePage) ::madvise(data_, rounded, MADV_HUGEPAGE);  // advice only: errors are harmless
+#endif
       size_ = rounded;
       ++allocations;
     }
