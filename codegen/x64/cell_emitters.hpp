@@ -10,9 +10,7 @@ class LstmForward final : public GateEmitter {
  public:
   explicit LstmForward(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, c_prev_ = r12, h_out_ = r13,
                      c_out_ = r14, gates_ = r15, peephole_ = rdx;
 };
@@ -21,9 +19,7 @@ class LstmBackward final : public GateEmitter {
  public:
   explicit LstmBackward(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 dy_ = r8, c_ = r9, c_prev_ = r10, gates_ = r11, dh_carry_ = r12, dc_carry_ = r13,
                      peephole_ = r14;
 };
@@ -32,9 +28,7 @@ class GruForward final : public GateEmitter {
  public:
   explicit GruForward(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, h_out_ = r13,
                      gates_ = r14;
 };
@@ -43,9 +37,7 @@ class GruBackward final : public GateEmitter {
  public:
   explicit GruBackward(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 dy_ = r8, h_prev_ = r9, gates_ = r10, dh_carry_ = r11;
 };
 
@@ -58,9 +50,7 @@ class GruResetGates final : public GateEmitter {
  public:
   explicit GruResetGates(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, reset_h_ = r13, z_ = r14,
                      gates_ = r15;
 };
@@ -69,9 +59,7 @@ class GruResetCandidate final : public GateEmitter {
  public:
   explicit GruResetCandidate(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, h_out_ = r13, z_ = r14,
                      gates_ = r15;
 };
@@ -80,9 +68,7 @@ class GruResetBackwardUpdate final : public GateEmitter {
  public:
   explicit GruResetBackwardUpdate(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 dy_ = r8, h_prev_ = r9, gates_ = r10, dh_carry_ = r11;
 };
 
@@ -90,9 +76,7 @@ class GruResetBackwardReset final : public GateEmitter {
  public:
   explicit GruResetBackwardReset(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 d_reset_h_ = r8, h_prev_ = r9, gates_ = r10, dh_carry_ = r11;
 };
 
@@ -101,9 +85,7 @@ class RnnForward final : public GateEmitter {
  public:
   explicit RnnForward(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_out_ = r12;
 };
 
@@ -111,9 +93,7 @@ class RnnBackward final : public GateEmitter {
  public:
   explicit RnnBackward(const KernelDesc& desc);
  private:
-  void load_pointers() override;
   void body(int count, bool masked) override;
-  void advance_rows() override;
   const Xbyak::Reg64 dy_ = r8, h_ = r9, gates_ = r10, dh_carry_ = r11;
 };
 

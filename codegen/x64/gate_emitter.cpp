@@ -123,6 +123,10 @@ void GateEmitter::inside_clip(const Xbyak::Opmask& k, const Xbyak::Zmm& c) {
   vcmpps(k | k, c, clip_scratch_, 0x1e);  // and c > -clip
 }
 
+void GateEmitter::row_pointer(const Xbyak::Reg64& reg, std::size_t offset, std::int64_t row_bytes) {
+  row_pointers_.push_back({reg, offset, row_bytes});
+}
+
 void GateEmitter::generate() {
   const int unroll = static_cast<int>(desc_.unroll);
   const int full_vectors = static_cast<int>(desc_.cols / kVector);
@@ -132,7 +136,7 @@ void GateEmitter::generate() {
   const bool gate_bounds = desc_.gate_clip_bits && desc_.pass_kind() == Pass::backward;
   preamble();
   if (gate_bounds) sub(rsp, kGateBoundsBytes);
-  load_pointers();
+  for (const RowPointer& p : row_pointers_) mov(p.reg, ptr[abi_arg + static_cast<int>(p.offset)]);
   act_.load_constants();
   if (gate_bounds) store_gate_clip_bounds();
   if (tail) {
@@ -157,7 +161,8 @@ void GateEmitter::generate() {
     add(col_, remainder * kVector * 4);
   }
   if (tail) body(1, true);
-  advance_rows();
+  for (const RowPointer& p : row_pointers_)
+    if (p.row_bytes) add(p.reg, static_cast<int>(p.row_bytes));
   dec(row_counter_);
   jnz(row_loop, T_NEAR);
   if (gate_bounds) add(rsp, kGateBoundsBytes);

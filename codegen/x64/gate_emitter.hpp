@@ -33,12 +33,13 @@ class GateEmitter : public JitGenerator {
   // Refuses (throws Error) a descriptor whose unroll * regs_per_slot exceeds the slot registers.
   GateEmitter(const KernelDesc& desc, int regs_per_slot);
 
-  // Emits the whole kernel; derived constructors call it after their own set-up.
+  // Emits the whole kernel; derived constructors call it after declaring their row pointers.
   void generate();
 
-  virtual void load_pointers() = 0;             // from abi_arg, by offsetof
+  // A pointer the kernel walks: loaded from the argument struct at byte `offset` on entry and
+  // moved on by `row_bytes` after each batch row (0 for one shared by every row, as biases are).
+  void row_pointer(const Xbyak::Reg64& reg, std::size_t offset, std::int64_t row_bytes);
   virtual void body(int count, bool masked) = 0;  // `count` consecutive vectors at column rcx
-  virtual void advance_rows() = 0;              // move every row pointer to the next batch row
 
   Xbyak::Zmm slot(int u, int i) const;
   std::vector<Xbyak::Zmm> slots(int count, int i) const;  // value i of slots 0..count-1
@@ -50,7 +51,8 @@ class GateEmitter : public JitGenerator {
                           bool masked);  // dst += a * b
   void store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool masked);
 
-  std::int64_t hidden_bytes() const { return std::int64_t{desc_.hidden} * 4; }
+  std::int64_t hidden_bytes() const { return std::int64_t{desc_.hidden} * 4; }  // a row of c, dh_carry
+  std::int64_t h_row_bytes() const { return std::int64_t{desc_.ld_h} * 4; }     // a row of h, dy
 
   // LSTM cell clip (desc_.clip_bits != 0): v = min(max(v, -clip), clip), NaN kept; and
   // k = (-clip < c < clip) for the backward pass. Both use clip_scratch_ for the bound.
@@ -75,6 +77,12 @@ class GateEmitter : public JitGenerator {
   const Xbyak::Zmm clip_scratch_ = Xbyak::Zmm(26);  // an activation scratch, free between fragments
 
  private:
+  struct RowPointer {
+    Xbyak::Reg64 reg;
+    std::size_t offset;
+    std::int64_t row_bytes;
+  };
+  std::vector<RowPointer> row_pointers_;
   Xbyak::Address clip_bound(bool negative);
   Xbyak::Address gate_clip_bound(bool negative);
   void store_gate_clip_bounds();  // backward prologue: the activations of +-gate_clip, to [rsp]

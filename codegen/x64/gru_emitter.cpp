@@ -11,16 +11,15 @@
 
 namespace rnnjit::x64 {
 
-GruForward::GruForward(const KernelDesc& desc) : GateEmitter(desc, 4) { generate(); }
-
-void GruForward::load_pointers() {
-  mov(gx_, ptr[abi_arg + offsetof(GateForwardArgs, gx)]);
-  mov(gh_, ptr[abi_arg + offsetof(GateForwardArgs, gh)]);
-  mov(bias_ih_, ptr[abi_arg + offsetof(GateForwardArgs, bias_ih)]);
-  mov(bias_hh_, ptr[abi_arg + offsetof(GateForwardArgs, bias_hh)]);
-  mov(h_prev_, ptr[abi_arg + offsetof(GateForwardArgs, h_prev)]);
-  mov(h_out_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
-  if (desc_.training) mov(gates_, ptr[abi_arg + offsetof(GateForwardArgs, gates)]);
+GruForward::GruForward(const KernelDesc& desc) : GateEmitter(desc, 4) {
+  row_pointer(gx_, offsetof(GateForwardArgs, gx), 3 * hidden_bytes());
+  row_pointer(gh_, offsetof(GateForwardArgs, gh), 3 * hidden_bytes());
+  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
+  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+  row_pointer(h_prev_, offsetof(GateForwardArgs, h_prev), h_row_bytes());
+  row_pointer(h_out_, offsetof(GateForwardArgs, h_out), h_row_bytes());
+  if (desc.training) row_pointer(gates_, offsetof(GateForwardArgs, gates), 4 * hidden_bytes());
+  generate();
 }
 
 void GruForward::body(int count, bool masked) {
@@ -60,21 +59,12 @@ void GruForward::body(int count, bool masked) {
   }
 }
 
-void GruForward::advance_rows() {
-  add(gx_, 3 * static_cast<int>(hidden_bytes()));
-  add(gh_, 3 * static_cast<int>(hidden_bytes()));
-  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
-  add(h_out_, static_cast<int>(desc_.ld_h * 4));
-  if (desc_.training) add(gates_, 4 * static_cast<int>(hidden_bytes()));
-}
-
-GruBackward::GruBackward(const KernelDesc& desc) : GateEmitter(desc, 8) { generate(); }
-
-void GruBackward::load_pointers() {
-  mov(dy_, ptr[abi_arg + offsetof(GateBackwardArgs, dy)]);
-  mov(h_prev_, ptr[abi_arg + offsetof(GateBackwardArgs, h_prev)]);
-  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
-  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
+GruBackward::GruBackward(const KernelDesc& desc) : GateEmitter(desc, 8) {
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes());
+  row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes());
+  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 4 * hidden_bytes());
+  row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());
+  generate();
 }
 
 void GruBackward::body(int count, bool masked) {
@@ -113,13 +103,6 @@ void GruBackward::body(int count, bool masked) {
     zero_unless_passed(R(t), R(z), Activation::sigmoid);
     store(at(gates_, 1, u), R(t), masked);        // dz = dh (h_prev - n) z (1 - z)
   }
-}
-
-void GruBackward::advance_rows() {
-  add(dy_, static_cast<int>(desc_.ld_h * 4));
-  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
-  add(gates_, 4 * static_cast<int>(hidden_bytes()));
-  add(dh_carry_, static_cast<int>(hidden_bytes()));
 }
 
 }  // namespace rnnjit::x64

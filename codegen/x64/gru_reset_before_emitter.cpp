@@ -18,17 +18,16 @@
 
 namespace rnnjit::x64 {
 
-GruResetGates::GruResetGates(const KernelDesc& desc) : GateEmitter(desc, 3) { generate(); }
-
-void GruResetGates::load_pointers() {
-  mov(gx_, ptr[abi_arg + offsetof(GateForwardArgs, gx)]);
-  mov(gh_, ptr[abi_arg + offsetof(GateForwardArgs, gh)]);
-  mov(bias_ih_, ptr[abi_arg + offsetof(GateForwardArgs, bias_ih)]);
-  mov(bias_hh_, ptr[abi_arg + offsetof(GateForwardArgs, bias_hh)]);
-  mov(h_prev_, ptr[abi_arg + offsetof(GateForwardArgs, h_prev)]);
-  mov(reset_h_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
-  mov(z_, ptr[abi_arg + offsetof(GateForwardArgs, c_out)]);
-  if (desc_.training) mov(gates_, ptr[abi_arg + offsetof(GateForwardArgs, gates)]);
+GruResetGates::GruResetGates(const KernelDesc& desc) : GateEmitter(desc, 3) {
+  row_pointer(gx_, offsetof(GateForwardArgs, gx), 3 * hidden_bytes());
+  row_pointer(gh_, offsetof(GateForwardArgs, gh), 3 * hidden_bytes());
+  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
+  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+  row_pointer(h_prev_, offsetof(GateForwardArgs, h_prev), h_row_bytes());
+  row_pointer(reset_h_, offsetof(GateForwardArgs, h_out), h_row_bytes());
+  row_pointer(z_, offsetof(GateForwardArgs, c_out), hidden_bytes());
+  if (desc.training) row_pointer(gates_, offsetof(GateForwardArgs, gates), 3 * hidden_bytes());
+  generate();
 }
 
 void GruResetGates::body(int count, bool masked) {
@@ -56,26 +55,16 @@ void GruResetGates::body(int count, bool masked) {
   }
 }
 
-void GruResetGates::advance_rows() {
-  add(gx_, 3 * static_cast<int>(hidden_bytes()));
-  add(gh_, 3 * static_cast<int>(hidden_bytes()));
-  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
-  add(reset_h_, static_cast<int>(desc_.ld_h * 4));
-  add(z_, static_cast<int>(hidden_bytes()));
-  if (desc_.training) add(gates_, 3 * static_cast<int>(hidden_bytes()));
-}
-
-GruResetCandidate::GruResetCandidate(const KernelDesc& desc) : GateEmitter(desc, 3) { generate(); }
-
-void GruResetCandidate::load_pointers() {
-  mov(gx_, ptr[abi_arg + offsetof(GateForwardArgs, gx)]);
-  mov(gh_, ptr[abi_arg + offsetof(GateForwardArgs, gh)]);
-  mov(bias_ih_, ptr[abi_arg + offsetof(GateForwardArgs, bias_ih)]);
-  mov(bias_hh_, ptr[abi_arg + offsetof(GateForwardArgs, bias_hh)]);
-  mov(h_prev_, ptr[abi_arg + offsetof(GateForwardArgs, h_prev)]);
-  mov(h_out_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
-  mov(z_, ptr[abi_arg + offsetof(GateForwardArgs, c_prev)]);
-  if (desc_.training) mov(gates_, ptr[abi_arg + offsetof(GateForwardArgs, gates)]);
+GruResetCandidate::GruResetCandidate(const KernelDesc& desc) : GateEmitter(desc, 3) {
+  row_pointer(gx_, offsetof(GateForwardArgs, gx), 3 * hidden_bytes());
+  row_pointer(gh_, offsetof(GateForwardArgs, gh), 3 * hidden_bytes());
+  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
+  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+  row_pointer(h_prev_, offsetof(GateForwardArgs, h_prev), h_row_bytes());
+  row_pointer(h_out_, offsetof(GateForwardArgs, h_out), h_row_bytes());
+  row_pointer(z_, offsetof(GateForwardArgs, c_prev), hidden_bytes());
+  if (desc.training) row_pointer(gates_, offsetof(GateForwardArgs, gates), 3 * hidden_bytes());
+  generate();
 }
 
 void GruResetCandidate::body(int count, bool masked) {
@@ -98,22 +87,12 @@ void GruResetCandidate::body(int count, bool masked) {
   }
 }
 
-void GruResetCandidate::advance_rows() {
-  add(gx_, 3 * static_cast<int>(hidden_bytes()));
-  add(gh_, 3 * static_cast<int>(hidden_bytes()));
-  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
-  add(h_out_, static_cast<int>(desc_.ld_h * 4));
-  add(z_, static_cast<int>(hidden_bytes()));
-  if (desc_.training) add(gates_, 3 * static_cast<int>(hidden_bytes()));
-}
-
-GruResetBackwardUpdate::GruResetBackwardUpdate(const KernelDesc& desc) : GateEmitter(desc, 5) { generate(); }
-
-void GruResetBackwardUpdate::load_pointers() {
-  mov(dy_, ptr[abi_arg + offsetof(GateBackwardArgs, dy)]);
-  mov(h_prev_, ptr[abi_arg + offsetof(GateBackwardArgs, h_prev)]);
-  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
-  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
+GruResetBackwardUpdate::GruResetBackwardUpdate(const KernelDesc& desc) : GateEmitter(desc, 5) {
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes());
+  row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes());
+  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 3 * hidden_bytes());
+  row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());
+  generate();
 }
 
 void GruResetBackwardUpdate::body(int count, bool masked) {
@@ -143,20 +122,12 @@ void GruResetBackwardUpdate::body(int count, bool masked) {
   }
 }
 
-void GruResetBackwardUpdate::advance_rows() {
-  add(dy_, static_cast<int>(desc_.ld_h * 4));
-  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
-  add(gates_, 3 * static_cast<int>(hidden_bytes()));
-  add(dh_carry_, static_cast<int>(hidden_bytes()));
-}
-
-GruResetBackwardReset::GruResetBackwardReset(const KernelDesc& desc) : GateEmitter(desc, 4) { generate(); }
-
-void GruResetBackwardReset::load_pointers() {
-  mov(d_reset_h_, ptr[abi_arg + offsetof(GateBackwardArgs, d_reset_h)]);
-  mov(h_prev_, ptr[abi_arg + offsetof(GateBackwardArgs, h_prev)]);
-  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
-  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
+GruResetBackwardReset::GruResetBackwardReset(const KernelDesc& desc) : GateEmitter(desc, 4) {
+  row_pointer(d_reset_h_, offsetof(GateBackwardArgs, d_reset_h), hidden_bytes());
+  row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes());
+  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 3 * hidden_bytes());
+  row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());
+  generate();
 }
 
 void GruResetBackwardReset::body(int count, bool masked) {
@@ -176,13 +147,6 @@ void GruResetBackwardReset::body(int count, bool masked) {
     zero_unless_passed(R(t), R(r), Activation::sigmoid);
     store(at(gates_, 0, u), R(t), masked);
   }
-}
-
-void GruResetBackwardReset::advance_rows() {
-  add(d_reset_h_, static_cast<int>(hidden_bytes()));
-  add(h_prev_, static_cast<int>(desc_.ld_h * 4));
-  add(gates_, 3 * static_cast<int>(hidden_bytes()));
-  add(dh_carry_, static_cast<int>(hidden_bytes()));
 }
 
 }  // namespace rnnjit::x64

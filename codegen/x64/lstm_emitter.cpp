@@ -14,18 +14,17 @@
 
 namespace rnnjit::x64 {
 
-LstmForward::LstmForward(const KernelDesc& desc) : GateEmitter(desc, 4) { generate(); }
-
-void LstmForward::load_pointers() {
-  mov(gx_, ptr[abi_arg + offsetof(GateForwardArgs, gx)]);
-  mov(gh_, ptr[abi_arg + offsetof(GateForwardArgs, gh)]);
-  mov(bias_ih_, ptr[abi_arg + offsetof(GateForwardArgs, bias_ih)]);
-  mov(bias_hh_, ptr[abi_arg + offsetof(GateForwardArgs, bias_hh)]);
-  mov(c_prev_, ptr[abi_arg + offsetof(GateForwardArgs, c_prev)]);
-  mov(h_out_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
-  mov(c_out_, ptr[abi_arg + offsetof(GateForwardArgs, c_out)]);
-  if (desc_.training) mov(gates_, ptr[abi_arg + offsetof(GateForwardArgs, gates)]);
-  if (desc_.peephole) mov(peephole_, ptr[abi_arg + offsetof(GateForwardArgs, peephole)]);
+LstmForward::LstmForward(const KernelDesc& desc) : GateEmitter(desc, 4) {
+  row_pointer(gx_, offsetof(GateForwardArgs, gx), 4 * hidden_bytes());
+  row_pointer(gh_, offsetof(GateForwardArgs, gh), 4 * hidden_bytes());
+  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
+  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+  row_pointer(c_prev_, offsetof(GateForwardArgs, c_prev), hidden_bytes());
+  row_pointer(h_out_, offsetof(GateForwardArgs, h_out), h_row_bytes());
+  row_pointer(c_out_, offsetof(GateForwardArgs, c_out), hidden_bytes());
+  if (desc.training) row_pointer(gates_, offsetof(GateForwardArgs, gates), 4 * hidden_bytes());
+  if (desc.peephole) row_pointer(peephole_, offsetof(GateForwardArgs, peephole), 0);
+  generate();
 }
 
 void LstmForward::body(int count, bool masked) {
@@ -87,26 +86,15 @@ void LstmForward::body(int count, bool masked) {
   }
 }
 
-void LstmForward::advance_rows() {
-  const int gate_row = 4 * static_cast<int>(hidden_bytes());
-  add(gx_, gate_row);
-  add(gh_, gate_row);
-  add(c_prev_, static_cast<int>(hidden_bytes()));
-  add(c_out_, static_cast<int>(hidden_bytes()));
-  add(h_out_, static_cast<int>(desc_.ld_h * 4));
-  if (desc_.training) add(gates_, gate_row);
-}
-
-LstmBackward::LstmBackward(const KernelDesc& desc) : GateEmitter(desc, 8) { generate(); }
-
-void LstmBackward::load_pointers() {
-  mov(dy_, ptr[abi_arg + offsetof(GateBackwardArgs, dy)]);
-  mov(c_, ptr[abi_arg + offsetof(GateBackwardArgs, c)]);
-  mov(c_prev_, ptr[abi_arg + offsetof(GateBackwardArgs, c_prev)]);
-  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
-  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
-  mov(dc_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dc_carry)]);
-  if (desc_.peephole) mov(peephole_, ptr[abi_arg + offsetof(GateBackwardArgs, peephole)]);
+LstmBackward::LstmBackward(const KernelDesc& desc) : GateEmitter(desc, 8) {
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes());
+  row_pointer(c_, offsetof(GateBackwardArgs, c), hidden_bytes());
+  row_pointer(c_prev_, offsetof(GateBackwardArgs, c_prev), hidden_bytes());
+  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 4 * hidden_bytes());
+  row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());
+  row_pointer(dc_carry_, offsetof(GateBackwardArgs, dc_carry), hidden_bytes());
+  if (desc.peephole) row_pointer(peephole_, offsetof(GateBackwardArgs, peephole), 0);
+  generate();
 }
 
 void LstmBackward::body(int count, bool masked) {
@@ -180,15 +168,6 @@ void LstmBackward::body(int count, bool masked) {
     if (peephole) vaddps(R(dc), R(dc), R(dh));      //   + di P_i + df P_f
     store(at(dc_carry_, 0, u), R(dc), masked);
   }
-}
-
-void LstmBackward::advance_rows() {
-  add(dy_, static_cast<int>(desc_.ld_h * 4));
-  add(c_, static_cast<int>(hidden_bytes()));
-  add(c_prev_, static_cast<int>(hidden_bytes()));
-  add(gates_, 4 * static_cast<int>(hidden_bytes()));
-  add(dh_carry_, static_cast<int>(hidden_bytes()));
-  add(dc_carry_, static_cast<int>(hidden_bytes()));
 }
 
 }  // namespace rnnjit::x64

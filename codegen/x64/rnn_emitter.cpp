@@ -8,14 +8,13 @@
 
 namespace rnnjit::x64 {
 
-RnnForward::RnnForward(const KernelDesc& desc) : GateEmitter(desc, 1) { generate(); }
-
-void RnnForward::load_pointers() {
-  mov(gx_, ptr[abi_arg + offsetof(GateForwardArgs, gx)]);
-  mov(gh_, ptr[abi_arg + offsetof(GateForwardArgs, gh)]);
-  mov(bias_ih_, ptr[abi_arg + offsetof(GateForwardArgs, bias_ih)]);
-  mov(bias_hh_, ptr[abi_arg + offsetof(GateForwardArgs, bias_hh)]);
-  mov(h_out_, ptr[abi_arg + offsetof(GateForwardArgs, h_out)]);
+RnnForward::RnnForward(const KernelDesc& desc) : GateEmitter(desc, 1) {
+  row_pointer(gx_, offsetof(GateForwardArgs, gx), hidden_bytes());
+  row_pointer(gh_, offsetof(GateForwardArgs, gh), hidden_bytes());
+  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
+  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+  row_pointer(h_out_, offsetof(GateForwardArgs, h_out), h_row_bytes());
+  generate();
 }
 
 void RnnForward::body(int count, bool masked) {
@@ -31,19 +30,12 @@ void RnnForward::body(int count, bool masked) {
   for (int u = 0; u < count; ++u) store(at(h_out_, 0, u), slot(u, 0), masked);
 }
 
-void RnnForward::advance_rows() {
-  add(gx_, static_cast<int>(hidden_bytes()));
-  add(gh_, static_cast<int>(hidden_bytes()));
-  add(h_out_, static_cast<int>(desc_.ld_h * 4));
-}
-
-RnnBackward::RnnBackward(const KernelDesc& desc) : GateEmitter(desc, 3) { generate(); }
-
-void RnnBackward::load_pointers() {
-  mov(dy_, ptr[abi_arg + offsetof(GateBackwardArgs, dy)]);
-  mov(h_, ptr[abi_arg + offsetof(GateBackwardArgs, h)]);
-  mov(gates_, ptr[abi_arg + offsetof(GateBackwardArgs, gates)]);
-  mov(dh_carry_, ptr[abi_arg + offsetof(GateBackwardArgs, dh_carry)]);
+RnnBackward::RnnBackward(const KernelDesc& desc) : GateEmitter(desc, 3) {
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes());
+  row_pointer(h_, offsetof(GateBackwardArgs, h), h_row_bytes());
+  row_pointer(gates_, offsetof(GateBackwardArgs, gates), hidden_bytes());
+  row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());
+  generate();
 }
 
 void RnnBackward::body(int count, bool masked) {
@@ -65,13 +57,6 @@ void RnnBackward::body(int count, bool masked) {
     }
     store(at(gates_, 0, u), R(dh), masked);
   }
-}
-
-void RnnBackward::advance_rows() {
-  add(dy_, static_cast<int>(desc_.ld_h * 4));
-  add(h_, static_cast<int>(desc_.ld_h * 4));
-  add(gates_, static_cast<int>(hidden_bytes()));
-  add(dh_carry_, static_cast<int>(hidden_bytes()));
 }
 
 }  // namespace rnnjit::x64
