@@ -327,51 +327,43 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
   const float* const bias_hh = resolve(r.bias_hh, b);
   const float* const peephole = resolve(r.peephole, b);
   const std::int64_t T = r.steps;
-  GateForwardArgs args{};
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
     const float* h_prev = s == 0 ? h_init : at(r.h, prev, 0);
     float* const h_out = at(r.h, t, 0);
     float* const reset_h = reset_before ? at(r.reset_h, t, 0) : nullptr;
+    // What every gate kernel of this step reads or writes, from hidden unit c0 on.
+    auto step_args = [&](std::int64_t c0) {
+      GateForwardArgs a{};
+      a.gx = at(r.gx, t, c0);
+      a.gh = gh + c0;
+      a.bias_ih = bias_ih + c0;
+      a.bias_hh = bias_hh + c0;
+      a.h_prev = h_prev + c0;
+      a.gates = at(r.gates, t, c0);
+      return a;
+    };
     step_gemm(r.gemm, h_prev, w_hh, gh, tid, threads);
     if (kernel && reset_before) {
-      args = {};
-      args.gx = at(r.gx, t, col0);
-      args.gh = gh + col0;
-      args.bias_ih = bias_ih + col0;
-      args.bias_hh = bias_hh + col0;
-      args.h_prev = h_prev + col0;
+      GateForwardArgs args = step_args(col0);
       args.h_out = reset_h + col0;  // r * h_prev
       args.c_out = z + col0;
-      args.gates = at(r.gates, t, col0);
       (*kernel)(&args);
     }
     if (reset_before) {
       if (threads > 1) ThreadTeam::instance().barrier();  // every unit's r * h_prev is in
       step_gemm(r.gemm_n, reset_h, w_hn, gh_n, tid, threads);
       if (n_share.kernel) {
-        const std::int64_t c0 = n_share.col0;
-        args = {};
-        args.gx = at(r.gx, t, c0);
-        args.gh = gh + c0;
-        args.bias_ih = bias_ih + c0;
-        args.bias_hh = bias_hh + c0;
-        args.h_prev = h_prev + c0;
-        args.c_prev = z + c0;
-        args.h_out = h_out + c0;
-        args.gates = at(r.gates, t, c0);
+        GateForwardArgs args = step_args(n_share.col0);
+        args.c_prev = z + n_share.col0;
+        args.h_out = h_out + n_share.col0;
         (*n_share.kernel)(&args);
       }
     } else if (kernel) {
-      args.gx = at(r.gx, t, col0);
-      args.gh = gh + col0;
-      args.bias_ih = bias_ih + col0;
-      args.bias_hh = bias_hh + col0;
-      args.h_prev = h_prev + col0;
+      GateForwardArgs args = step_args(col0);
       args.c_prev = c_init ? (s == 0 ? c_init : at(r.c, prev, 0)) + col0 : nullptr;
       args.h_out = projected ? at(r.cell_out, t, col0) : h_out + col0;
       args.c_out = at(r.c, t, col0);
-      args.gates = at(r.gates, t, col0);
       args.peephole = peephole ? peephole + col0 : nullptr;
       if (lengths && args.c_out && c_in_place)
         for (std::int64_t n = 0; n < N; ++n)

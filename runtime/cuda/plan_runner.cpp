@@ -121,8 +121,6 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
   float* const gh = resolve(r.gh, b);
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
-  const float* const bias_ih = resolve(r.bias_ih, b);
-  const float* const bias_hh = resolve(r.bias_hh, b);
   const float* const peephole = resolve(r.peephole, b);  // [3, H] from unit 0: the kernel covers every unit
   const std::int64_t T = r.steps, H = plan_->kernels[static_cast<std::size_t>(r.kernel)].hidden, ldh = r.ld_state;
   const std::int64_t first_past = shortest(b, T);
@@ -134,16 +132,10 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
     const float* h_prev = s == 0 ? h_init : timed(r.h, prev, b);
     float* const h_out = timed(r.h, t, b);
     step_gemm(r.gemm, h_prev, b, gh, ops, lane);
-    GateForwardArgs args{};
-    args.gx = timed(r.gx, t, b);
-    args.gh = gh;
-    args.bias_ih = bias_ih;
-    args.bias_hh = bias_hh;
-    args.h_prev = h_prev;
+    GateForwardArgs args = step_args(r, t, h_prev, b);
     args.c_prev = c_init ? (s == 0 ? c_init : timed(r.c, prev, b)) : nullptr;
     args.h_out = projected ? timed(r.cell_out, t, b) : h_out;
     args.c_out = timed(r.c, t, b);
-    args.gates = timed(r.gates, t, b);
     args.peephole = peephole;
     if (carry && args.c_out && c_in_place) past_end(b, ops, lane, t, args.c_out, H, save + H, 2 * H, H);
     ops.gate_forward(lane, r.kernel, args);
@@ -154,29 +146,33 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
   }
 }
 
+GateForwardArgs PlanRunner::step_args(const RecurrenceStep& r, std::int64_t t, const float* h_prev,
+                                      const DeviceBindings& b) const {
+  GateForwardArgs args{};
+  args.gx = timed(r.gx, t, b);
+  args.gh = resolve(r.gh, b);
+  args.bias_ih = resolve(r.bias_ih, b);
+  args.bias_hh = resolve(r.bias_hh, b);
+  args.h_prev = h_prev;
+  args.gates = timed(r.gates, t, b);
+  return args;
+}
+
 void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops,
                                       int lane) const {
   float* const gh = resolve(r.gh, b);
   float* const gh_n = resolve(r.gemm_n.c, b);  // gh's n columns
   float* const z = resolve(r.z, b);
   float* const h_init = resolve(r.h_init, b);
-  const float* const bias_ih = resolve(r.bias_ih, b);
-  const float* const bias_hh = resolve(r.bias_hh, b);
   const std::int64_t T = r.steps, first_past = shortest(b, T);
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
     const float* h_prev = s == 0 ? h_init : timed(r.h, prev, b);
     float* const reset_h = timed(r.reset_h, t, b);  // training: this step's, kept for dW_hn
     step_gemm(r.gemm, h_prev, b, gh, ops, lane);
-    GateForwardArgs args{};
-    args.gx = timed(r.gx, t, b);
-    args.gh = gh;
-    args.bias_ih = bias_ih;
-    args.bias_hh = bias_hh;
-    args.h_prev = h_prev;
+    GateForwardArgs args = step_args(r, t, h_prev, b);
     args.h_out = reset_h;  // r * h_prev
     args.c_out = z;
-    args.gates = timed(r.gates, t, b);
     ops.gate_forward(lane, r.kernel, args);
     step_gemm(r.gemm_n, reset_h, b, gh_n, ops, lane);
     args.c_prev = z;

@@ -142,6 +142,9 @@ class PlanRunner {
   void backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
   // The GRU with the reset before: two GEMMs and two gate kernels (parts 0 and 1) per step.
   void forward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
+  // What every forward gate kernel of step t reads or writes: gx, gh, the biases, h_prev, gates.
+  GateForwardArgs step_args(const RecurrenceStep& r, std::int64_t t, const float* h_prev,
+                            const DeviceBindings& b) const;
   void backward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
 
   std::shared_ptr<const Plan> plan_;
