@@ -257,13 +257,13 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
     const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc, width = std::min(pc, k.group - col0);
     float* dst = out + q * p.k * pc;
     if (p.transpose) {  // dst[kk][c] = W[column c][kk]
-      for (std::int64_t c = 0; c < pc; ++c) {
-        if (c >= width) {
-          for (std::int64_t kk = 0; kk < p.k; ++kk) dst[kk * pc + c] = 0.0f;
-          continue;
-        }
-        const float* row = w + (grp * k.group + col0 + c) * p.k;
-        for (std::int64_t kk = 0; kk < p.k; ++kk) dst[kk * pc + c] = row[kk];
+      // In blocks of 16 k rows: the block's pc x 16 floats of dst stay in L1 while each of the
+      // pc rows of W gives it one cache line (the whole panel, K x pc, does not fit in L1).
+      const float* rows = w + (grp * k.group + col0) * p.k;
+      for (std::int64_t k0 = 0; k0 < p.k; k0 += 16) {
+        const std::int64_t k1 = std::min(p.k, k0 + 16);
+        for (std::int64_t c = 0; c < pc; ++c)
+          for (std::int64_t kk = k0; kk < k1; ++kk) dst[kk * pc + c] = c < width ? rows[c * p.k + kk] : 0.0f;
       }
     } else {  // dst[kk][c] = B[kk][column c]
       for (std::int64_t kk = 0; kk < p.k; ++kk) {
