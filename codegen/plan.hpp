@@ -131,6 +131,9 @@ struct ColumnSumStep {
   float beta = 0.0f;
   Operand factor;
   std::int64_t ld_factor = 0;
+  // Optional: gets the same sums, with the same beta (a cell whose two biases see one
+  // gradient, db_hh = db_ih: one pass over the gate gradients instead of two).
+  Operand also_dst;
 };
 
 // The time loop of one layer and direction. Forward, at processing step s (t = s, or T-1-s

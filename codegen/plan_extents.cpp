@@ -93,6 +93,7 @@ void for_each_extent(const Plan& p, const std::vector<Stage>& stages, const std:
           matrix(fn, c->src, c->rows, c->cols, c->ld_src);
           matrix(fn, c->factor, c->rows, c->cols, c->ld_factor);
           matrix(fn, c->dst, 1, c->cols, c->cols);
+          matrix(fn, c->also_dst, 1, c->cols, c->cols);
         }
         if (const auto* r = std::get_if<RecurrenceStep>(&step)) recurrence(p, fn, *r);
         if (const auto* k = std::get_if<PackStep>(&step)) {

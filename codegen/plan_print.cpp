@@ -83,8 +83,10 @@ std::string step_text(const Plan& p, const Step& step) {
             const std::string factor = c.factor.buffer == Buffer::none
                                            ? std::string()
                                            : fmt::format(" times {} (ld {})", operand_text(p, c.factor), c.ld_factor);
-            return fmt::format("colsum {}: [{}x{}] {} (ld {}){} -> {}", c.what, c.rows, c.cols, operand_text(p, c.src),
-                               c.ld_src, factor, operand_text(p, c.dst));
+            const std::string also =
+                c.also_dst.buffer == Buffer::none ? std::string() : " and " + operand_text(p, c.also_dst);
+            return fmt::format("colsum {}: [{}x{}] {} (ld {}){} -> {}{}", c.what, c.rows, c.cols, operand_text(p, c.src),
+                               c.ld_src, factor, operand_text(p, c.dst), also);
           },
           [&](const RecurrenceStep& r) {
             std::string kernels;
@@ -142,6 +144,7 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
               j["factor"] = operand_json(p, c.factor);
               j["ld_factor"] = c.ld_factor;
             }
+            if (c.also_dst.buffer != Buffer::none) j["also_dst"] = operand_json(p, c.also_dst);
             return j;
           },
           [&](const RecurrenceStep& r) {

@@ -546,9 +546,12 @@ class Planner {
           }
           dw = generated(dw, in, 0, false, d, batch_first_input(l) ? nullptr : &lane);
           lane.push_back(std::move(dw));
-          lane.push_back(ColumnSumStep{fmt::format("db_ih l{} d{}", l, d), shifted(gates, piece.col),
-                                       dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N, piece.width, s.R,
-                                       0.0f});
+          // Every cell but the plain GRU adds b_ih and b_hh to the same pre-activations, so
+          // both get the same gradient; the plain GRU's n gate puts r between b_hn and dn.
+          ColumnSumStep db{fmt::format("db_ih{} l{} d{}", s.gru ? "" : " and db_hh", l, d), shifted(gates, piece.col),
+                           dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N, piece.width, s.R, 0.0f};
+          if (!s.gru) db.also_dst = dweight(l, d, ParamKind::bias_hh, piece.row, 1);
+          lane.push_back(std::move(db));
         }
         // dW_hh pairs the gradient at time t with h at the previous time of this direction;
         // the first step of the direction pairs with h_init.
@@ -588,8 +591,9 @@ class Planner {
                                   s.H, 0, false, d, &lane);
           lane.push_back(std::move(dw));
         }
-        lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
-                                     s.T * s.N, s.GH, s.R, 0.0f});
+        if (s.gru)
+          lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
+                                       s.T * s.N, s.GH, s.R, 0.0f});
         if (config_.peephole) plan_peephole_gradient(lane, l, d);
         stage.lanes.push_back(std::move(lane));
       }

@@ -108,21 +108,7 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
     } else if (const auto* d = std::get_if<DropoutStep>(&step)) {
       dropout(*d, b, tid, threads);
     } else if (const auto* s = std::get_if<ColumnSumStep>(&step)) {
-      const float* src = resolve(s->src, b);
-      float* dst = resolve(s->dst, b);
-      const float beta = accumulate && s->beta == 0.0f ? 1.0f : s->beta;
-      const float* factor = resolve(s->factor, b);
-      const auto [j0, j1] = share(s->cols, tid, threads);
-      for (std::int64_t j = j0; j < j1; ++j) dst[j] = beta == 0.0f ? 0.0f : beta * dst[j];
-      for (std::int64_t r = 0; r < s->rows; ++r) {
-        const float* row = src + r * s->ld_src;
-        if (factor) {
-          const float* f = factor + r * s->ld_factor;
-          for (std::int64_t j = j0; j < j1; ++j) dst[j] += row[j] * f[j];
-        } else {
-          for (std::int64_t j = j0; j < j1; ++j) dst[j] += row[j];
-        }
-      }
+      column_sum(*s, b, accumulate && s->beta == 0.0f ? 1.0f : s->beta, tid, threads);
     } else if (const auto* rec = std::get_if<RecurrenceStep>(&step)) {
       if (rec->pass == Pass::forward) forward_recurrence(*rec, b, tid, threads);
       else backward_recurrence(*rec, b, tid, threads);
@@ -146,6 +132,30 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
     float* ci = c + i * g.c_batch_stride;
     if (g.blocking.generated()) gemm(g, ai, bi, ci, beta_i, tid, threads, a_panels);
     else if (tid == 0) blas_gemm(g, ai, bi, ci, beta_i);
+  }
+}
+
+void Executor::column_sum(const ColumnSumStep& s, const Bindings& b, float beta, int tid, int threads) const {
+  const float* src = resolve(s.src, b);
+  const float* factor = resolve(s.factor, b);
+  float* const outputs[] = {resolve(s.dst, b), resolve(s.also_dst, b)};
+  const auto [j0, j1] = share(s.cols, tid, threads);
+  constexpr std::int64_t kBlock = 256;  // columns summed at once, in registers and L1
+  for (std::int64_t jb = j0; jb < j1; jb += kBlock) {
+    const std::int64_t width = std::min(kBlock, j1 - jb);
+    float sum[kBlock] = {};
+    for (std::int64_t r = 0; r < s.rows; ++r) {
+      const float* row = src + r * s.ld_src + jb;
+      if (factor) {
+        const float* f = factor + r * s.ld_factor + jb;
+        for (std::int64_t j = 0; j < width; ++j) sum[j] += row[j] * f[j];
+      } else {
+        for (std::int64_t j = 0; j < width; ++j) sum[j] += row[j];
+      }
+    }
+    for (float* out : outputs)
+      if (out)
+        for (std::int64_t j = 0; j < width; ++j) out[jb + j] = (beta == 0.0f ? 0.0f : beta * out[jb + j]) + sum[j];
   }
 }
 

@@ -47,6 +47,8 @@ class Executor {
   // Every product of a (possibly batched) GEMM step, generated or OpenBLAS.
   void batched_gemm(const GemmStep& g, const Bindings& b, float beta, int tid, int threads) const;
   void copy(const CopyStep& c, const Bindings& b, int tid, int threads) const;
+  // Sums of the rows (times factor's) into dst and also_dst: out = beta * out + sum.
+  void column_sum(const ColumnSumStep& s, const Bindings& b, float beta, int tid, int threads) const;
   void mask(const MaskStep& m, const Bindings& b, int tid, int threads) const;
   void dropout(const DropoutStep& d, const Bindings& b, int tid, int threads) const;
   void pack(const PackStep& p, const Bindings& b, int tid, int threads) const;

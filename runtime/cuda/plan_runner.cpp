@@ -92,9 +92,11 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
     else
       ops.dropout_backward(lane, resolve(d->dst, b), keep, d->elements, dropout_scale(d->p));
   } else if (const auto* cs = std::get_if<ColumnSumStep>(&s)) {
-    ops.column_sum(lane, ColumnSumCall{resolve(cs->src, b), resolve(cs->factor, b), resolve(cs->dst, b), cs->rows,
-                                       cs->cols, cs->ld_src, cs->ld_factor,
-                                       accumulate && cs->beta == 0.0f ? 1.0f : cs->beta});
+    for (const Operand& dst : {cs->dst, cs->also_dst})  // the device sums once per output
+      if (dst.buffer != Buffer::none)
+        ops.column_sum(lane, ColumnSumCall{resolve(cs->src, b), resolve(cs->factor, b), resolve(dst, b), cs->rows,
+                                           cs->cols, cs->ld_src, cs->ld_factor,
+                                           accumulate && cs->beta == 0.0f ? 1.0f : cs->beta});
   } else if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
     if (r->pass == Pass::forward) forward_recurrence(*r, b, ops, lane);
     else backward_recurrence(*r, b, ops, lane);
