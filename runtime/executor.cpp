@@ -219,16 +219,19 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
   for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
     const std::int64_t k0 = kb * k.k_c, kn = std::min(k.k_c, g.k - k0);
     if (k.pack_a) {
-      // All threads copy a share of this k block's rows of A into the row-block panels, one
-      // panel at a time: the writes stay sequential, the reads stride by lda (which the
-      // hardware prefetcher follows); panel by row would write to a new page every m_r floats.
+      // All threads copy a share of this k block's rows of A into the row-block panels, 64
+      // rows at a time and within them panel by panel: the 64 rows stay in L2 while every
+      // panel takes its m_r floats of each, and each panel's writes stay sequential.
       if (threads > 1 && kb > 0) ThreadTeam::instance().barrier();  // the last block is consumed
       const std::int64_t r0 = kn * tid / threads, r1 = kn * (tid + 1) / threads;
-      for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
-        const std::int64_t rows = std::min(k.m_r, g.m - rb * k.m_r);
-        const float* column = a + k0 * g.lda + rb * k.m_r;
-        float* panel = a_panels + rb * kn * k.m_r;
-        for (std::int64_t kk = r0; kk < r1; ++kk) copy_tile_row(panel + kk * k.m_r, column + kk * g.lda, rows);
+      for (std::int64_t c0 = r0; c0 < r1; c0 += 64) {
+        const std::int64_t c1 = std::min(r1, c0 + 64);
+        for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+          const std::int64_t rows = std::min(k.m_r, g.m - rb * k.m_r);
+          const float* column = a + k0 * g.lda + rb * k.m_r;
+          float* panel = a_panels + rb * kn * k.m_r;
+          for (std::int64_t kk = c0; kk < c1; ++kk) copy_tile_row(panel + kk * k.m_r, column + kk * g.lda, rows);
+        }
       }
       if (threads > 1) ThreadTeam::instance().barrier();
     }
