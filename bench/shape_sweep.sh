@@ -4,25 +4,29 @@
 # against oneDNN's RNN primitives interleaved in one process (rnn-jit bench --compare). Where
 # bench/ds2_suite.sh measures the headline shape, this one looks for shapes where rnnjit falls
 # behind. Prints a Markdown table. Run on an otherwise idle machine.
-#   bench/shape_sweep.sh [BUILD_DIR] [PEERS]     (default: build, onednn)
+#   bench/shape_sweep.sh [BUILD_DIR] [PEERS]     (default: build, onednn; "" for rnnjit alone)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build}
-peers=${2:-onednn}
+peers=${2-onednn}
 cli="$build/bin/rnn-jit"
 
-echo "| cell | I | H | T | N | mode | rnnjit ms | ${peers} ms | ratio ${peers}/rnnjit |"
+echo "| cell | I | H | T | N | mode | rnnjit ms | ${peers:-peer} ms | ratio ${peers:-peer}/rnnjit |"
 echo "|---|---|---|---|---|---|---|---|---|"
 #          cell      I     H    T    N
 while read -r cell I H T N; do
   for mode in infer train; do
-    json=$("$cli" bench --cell "$cell" --input-size "$I" --hidden-size "$H" --seq "$T" --batch "$N" --mode "$mode" \
-                        --reps 7 --warmup 2 --json --compare "$peers")
+    flags=(--cell "$cell" --input-size "$I" --hidden-size "$H" --seq "$T" --batch "$N" --mode "$mode"
+           --reps 7 --warmup 2 --json)
+    [[ -n $peers ]] && flags+=(--compare "$peers")
+    json=$("$cli" bench "${flags[@]}")
     python3 - "$json" "$cell" "$I" "$H" "$T" "$N" "$mode" "$peers" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1]); cell, I, H, T, N, mode, peers = sys.argv[2:]
-peer = j["peers"][peers.split(",")[0]]
-print(f"| {cell} | {I} | {H} | {T} | {N} | {mode} | {j['median_ms']:.2f} | {peer['median_ms']:.2f} | {peer['ratio']:.2f} |")
+peer = j.get("peers", {}).get(peers.split(",")[0]) if peers else None
+pm = f"{peer['median_ms']:.2f}" if peer else "-"
+ratio = f"{peer['ratio']:.2f}" if peer else "-"
+print(f"| {cell} | {I} | {H} | {T} | {N} | {mode} | {j['median_ms']:.2f} | {pm} | {ratio} |")
 PY
   done
 done <<'SHAPES'

@@ -43,8 +43,8 @@ void copy_floats(float* dst, const float* src, std::int64_t count) {
 }
 
 // Copies count <= 32 floats with two masked AVX-512 moves: the rows of A's panels are m_r
-// floats, so short that a memcpy call per row cost more than the GEMM's FMAs on small shapes.
-// Only generated GEMMs pack A, and they only run where the CPU has AVX-512.
+// floats, too short for a memcpy call each (its overhead dominated the copy). Only generated
+// GEMMs pack A, and they only run where the CPU has AVX-512.
 __attribute__((target("avx512f"))) void copy_tile_row(float* dst, const float* src, std::int64_t count) {
   assert(count >= 1 && count <= 32);  // m_r <= GemmEmitter::max_rows(1) = 29
   const auto low = static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
