@@ -6,13 +6,21 @@
 
 namespace rnnjit::x64 {
 
-class LstmForward final : public GateEmitter {
+// Every forward kernel reads gx and gh (G*H floats a row) and the two biases (shared by every
+// row), from the same argument fields into the same registers; the constructor declares them,
+// first, and the derived emitter its own pointers after.
+class ForwardGateEmitter : public GateEmitter {
+ protected:
+  ForwardGateEmitter(const KernelDesc& desc, int regs_per_slot);
+  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11;
+};
+
+class LstmForward final : public ForwardGateEmitter {
  public:
   explicit LstmForward(const KernelDesc& desc);
  private:
   void body(int count, bool masked) override;
-  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, c_prev_ = r12, h_out_ = r13,
-                     c_out_ = r14, gates_ = r15, peephole_ = rdx;
+  const Xbyak::Reg64 c_prev_ = r12, h_out_ = r13, c_out_ = r14, gates_ = r15, peephole_ = rdx;
 };
 
 class LstmBackward final : public GateEmitter {
@@ -24,13 +32,12 @@ class LstmBackward final : public GateEmitter {
                      peephole_ = r14;
 };
 
-class GruForward final : public GateEmitter {
+class GruForward final : public ForwardGateEmitter {
  public:
   explicit GruForward(const KernelDesc& desc);
  private:
   void body(int count, bool masked) override;
-  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, h_out_ = r13,
-                     gates_ = r14;
+  const Xbyak::Reg64 h_prev_ = r12, h_out_ = r13, gates_ = r14;
 };
 
 class GruBackward final : public GateEmitter {
@@ -46,22 +53,20 @@ class GruBackward final : public GateEmitter {
 // after the GEMM of n's columns on r * h_prev, the n kernel writes h (training: both also store
 // their gates). Backward: dz, dn and dh z, then, after the GEMM d(r * h_prev) = dn W_hn, dr and
 // the reset gate's share of dh_{t-1}.
-class GruResetGates final : public GateEmitter {
+class GruResetGates final : public ForwardGateEmitter {
  public:
   explicit GruResetGates(const KernelDesc& desc);
  private:
   void body(int count, bool masked) override;
-  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, reset_h_ = r13, z_ = r14,
-                     gates_ = r15;
+  const Xbyak::Reg64 h_prev_ = r12, reset_h_ = r13, z_ = r14, gates_ = r15;
 };
 
-class GruResetCandidate final : public GateEmitter {
+class GruResetCandidate final : public ForwardGateEmitter {
  public:
   explicit GruResetCandidate(const KernelDesc& desc);
  private:
   void body(int count, bool masked) override;
-  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_prev_ = r12, h_out_ = r13, z_ = r14,
-                     gates_ = r15;
+  const Xbyak::Reg64 h_prev_ = r12, h_out_ = r13, z_ = r14, gates_ = r15;
 };
 
 class GruResetBackwardUpdate final : public GateEmitter {
@@ -81,12 +86,12 @@ class GruResetBackwardReset final : public GateEmitter {
 };
 
 // Vanilla RNN, tanh or relu as the descriptor's cell says.
-class RnnForward final : public GateEmitter {
+class RnnForward final : public ForwardGateEmitter {
  public:
   explicit RnnForward(const KernelDesc& desc);
  private:
   void body(int count, bool masked) override;
-  const Xbyak::Reg64 gx_ = r8, gh_ = r9, bias_ih_ = r10, bias_hh_ = r11, h_out_ = r12;
+  const Xbyak::Reg64 h_out_ = r12;
 };
 
 class RnnBackward final : public GateEmitter {

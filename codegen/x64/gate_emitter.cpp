@@ -1,7 +1,10 @@
 #include "codegen/x64/gate_emitter.hpp"
 
+#include <cstddef>
+
 #include <fmt/format.h>
 
+#include "codegen/kernel_args.hpp"
 #include "rnnjit/error.hpp"
 
 namespace rnnjit::x64 {
@@ -193,6 +196,14 @@ int max_gate_unroll(CellKind cell, Pass pass) {
   if (pass == Pass::forward) return 4;           // LSTM/GRU: 4 registers a slot (GRU reset before: 3); RNN: 1
   if (cell == CellKind::gru_reset_before) return 3;  // backward: 5 and 4 a slot
   return vanilla ? 4 : 2;                        // backward: RNN 3 a slot; LSTM/GRU 8
+}
+
+ForwardGateEmitter::ForwardGateEmitter(const KernelDesc& desc, int regs_per_slot) : GateEmitter(desc, regs_per_slot) {
+  const std::int64_t gate_row = desc.gates() * hidden_bytes();
+  row_pointer(gx_, offsetof(GateForwardArgs, gx), gate_row);
+  row_pointer(gh_, offsetof(GateForwardArgs, gh), gate_row);
+  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
+  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
 }
 
 std::unique_ptr<GateEmitter> emit_gate_kernel(const KernelDesc& d) {

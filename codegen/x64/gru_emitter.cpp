@@ -11,11 +11,7 @@
 
 namespace rnnjit::x64 {
 
-GruForward::GruForward(const KernelDesc& desc) : GateEmitter(desc, 4) {
-  row_pointer(gx_, offsetof(GateForwardArgs, gx), 3 * hidden_bytes());
-  row_pointer(gh_, offsetof(GateForwardArgs, gh), 3 * hidden_bytes());
-  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
-  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+GruForward::GruForward(const KernelDesc& desc) : ForwardGateEmitter(desc, 4) {
   row_pointer(h_prev_, offsetof(GateForwardArgs, h_prev), h_row_bytes());
   row_pointer(h_out_, offsetof(GateForwardArgs, h_out), h_row_bytes());
   if (desc.training) row_pointer(gates_, offsetof(GateForwardArgs, gates), 4 * hidden_bytes());

@@ -18,11 +18,7 @@
 
 namespace rnnjit::x64 {
 
-GruResetGates::GruResetGates(const KernelDesc& desc) : GateEmitter(desc, 3) {
-  row_pointer(gx_, offsetof(GateForwardArgs, gx), 3 * hidden_bytes());
-  row_pointer(gh_, offsetof(GateForwardArgs, gh), 3 * hidden_bytes());
-  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
-  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+GruResetGates::GruResetGates(const KernelDesc& desc) : ForwardGateEmitter(desc, 3) {
   row_pointer(h_prev_, offsetof(GateForwardArgs, h_prev), h_row_bytes());
   row_pointer(reset_h_, offsetof(GateForwardArgs, h_out), h_row_bytes());
   row_pointer(z_, offsetof(GateForwardArgs, c_out), hidden_bytes());
@@ -55,11 +51,7 @@ void GruResetGates::body(int count, bool masked) {
   }
 }
 
-GruResetCandidate::GruResetCandidate(const KernelDesc& desc) : GateEmitter(desc, 3) {
-  row_pointer(gx_, offsetof(GateForwardArgs, gx), 3 * hidden_bytes());
-  row_pointer(gh_, offsetof(GateForwardArgs, gh), 3 * hidden_bytes());
-  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
-  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+GruResetCandidate::GruResetCandidate(const KernelDesc& desc) : ForwardGateEmitter(desc, 3) {
   row_pointer(h_prev_, offsetof(GateForwardArgs, h_prev), h_row_bytes());
   row_pointer(h_out_, offsetof(GateForwardArgs, h_out), h_row_bytes());
   row_pointer(z_, offsetof(GateForwardArgs, c_prev), hidden_bytes());

@@ -14,11 +14,7 @@
 
 namespace rnnjit::x64 {
 
-LstmForward::LstmForward(const KernelDesc& desc) : GateEmitter(desc, 4) {
-  row_pointer(gx_, offsetof(GateForwardArgs, gx), 4 * hidden_bytes());
-  row_pointer(gh_, offsetof(GateForwardArgs, gh), 4 * hidden_bytes());
-  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
-  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+LstmForward::LstmForward(const KernelDesc& desc) : ForwardGateEmitter(desc, 4) {
   row_pointer(c_prev_, offsetof(GateForwardArgs, c_prev), hidden_bytes());
   row_pointer(h_out_, offsetof(GateForwardArgs, h_out), h_row_bytes());
   row_pointer(c_out_, offsetof(GateForwardArgs, c_out), hidden_bytes());

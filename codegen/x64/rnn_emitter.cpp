@@ -8,11 +8,7 @@
 
 namespace rnnjit::x64 {
 
-RnnForward::RnnForward(const KernelDesc& desc) : GateEmitter(desc, 1) {
-  row_pointer(gx_, offsetof(GateForwardArgs, gx), hidden_bytes());
-  row_pointer(gh_, offsetof(GateForwardArgs, gh), hidden_bytes());
-  row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
-  row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
+RnnForward::RnnForward(const KernelDesc& desc) : ForwardGateEmitter(desc, 1) {
   row_pointer(h_out_, offsetof(GateForwardArgs, h_out), h_row_bytes());
   generate();
 }
