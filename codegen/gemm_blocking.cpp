@@ -19,6 +19,13 @@ std::int64_t k_block(std::int64_t k, std::int64_t n_r) {
   return std::min<std::int64_t>(k, std::max<std::int64_t>(64, (512 * 1024) / (64 * n_r)));
 }
 
+// Whether a tile's k_c x 16*n_r panel of B stays in L1 (half of a 48 KiB L1, A takes the rest).
+bool b_panel_in_l1(std::int64_t k, std::int64_t n_r) { return k_block(k, n_r) * 64 * n_r <= 24 * 1024; }
+
+// Prefetch distance for B rows streamed from L2: four k steps of a tile are about 50 cycles,
+// three L2 latencies (oneDNN's brgemm kernels use the same distance).
+constexpr std::int64_t kBLookahead = 4;
+
 }  // namespace
 
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b) {
@@ -37,7 +44,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
     const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
     const std::int64_t panels = (group + 16 * n_r - 1) / (16 * n_r);
     const std::int64_t panels_per_thread = (panels + threads - 1) / threads;
-    const bool b_in_l1 = k_block(k, n_r) * 64 * n_r <= 24 * 1024;
+    const bool b_in_l1 = b_panel_in_l1(k, n_r);
     const double per_k = std::max({static_cast<double>(m_r * n_r), static_cast<double>(m_r + n_r), 8.0,
                                    b_in_l1 ? 0.0 : 4.0 * static_cast<double>(n_r)}) / 2.0;
     const double cost = static_cast<double>(row_blocks * panels_per_thread) * per_k;
@@ -51,6 +58,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.threads = threads;
   best.packed_b = packed_b;
   best.k_c = k_block(k, best.n_r);
+  best.b_lookahead = b_panel_in_l1(k, best.n_r) ? 0 : kBLookahead;
   // And an m block of A of about 768 KiB beside it, so a large M does not stream A from memory
   // once per panel of B.
   const std::int64_t a_rows = std::max<std::int64_t>(1, (768 * 1024) / (4 * best.k_c) / best.m_r) * best.m_r;

@@ -32,6 +32,9 @@ struct GemmBlocking {
   // k row; the row blocks of a panel share the work: row block r prefetches lines
   // [r*prefetch, (r+1)*prefetch) of each row of the next chunk, in this thread's order.
   std::int64_t prefetch = 0;
+  // Where B's k_c x n_r panel cannot stay in L1, each k step also prefetches the B row this
+  // many k steps ahead into L1 (0: none), so the FMAs do not wait on L2 for it.
+  std::int64_t b_lookahead = 0;
   // Plan kernel indices: [row tail][column tail][beta]; -1 where that case cannot occur.
   int kernels[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
 

@@ -203,7 +203,7 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
   if (k.kind_of() == KernelKind::gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride},
-              {"prefetch", k.prefetch}});
+              {"prefetch", k.prefetch}, {"b_lookahead", k.b_lookahead}});
   } else {
     j.update({{"cell", std::string(to_string(k.cell_kind()))},
               {"pass", k.pass_kind() == Pass::forward ? "forward" : "backward"},

@@ -675,6 +675,7 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
         d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
         d.unroll = 4;
         d.prefetch = static_cast<std::uint8_t>(b.prefetch);
+        d.b_lookahead = static_cast<std::uint32_t>(b.b_lookahead);
         d.a_row_stride = static_cast<std::uint32_t>(b.pack_a ? 1 : g.lda);
         d.a_k_stride = static_cast<std::uint32_t>(b.pack_a ? b.m_r : 1);
         d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);

@@ -129,7 +129,8 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](co
                      c.packed_b ? "_packed" : "", static_cast<int>(c.beta), c.threads, c.groups);
 });
 
-// The microkernel alone against its scalar twin, for every tile the register file allows.
+// The microkernel alone against its scalar twin, for every tile the register file allows, with
+// and without the L1 prefetch of B rows ahead.
 TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
   for (int vectors = 1; vectors <= 15; ++vectors)
@@ -137,6 +138,7 @@ TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
       for (int tail : {0, 1, 15})
         for (int beta : {0, 1}) {
           KernelDesc d;
+          d.b_lookahead = beta ? 4 : 0;  // prefetches past B's end must not fault or change C
           d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
           d.isa = static_cast<std::uint8_t>(Isa::avx512);
           d.rows = static_cast<std::uint32_t>(rows);
@@ -178,7 +180,7 @@ TEST(GemmMicrokernel, RefusesTilesThatDoNotFitTheRegisters) {
 // The cost model keeps tiles FMA-bound: where B's panel cannot stay in L1 its vectors come from
 // L2 at about two cycles each, so a tile needs at least 4 rows per vector of B (a 2 x 8 tile
 // would wait on L2 half the time). Where a tile of that many rows fits the registers, the model
-// must choose one.
+// must choose one, and prefetch B's rows into L1 ahead of the FMAs.
 TEST(GemmBlocking, TilesStayFmaBoundWhenBStreamsFromL2) {
   for (const auto& [m, k, group] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{128, 512, 512},
                                     {32, 256, 256}, {6400, 512, 512}, {20, 800, 800}, {64, 128, 128}})
@@ -187,6 +189,8 @@ TEST(GemmBlocking, TilesStayFmaBoundWhenBStreamsFromL2) {
       const bool b_in_l1 = b.k_c * 64 * b.n_r <= 24 * 1024;
       EXPECT_TRUE(b_in_l1 || b.m_r >= 4 || m < 4)
           << fmt::format("M={} K={} group={}: {}x{} tile", m, k, group, b.m_r, b.n_r);
+      // And B rows that come from L2 are prefetched into L1 ahead of the FMAs.
+      EXPECT_EQ(b.b_lookahead > 0, !b_in_l1) << fmt::format("M={} K={} group={}", m, k, group);
     }
 }
 

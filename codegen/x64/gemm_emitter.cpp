@@ -18,10 +18,12 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   if (vectors_ < 1 || rows_ < 1 || rows_ * vectors_ + vectors_ + 2 > kRegisters)
     throw Error(fmt::format("{}: a {}x{} tile needs {} zmm registers, only {} exist", name, rows_, vectors_,
                             rows_ * vectors_ + vectors_ + 2, kRegisters));
-  if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.prefetch > 16)
-    throw Error(fmt::format("{}: n_tail must be < 16, unroll in [1, 16] and prefetch at most 16", name));
+  if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.prefetch > 16 || d.b_lookahead > 64)
+    throw Error(fmt::format("{}: n_tail must be < 16, unroll in [1, 16], prefetch at most 16 and b_lookahead at most 64",
+                            name));
+  const std::int64_t b_rows = std::int64_t{d.unroll} + d.b_lookahead;
   const std::int64_t reach = 4 * (std::int64_t{rows_} * d.a_row_stride + std::int64_t{d.unroll} * d.a_k_stride +
-                                  std::int64_t{rows_} * d.c_row_stride + std::int64_t{d.unroll} * d.b_k_stride) + 64 * vectors_;
+                                  std::int64_t{rows_} * d.c_row_stride + b_rows * d.b_k_stride) + 64 * vectors_;
   if (reach > std::numeric_limits<std::int32_t>::max())
     throw Error(fmt::format("{}: strides too large for 32-bit displacements", name));
 
@@ -83,6 +85,10 @@ void GemmEmitter::k_step(int kk) {
     else vmovups(bvec(v), ptr[b_ + b_off + 64 * v]);
   }
   for (int line = 0; line < desc_.prefetch; ++line) prefetcht1(ptr[pf_ + b_off + 64 * line]);
+  // Past the last k row these touch lines beyond B; a prefetch never faults.
+  const int ahead = b_off + 4 * static_cast<int>(desc_.b_lookahead * desc_.b_k_stride);
+  if (desc_.b_lookahead)
+    for (int v = 0; v < vectors_; ++v) prefetcht0(ptr[b_ + ahead + 64 * v]);
   for (int i = 0; i < rows_; ++i) {
     vbroadcastss(bcast(i), ptr[a_ + 4 * (i * static_cast<int>(desc_.a_row_stride) + kk * static_cast<int>(desc_.a_k_stride))]);
     for (int v = 0; v < vectors_; ++v) vfmadd231ps(acc(i, v), bvec(v), bcast(i));

@@ -5,7 +5,8 @@
 // c + i*c_row_stride. The last vector of B and C is opmasked to n_tail lanes when n_tail != 0.
 // With prefetch = P, each k step also prefetches P cache lines into L2 from args.prefetch,
 // advancing with B's k stride: in a recurrence the weights do not fit in L2, and fetching the
-// next panel while this one is multiplied hides the trip to L3.
+// next panel while this one is multiplied hides the trip to L3. With b_lookahead = D, each k
+// step prefetches the B row D k steps ahead into L1, for panels of B that stream from L2.
 //
 // Register map: accumulators zmm0 .. zmm(rows*vectors - 1), B vectors next, two broadcast
 // registers last; the emitter refuses tiles that need more than the 32 zmm registers.
