@@ -29,11 +29,14 @@ constexpr std::int64_t kBLookahead = 4;
 }  // namespace
 
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b) {
-  // Zen 4/5 and Intel cores sustain two zmm FMAs and two zmm loads per cycle, and an FMA has
-  // a latency of 4: a k step of an m_r x n_r tile costs max(m_r*n_r FMAs, m_r+n_r loads)/2
-  // cycles, and at least 4. The n_r vectors of B come from L2 unless the tile's k_c x n_r
-  // panel stays in L1 (half of a 48 KiB L1 for it), and L2 feeds about 32 bytes a cycle: 2
-  // cycles per vector, so a short wide tile (2 x 8) waits on L2 at half its FMA rate.
+  // Zen 4/5 and Intel cores sustain two zmm FMAs per cycle, and an FMA has a latency of 4. The
+  // loads of a k step (m_r broadcasts of A, each from another row, and n_r vectors of B) run
+  // at about 1.5 a cycle beside the FMAs, not the 2 the ports allow: a 25 x 1 tile (26 loads
+  // per 25 FMAs) measured 70% of the FMA rate of a 13 x 2 one. So a k step of an m_r x n_r
+  // tile costs max(m_r*n_r / 2, (m_r+n_r) / 1.5, 4) cycles. The n_r vectors of B come from L2
+  // unless the tile's k_c x n_r panel stays in L1 (half of a 48 KiB L1 for it), and L2 feeds
+  // about 32 bytes a cycle: 2 cycles per vector, so a short wide tile (2 x 8) waits on L2 at
+  // half its FMA rate.
   // Cost = cycles of the busiest thread, padding included.
   GemmBlocking best;
   double best_cost = std::numeric_limits<double>::max();
@@ -45,8 +48,8 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
     const std::int64_t panels = (group + 16 * n_r - 1) / (16 * n_r);
     const std::int64_t panels_per_thread = (panels + threads - 1) / threads;
     const bool b_in_l1 = b_panel_in_l1(k, n_r);
-    const double per_k = std::max({static_cast<double>(m_r * n_r), static_cast<double>(m_r + n_r), 8.0,
-                                   b_in_l1 ? 0.0 : 4.0 * static_cast<double>(n_r)}) / 2.0;
+    const double per_k = std::max({static_cast<double>(m_r * n_r) / 2.0, static_cast<double>(m_r + n_r) / 1.5, 4.0,
+                                   b_in_l1 ? 0.0 : 2.0 * static_cast<double>(n_r)});
     const double cost = static_cast<double>(row_blocks * panels_per_thread) * per_k;
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
