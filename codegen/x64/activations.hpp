@@ -2,8 +2,9 @@
 // registers, interleaving independent chains, with scratch registers from a declared pool.
 //
 //   exp:     x = n ln2 + r (Cody-Waite, |r| <= ln2/2), degree-7 polynomial, vscalefps by 2^n
-//   sigmoid: 1 / (1 + exp(-x))                       (exact IEEE division; +-inf and NaN safe)
+//   sigmoid: 1 / (1 + exp(-x))                       (+-inf and NaN safe)
 //   tanh:    |x| < 0.55: x + x^3 P(x^2) (Taylor to x^17); else sign(x) (1 - 2 / (exp(2|x|) + 1))
+//   1 / d:   vrcp14ps and one Newton step (not vdivps, which would hold the divider 10 cycles)
 //   relu:    max(0, x)
 // NaN in gives NaN out: every min/max keeps the value operand second (AVX-512 returns the
 // second source when either is NaN).
@@ -47,6 +48,8 @@ class Activations {
  private:
   // v <- exp(v), scratch n[i], p[i] per register; clamp bounds the input first.
   void exp(std::span<const Xbyak::Zmm> v, std::span<const Xbyak::Zmm> n, std::span<const Xbyak::Zmm> p, bool clamp);
+  // v <- 1 / v, scratch y0[i] per register; `may_be_inf`: some v may be +inf (1/inf = 0).
+  void reciprocal(std::span<const Xbyak::Zmm> v, std::span<const Xbyak::Zmm> y0, bool may_be_inf);
   Xbyak::Address scalar(Constant c) const;
 
   Xbyak::CodeGenerator& g_;
