@@ -55,6 +55,68 @@ __attribute__((target("avx512f"))) void copy_tile_row(float* dst, const float* s
   }
 }
 
+// dst[0:pc] = src[0:width] then zeros (pc a multiple of 16, width <= pc), in masked 16-float
+// moves: a B panel's rows are 16-240 floats, too short for a memcpy call and a fill each.
+__attribute__((target("avx512f"))) void copy_panel_row(float* dst, const float* src, std::int64_t width,
+                                                        std::int64_t pc) {
+  for (std::int64_t j = 0; j < pc; j += 16) {
+    const std::int64_t n = std::clamp<std::int64_t>(width - j, 0, 16);
+    const auto mask = static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
+    _mm512_storeu_ps(dst + j, _mm512_maskz_loadu_ps(mask, src + j));
+  }
+}
+
+// In-register transpose of 16 rows of 16 floats: r[i][j] <- r[j][i]. Four shuffle stages
+// (pairs of floats, of pairs, of 128-bit lanes, of 256-bit halves). GCC 12 takes the
+// undefined pass-through operand inside its shuffle intrinsics for a read of uninitialised
+// memory (GCC bug 105593); every r and t here is written before it is read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+__attribute__((target("avx512f"))) void transpose_16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+// dst[kk][c] = rows[c][kk] for c < pc (zeros from `width` on), kk < k: a panel of W^T, 16 x 16
+// blocks at a time through registers (rows are k floats apart in W, dst rows pc apart).
+__attribute__((target("avx512f"))) void pack_transposed_panel(float* dst, const float* rows, std::int64_t k,
+                                                               std::int64_t width, std::int64_t pc) {
+  for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
+    const std::int64_t kn = std::min<std::int64_t>(16, k - k0);
+    const auto k_mask = static_cast<__mmask16>(kn == 16 ? 0xffff : (1u << kn) - 1);
+    for (std::int64_t c0 = 0; c0 < pc; c0 += 16) {
+      __m512 r[16];
+      for (std::int64_t c = 0; c < 16; ++c)
+        r[c] = c0 + c < width ? _mm512_maskz_loadu_ps(k_mask, rows + (c0 + c) * k + k0) : _mm512_setzero_ps();
+      transpose_16x16(r);
+      for (std::int64_t kk = 0; kk < kn; ++kk) _mm512_storeu_ps(dst + (k0 + kk) * pc + c0, r[kk]);
+    }
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 // Variable lengths: whether batch row n is past its sequence at time t.
 bool past_end(const std::int32_t* lengths, std::int64_t n, std::int64_t t) { return lengths && t >= lengths[n]; }
 
@@ -264,26 +326,24 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
   const float* w = resolve(p.src, b);
   float* out = resolve(p.dst, b);
   const GemmBlocking& k = p.blocking;
-  const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns();
-  const auto [q0, q1] = share(p.groups * ppg, tid, threads);
+  const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns(), panels = p.groups * ppg;
+  if (!p.transpose) {
+    // dst[kk][c] = B[kk][column c]: row by row of B, each row read once and in order, its
+    // pieces written to every panel (a panel at a time would read B in column strips, a new
+    // page at every row).
+    const auto [k0, k1] = share(p.k, tid, threads);
+    for (std::int64_t kk = k0; kk < k1; ++kk)
+      for (std::int64_t q = 0; q < panels; ++q) {
+        const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
+        copy_panel_row(out + (q * p.k + kk) * pc, w + kk * p.ld + grp * k.group + col0, std::min(pc, k.group - col0), pc);
+      }
+    return;
+  }
+  // dst[kk][c] = W[column c][kk]: a panel reads pc whole rows of W.
+  const auto [q0, q1] = share(panels, tid, threads);
   for (std::int64_t q = q0; q < q1; ++q) {
-    const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc, width = std::min(pc, k.group - col0);
-    float* dst = out + q * p.k * pc;
-    if (p.transpose) {  // dst[kk][c] = W[column c][kk]
-      // In blocks of 16 k rows: the block's pc x 16 floats of dst stay in L1 while each of the
-      // pc rows of W gives it one cache line (the whole panel, K x pc, does not fit in L1).
-      const float* rows = w + (grp * k.group + col0) * p.k;
-      for (std::int64_t k0 = 0; k0 < p.k; k0 += 16) {
-        const std::int64_t k1 = std::min(p.k, k0 + 16);
-        for (std::int64_t c = 0; c < pc; ++c)
-          for (std::int64_t kk = k0; kk < k1; ++kk) dst[kk * pc + c] = c < width ? rows[c * p.k + kk] : 0.0f;
-      }
-    } else {  // dst[kk][c] = B[kk][column c]
-      for (std::int64_t kk = 0; kk < p.k; ++kk) {
-        std::memcpy(dst + kk * pc, w + kk * p.ld + grp * k.group + col0, static_cast<std::size_t>(width) * sizeof(float));
-        std::fill(dst + kk * pc + width, dst + (kk + 1) * pc, 0.0f);
-      }
-    }
+    const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
+    pack_transposed_panel(out + q * p.k * pc, w + (grp * k.group + col0) * p.k, p.k, std::min(pc, k.group - col0), pc);
   }
 }
 
