@@ -1,7 +1,8 @@
 // The generated GEMM against a naive triple loop, through the planner's tiling and the
 // executor's blocking loops, with tails in every dimension: M, N, K in {1, 2, 15, 16, 17, 63,
-// 64, 65, 800} (a subset of the full product), transposed A, packed and plain B, beta 0 and 1,
-// and 1 or 2 threads. Also the microkernel alone against its scalar twin.
+// 64, 65, 800} (a subset of the full product), transposed A, packed (from W or from B's rows)
+// and plain B, beta 0 and 1, and 1 or 2 threads. Also the microkernel alone against its scalar
+// twin.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,6 +35,7 @@ struct GemmCase {
   float beta;
   int threads;
   std::int64_t groups;
+  bool plain_pack = false;  // packed_b from the row-major B (the backward GEMMs' PackStep), not from W
 };
 
 // Runs C = op(A) B (+ beta C) as a one-step plan and compares with a double-precision loop.
@@ -58,11 +60,12 @@ void check(const GemmCase& c) {
     bind.workspace = reinterpret_cast<std::byte*>(a_panels.data());
   }
   if (c.packed_b) {
-    // B = W^T from W [n, k]: pack it the way the planner's PackStep does.
+    // B = W^T from W [n, k], or B itself (row-major, ldb): pack it the way the planner's
+    // PackStep does.
     packed.resize(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
     const int region = plan.workspace.add("packed", Space::packed, packed.size() * sizeof(float));
     plan.pack_weights.push_back(Stage{{{PackStep{"pack", {Buffer::weights, -1, 0}, {Buffer::packed, region, 0}, c.k,
-                                                 c.groups, g.blocking}}}});
+                                                 c.groups, g.blocking, !c.plain_pack, ldb}}}});
     g.b = {Buffer::packed, region, 0};
     bind.packed = reinterpret_cast<std::byte*>(packed.data());
   }
@@ -72,7 +75,7 @@ void check(const GemmCase& c) {
   auto shared = std::make_shared<const Plan>(plan);
   Executor ex(shared, kernels);
   bind.bind(Buffer::x, a.data());
-  bind.bind(Buffer::weights, c.packed_b ? w.data() : b.data());
+  bind.bind(Buffer::weights, c.packed_b && !c.plain_pack ? w.data() : b.data());
   bind.bind(Buffer::y, out.data());
   ex.run(shared->pack_weights, bind);
   ex.run(shared->forward, bind);
@@ -88,7 +91,8 @@ void check(const GemmCase& c) {
       double want = c.beta * c0[static_cast<std::size_t>(i * ldc + j)], scale = std::abs(want);
       for (std::int64_t k = 0; k < c.k; ++k) {
         const double av = c.trans_a ? a[static_cast<std::size_t>(k * lda + i)] : a[static_cast<std::size_t>(i * lda + k)];
-        const double bv = c.packed_b ? w[static_cast<std::size_t>(j * c.k + k)] : b[static_cast<std::size_t>(k * ldb + j)];
+        const double bv = c.packed_b && !c.plain_pack ? w[static_cast<std::size_t>(j * c.k + k)]
+                                                      : b[static_cast<std::size_t>(k * ldb + j)];
         want += av * bv;
         scale += std::abs(av * bv);
       }
@@ -120,13 +124,18 @@ std::vector<GemmCase> sweep() {
   out.push_back({20, 3200, 800, false, true, 0.0f, 2, 4});  // the DS2 recurrent step, by gate
   out.push_back({300, 800, 3200, false, false, 1.0f, 2, 1});  // backward data, k blocked
   out.push_back({7, 96, 9000, true, false, 0.0f, 1, 3});      // a k larger than one block
+  // B packed from its row-major layout (the backward GEMMs), tails in every dimension.
+  for (const auto& [m, n, k, threads, groups] : {std::tuple{1, 17, 65, 1, 1}, {20, 800, 15, 2, 1}, {63, 150, 17, 2, 3},
+                                                 {2, 1600, 800, 2, 4}, {65, 33, 1, 1, 1}})
+    out.push_back({m, n, k, false, true, 0.0f, threads, groups, true});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](const auto& info) {
   const GemmCase& c = info.param;
   return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
-                     c.packed_b ? "_packed" : "", static_cast<int>(c.beta), c.threads, c.groups);
+                     c.plain_pack ? "_packed_plain" : c.packed_b ? "_packed" : "", static_cast<int>(c.beta),
+                     c.threads, c.groups);
 });
 
 // The microkernel alone against its scalar twin, for every tile the register file allows, with
