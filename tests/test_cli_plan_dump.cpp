@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -202,6 +203,27 @@ TEST_F(CliPlanDumpTest, PlanDefaultsAreDeepSpeech2AndTheDetectedIsa) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << " not in: " << r.out;
 }
 
+// The plan printed is the one that runs: made for the runtime's thread count (RNNJIT_NUM_THREADS,
+// else every hardware thread) unless --threads says otherwise, and split across those threads.
+TEST_F(CliPlanDumpTest, PlanIsMadeForTheThreadsThatRunIt) {
+  const std::vector<std::string> ds2 = {"plan", "--json", "--isa", "avx512"};
+  for (const auto& [env, flag, want] : {std::tuple<std::string, std::string, int>{"RNNJIT_NUM_THREADS=2", "", 2},
+                                        {"RNNJIT_NUM_THREADS=1", "", 1},
+                                        {"RNNJIT_NUM_THREADS=1", "2", 2},
+                                        {"RNNJIT_NUM_THREADS=2", "1", 1}}) {
+    SCOPED_TRACE(env + " --threads " + flag);
+    const CliResult r = cli(flag.empty() ? ds2 : cat(ds2, {"--threads", flag}), env);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json p = json::parse(r.out);
+    EXPECT_EQ(p.value("threads", 0), want);
+    // Each thread runs the gate kernel on its share of the 800 hidden units.
+    const std::string gate = want == 2 ? "lstm_fwd_avx512_h800_c400_" : "lstm_fwd_avx512_h800_c800_";
+    const std::vector<std::string> names = kernel_names(p);
+    EXPECT_TRUE(std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.starts_with(gate); }))
+        << gate << " not in " << p.dump();
+  }
+}
+
 // ---- dump ----
 
 TEST_F(CliPlanDumpTest, DumpAsmOfTheLstmForwardKernelHasZmmFma) {
@@ -333,6 +355,8 @@ TEST_F(CliPlanDumpTest, UsageErrorsExitTwo) {
     expect_error({cmd, "--mode", "foo"}, 2, {"--mode", "'foo'"});
     expect_error({cmd, "--cell", "lstn"}, 2, {"--cell", "'lstn'"});
     expect_error({cmd, "--layers", "0"}, 2, {"--layers"});
+    expect_error({cmd, "--threads", "300"}, 2, {"--threads", "300"});
+    expect_error({cmd, "--threads", "-1"}, 2, {"--threads"});
   }
   expect_error({"plan", "--isa", "foo"}, 2, {"--isa", "'foo'"});
   expect_error({"demo", "--isa", "foo"}, 2, {"--isa", "'foo'"});

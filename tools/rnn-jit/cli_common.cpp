@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include "runtime/thread_team.hpp"
+
 namespace rnnjit::cli {
 namespace {
 
@@ -160,12 +162,27 @@ void validate_flags(const RnnConfig& config, const Shape& shape) {
   }
 }
 
+void add_threads_flag(CLI::App& app, int& threads) {
+  app.add_option("--threads", threads,
+                 "threads the plan is made for and runs on, 1 to 256 (default 0: RNNJIT_NUM_THREADS, else every "
+                 "hardware thread)")
+      ->capture_default_str();
+}
+
+int build_threads(int value) {
+  if (value == 0) return ThreadTeam::default_threads();  // a bad RNNJIT_NUM_THREADS is a runtime error (exit 1)
+  if (value < 1 || value > 256) throw UsageError(fmt::format("--threads must be in [1, 256] (or 0: the default), got {}", value));
+  return value;
+}
+
 void add_backend_flags(CLI::App& app, BackendFlags& f) {
   app.add_option("--backend", f.backend, "reference, jit or auto")->capture_default_str();
+  add_threads_flag(app, f.threads);
 }
 
 Options build_options(const BackendFlags& f) {
   Options o;
+  o.threads = build_threads(f.threads);
   if (f.backend == "auto") {
     o.backend = Backend::automatic;
   } else if (f.backend == "reference") {

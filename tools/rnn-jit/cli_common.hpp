@@ -93,12 +93,18 @@ Mode build_mode(const ShapeFlags& flags);    // throws UsageError naming --mode
 // Checks the configuration and shape together (sizes that overflow); throws UsageError.
 void validate_flags(const RnnConfig& config, const Shape& shape);
 
-// --backend reference|jit|auto
+// --threads N: the threads a CPU plan is made for and runs on; 0 means the runtime's default
+// (RNNJIT_NUM_THREADS, else every hardware thread), as for Options::threads.
+void add_threads_flag(CLI::App& app, int& threads);
+int build_threads(int value);  // the thread count, or UsageError naming --threads
+
+// --backend reference|jit|auto and --threads
 struct BackendFlags {
   std::string backend = "auto";
+  int threads = 0;
 };
 void add_backend_flags(CLI::App& app, BackendFlags& flags);
-Options build_options(const BackendFlags& flags);  // throws UsageError naming --backend
+Options build_options(const BackendFlags& flags);  // throws UsageError naming --backend or --threads
 
 // ---- defaults and flags of the subcommands that need a shape (demo, plan, dump) ----
 

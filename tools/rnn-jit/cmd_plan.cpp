@@ -22,6 +22,7 @@ struct PlanFlags {
   ConfigFlags config = ds2_config_flags();
   ShapeFlags shape = ds2_shape_flags();
   std::string isa;  // empty: detected
+  int threads = 0;  // 0: the runtime's default
   bool json = false;
 };
 
@@ -32,7 +33,7 @@ int plan(const PlanFlags& f) {
   validate_flags(config, shape);
   const Isa isa = build_isa(f.isa);
 
-  const Plan p = make_plan(config, shape, mode, isa);
+  const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads));
   if (f.json) {
     fmt::print("{}\n", to_json(p));
   } else {
@@ -46,6 +47,7 @@ CommandAction setup_plan(CLI::App& sub) {
   add_config_flags(sub, f->config, /*required=*/false);
   add_shape_flags(sub, f->shape, /*required=*/false);
   add_isa_flag(sub, f->isa);
+  add_threads_flag(sub, f->threads);
   sub.add_flag("--json", f->json, "print the plan as one JSON document");
   sub.footer("Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Nothing is compiled.");
   return [f] { return plan(*f); };
