@@ -20,7 +20,7 @@ Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset 
 
 Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offset}; }
 
-// Below this much forward work per thread (FLOPs of the first layer) a plan runs on one thread.
+// Below this much work per thread (GEMM FLOPs of the first layer) a plan runs on one thread.
 constexpr double kMinFlopsPerThread = 20e6;
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
@@ -42,9 +42,11 @@ class Planner {
       : config_(config), layout_(config), plan_{config, shape, mode, isa, 1, {}, {}, {}, -1, {}, {}, {}} {
     // OpenBLAS plans leave threading to OpenBLAS. Small problems run on one thread: waking the
     // workers costs tens of microseconds per stage, more than a few MFLOP of work saves.
+    // Training does three times the forward GEMMs' work (and packs every weight twice).
     const double flops = 2.0 * static_cast<double>(shape.seq_len * shape.batch) * config.gates() *
                          static_cast<double>(config.hidden_size) *
-                         static_cast<double>(config.input_size + config.hidden_size) * config.directions();
+                         static_cast<double>(config.input_size + config.hidden_size) * config.directions() *
+                         (mode == Mode::training ? 3.0 : 1.0);
     plan_.threads = isa == Isa::avx512 && flops >= kMinFlopsPerThread * threads ? threads : 1;
     const std::int64_t H = config.hidden_size;
     const int G = config.gates();
