@@ -210,8 +210,10 @@ class Planner {
                                                       static_cast<std::size_t>(s.T * s.N * s.W)));
         }
       for (std::int64_t l = 0; l < s.L; ++l) {
-        out_.push_back(region(fmt::format("out.l{}", l), true, s.T * s.N * s.W));
-        h_init_.push_back(region(fmt::format("h_init.l{}", l), true, s.N * s.W));
+        // [h_init of a forward direction; the T steps' h; h_init of a reverse direction], N
+        // rows of W each: the h every step of a direction reads is then one run of T*N rows,
+        // and dW_hh one GEMM over them (see h_init_operand()).
+        out_.push_back(region(fmt::format("out.l{}", l), true, (s.T + h_init_before() + h_init_after()) * s.N * s.W));
         // r * h_prev of every step, laid out like the layer's output (direction d at column d*H).
         if (s.reset_before) reset_hs_.push_back(region(fmt::format("reset_h.l{}", l), true, s.T * s.N * s.W));
         for (int d = 0; d < s.D; ++d) {
@@ -262,7 +264,7 @@ class Planner {
   // Output [T, N, D*H] of layer l (where forward writes it and backward reads it).
   // Sequence-major [T, N, D*H]; batch-first y is written from it by plan_outputs().
   Operand layer_output(std::int64_t l) const {
-    if (training()) return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)]);
+    if (training()) return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)], h_init_before() * s_.N * s_.W);
     if (l == s_.L - 1) return config_.batch_first ? region_operand(plan_.workspace, y_seq_) : buffer_operand(Buffer::y);
     return region_operand(plan_.workspace, pingpong_[l % 2]);
   }
@@ -272,6 +274,19 @@ class Planner {
     if (dropout_) return region_operand(plan_.workspace, dropped_[static_cast<std::size_t>(l - 1)]);
     return layer_output(l - 1);
   }
+  // h_init of layer l, direction d ([N, S] at column d*S, rows W apart). Training keeps it in
+  // the layer's output region, right before step 0 (forward) or after step T-1 (reverse): the
+  // rows of h_prev for steps 0..T-1 then start one step before the output (forward) or one
+  // after it (reverse).
+  Operand h_init_operand(std::int64_t l, int d) const {
+    if (!training()) return shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s_.S);
+    const std::int64_t block = config_.reversed(d) ? h_init_before() + s_.T : 0;
+    return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)], block * s_.N * s_.W + d * s_.S);
+  }
+  // Blocks of N rows the training output region holds before the T steps' h (a direction runs
+  // forward: only direction 0 can) and after them (a direction runs in reverse).
+  std::int64_t h_init_before() const { return config_.reversed(0) ? 0 : 1; }
+  std::int64_t h_init_after() const { return config_.reversed(0) || s_.D == 2 ? 1 : 0; }
   int ld_input(std::int64_t l) const { return static_cast<int>(config_.layer_input_size(l)); }
   std::size_t ld_index(std::int64_t l, int d) const { return static_cast<std::size_t>(l * s_.D + d); }
   static Operand shifted(Operand o, std::int64_t by) { o.offset += by; return o; }
@@ -317,7 +332,7 @@ class Planner {
       for (int d = 0; d < s.D; ++d) {
         std::vector<Step> lane;
         const std::size_t ld = ld_index(l, d);
-        const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.S);
+        const Operand h_init = h_init_operand(l, d);
         lane.push_back(CopyStep{fmt::format("h_init l{} d{} <- hx", l, d), buffer_operand(Buffer::hx, ld * s.N * s.S),
                                 h_init, s.N, s.S, s.S, ldh, true, false});
         Operand c_init;
@@ -484,7 +499,7 @@ class Planner {
         split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : s.reset_before ? r.gemm_n : r.gemm);
         r.dy = {shifted(dy_of_layer(l), d * s.S), s.N * ldh};
         r.h = {shifted(layer_output(l), d * s.S), s.N * ldh};
-        r.h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.S);
+        r.h_init = h_init_operand(l, d);
         r.dh_carry = dh;
         if (s.lstm) {
           r.c = {region_operand(plan_.workspace, c_[ld]), s.N * s.H};
@@ -555,18 +570,19 @@ class Planner {
           if (!s.gru) db.also_dst = dweight(l, d, ParamKind::bias_hh, piece.row, 1);
           lane.push_back(std::move(db));
         }
-        // dW_hh pairs the gradient at time t with h at the previous time of this direction;
-        // the first step of the direction pairs with h_init.
-        const Operand out = shifted(layer_output(l), d * s.S);
-        const Operand h_init = shifted(region_operand(plan_.workspace, h_init_[static_cast<std::size_t>(l)]), d * s.S);
-        const bool reverse = config_.reversed(d);
-        const std::int64_t first_t = reverse ? s.T - 1 : 0;
+        // dW_hh pairs the gradient at time t with h at the previous time of this direction:
+        // h_init, then the output, lie in one run of rows (h_init_operand()), so the h_prev of
+        // steps 0..T-1 are the T*N rows from one step before the output (forward) or after it.
+        const Operand h_prev = shifted(layer_output(l), (config_.reversed(d) ? 1 : -1) * s.N * ldh + d * s.S);
         // The reset-before GRU's n rows multiply r * h_prev, kept per step: one GEMM of their own.
         const std::int64_t h_rows = s.reset_before ? 2 * s.H : s.GH;
-        lane.push_back(generated(GemmStep{fmt::format("dW_hh l{} d{} (first step, h_init)", l, d), true, false, h_rows,
-                                          s.S, s.N, shifted(gates, first_t * s.N * s.R), h_init,
-                                          dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}},
-                                 s.S, 0, false, d));
+        {
+          GemmStep dw = generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N,
+                                           gates, h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {},
+                                           {}},
+                                  s.S, 0, false, d, &lane);
+          lane.push_back(std::move(dw));
+        }
         if (s.reset_before) {
           GemmStep dw = generated(
               GemmStep{fmt::format("dW_hn l{} d{} (on r * h_prev)", l, d), true, false, s.H, s.S, s.T * s.N,
@@ -574,14 +590,6 @@ class Planner {
                        shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]), d * s.S),
                        dweight(l, d, ParamKind::weight_hh, 2 * s.H, s.S), s.R, ldh, s.S, 0.0f, {}, {}},
               s.S, 0, false, d, &lane);
-          lane.push_back(std::move(dw));
-        }
-        if (s.T > 1) {
-          GemmStep dw = generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, (s.T - 1) * s.N,
-                                           shifted(gates, reverse ? 0 : s.N * s.R),
-                                           shifted(out, reverse ? s.N * ldh : 0), dweight(l, d, ParamKind::weight_hh),
-                                           s.R, ldh, s.S, 1.0f, {}, {}},
-                                  s.S, 0, false, d, &lane);
           lane.push_back(std::move(dw));
         }
         if (s.P) {  // dW_hr = sum over (t, n) of dh_proj^T (o * tanh(c))
