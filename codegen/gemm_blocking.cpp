@@ -37,7 +37,13 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   // unless the tile's k_c x n_r panel stays in L1 (half of a 48 KiB L1 for it), and L2 feeds
   // about 32 bytes a cycle: 2 cycles per vector, so a short wide tile (2 x 8) waits on L2 at
   // half its FMA rate.
-  // Cost = cycles of the busiest thread, padding included.
+  // Cost = cycles of the busiest thread, padding included: threads split each group's panels
+  // (thread_panels()), and a group's last panel may be narrower (fewer vectors, cheaper), so
+  // e.g. H = 200 in 64-column panels splits 128 : 72 columns and 32-column ones 96 : 104.
+  auto per_k = [&](std::int64_t m_r, std::int64_t n_r, std::int64_t vectors) {
+    const double fma = static_cast<double>(m_r * vectors) / 2.0, loads = static_cast<double>(m_r + vectors) / 1.5;
+    return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r) ? 0.0 : 2.0 * static_cast<double>(vectors)});
+  };
   GemmBlocking best;
   double best_cost = std::numeric_limits<double>::max();
   for (std::int64_t n_r = 1; n_r <= 15; ++n_r) {
@@ -46,11 +52,14 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
     const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;
     const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
     const std::int64_t panels = (group + 16 * n_r - 1) / (16 * n_r);
-    const std::int64_t panels_per_thread = (panels + threads - 1) / threads;
-    const bool b_in_l1 = b_panel_in_l1(k, n_r);
-    const double per_k = std::max({static_cast<double>(m_r * n_r) / 2.0, static_cast<double>(m_r + n_r) / 1.5, 4.0,
-                                   b_in_l1 ? 0.0 : 2.0 * static_cast<double>(n_r)});
-    const double cost = static_cast<double>(row_blocks * panels_per_thread) * per_k;
+    const std::int64_t last_vectors = (group - (panels - 1) * 16 * n_r + 15) / 16;
+    double cost = 0.0;
+    for (int tid = 0; tid < threads; ++tid) {
+      double thread_cost = 0.0;
+      for (std::int64_t p = panels * tid / threads; p < panels * (tid + 1) / threads; ++p)
+        thread_cost += static_cast<double>(row_blocks) * per_k(m_r, n_r, p == panels - 1 ? last_vectors : n_r);
+      cost = std::max(cost, thread_cost);
+    }
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
       best.m_r = m_r;

@@ -217,5 +217,23 @@ TEST(GemmBlocking, TilesStayFmaBoundOnLoads) {
     }
 }
 
+// Threads split each group's panels, and a group's last panel may be narrow: H = 200 in
+// 64-column panels gives the threads 128 and 72 columns (one waits for the other at every step;
+// measured 0.85x oneDNN on LSTM N=100), in 32-column panels 96 and 104. The model weighs each
+// thread's panels by their width, so no thread gets more than one vector past half a group
+// where a balanced tile exists.
+TEST(GemmBlocking, ThreadsGetBalancedShares) {
+  for (const auto& [m, k, group] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{100, 200, 200},
+                                    {20, 800, 800}, {128, 512, 512}, {64, 300, 300}, {32, 136, 136}}) {
+    const GemmBlocking b = choose_blocking(m, k, group, 2, true);
+    std::int64_t widest = 0;
+    for (int tid = 0; tid < 2; ++tid) {
+      const auto [c0, c1] = b.thread_columns(tid);
+      widest = std::max(widest, c1 - c0);
+    }
+    EXPECT_LE(widest, group / 2 + 16) << fmt::format("M={} K={} group={}: {}x{} tile", m, k, group, b.m_r, b.n_r);
+  }
+}
+
 }  // namespace
 }  // namespace rnnjit
