@@ -24,6 +24,9 @@ Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offse
 // Measured on 2 cores against one: 20-40 MFLOP plans were 10-25% faster on two threads, 10-16
 // MFLOP ones as fast or slower.
 constexpr double kMinFlopsPerThread = 10e6;
+// Packed weights one core's L2 (2 MiB) keeps from one time step to the next, beside h and the
+// step's gate inputs.
+constexpr double kL2WeightBytes = 1.5 * 1024 * 1024;
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
 
@@ -59,6 +62,13 @@ class Planner {
     s_.W = s_.D * s_.S;
     s_.P = config.proj_size;
     dropout_ = mode == Mode::training && config.dropout > 0.0f && config.num_layers > 1;
+    // Two directions run as two lanes at once, a thread each, unless a direction's W_hh is too
+    // large for one core's L2 but its share on every thread is not: then the directions run
+    // one after the other, each split across all threads, and every thread's part of W_hh stays
+    // in its L2 from one step to the next instead of streaming from L3 at every step.
+    const double w_hh_bytes = 4.0 * static_cast<double>(s_.GH) * static_cast<double>(s_.S);
+    split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > kL2WeightBytes &&
+                        w_hh_bytes / plan_.threads <= kL2WeightBytes;
   }
 
   Plan build() {
@@ -108,7 +118,15 @@ class Planner {
   // --- generated GEMMs ---------------------------------------------------------------------
   bool generate_gemms() const { return plan_.isa == Isa::avx512; }
   // Threads that split the steps of a lane: all of them when a stage has a single lane.
-  int lane_threads() const { return s_.D == 1 ? plan_.threads : 1; }
+  int lane_threads() const { return s_.D == 1 || split_directions_ ? plan_.threads : 1; }
+  // A direction's steps as a lane of its own, or (split_directions_) after the other's.
+  void add_lane(Stage& stage, std::vector<Step>&& lane) const {
+    if (split_directions_ && !stage.lanes.empty()) {
+      for (Step& step : lane) stage.lanes.front().push_back(std::move(step));
+    } else {
+      stage.lanes.push_back(std::move(lane));
+    }
+  }
 
   int add_kernel_desc(const KernelDesc& d) { return append_kernel(plan_.kernels, d); }
 
@@ -398,7 +416,7 @@ class Planner {
         if (s.lstm)
           lane.push_back(CopyStep{fmt::format("cy l{} d{}", l, d), shifted(r.c.base, last * r.c.t_stride),
                                   buffer_operand(Buffer::cy, ld * s.N * s.H), s.N, s.H, s.H, s.H, false, true});
-        stage.lanes.push_back(std::move(lane));
+        add_lane(stage, std::move(lane));
       }
       plan_.forward.push_back(std::move(stage));
       if (dropout_ && l + 1 < s.L)
@@ -515,7 +533,7 @@ class Planner {
         if (s.lstm)
           lane.push_back(CopyStep{fmt::format("dcx l{} d{}", l, d), dc, buffer_operand(Buffer::dcx, ld * s.N * s.H),
                                   s.N, s.H, s.H, s.H, false, true});
-        stage.lanes.push_back(std::move(lane));
+        add_lane(stage, std::move(lane));
       }
       plan_.backward_data.push_back(std::move(stage));
       // dx of this layer (dy of the one below) sums both directions: dgx_d W_ih_d.
@@ -607,7 +625,7 @@ class Planner {
           lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
                                        s.T * s.N, s.GH, s.R, 0.0f});
         if (config_.peephole) plan_peephole_gradient(lane, l, d);
-        stage.lanes.push_back(std::move(lane));
+        add_lane(stage, std::move(lane));
       }
       plan_.backward_weights.push_back(std::move(stage));
     }
@@ -645,6 +663,7 @@ class Planner {
   int reset_h_[2] = {-1, -1}, z_[2] = {-1, -1}, d_reset_h_[2] = {-1, -1};  // GRU with the reset before
   std::vector<int> reset_hs_;  // GRU with the reset before, training: r * h_prev per layer (reserve)
   bool dropout_ = false;  // training with dropout between layers
+  bool split_directions_ = false;  // directions in turn on all threads, not as lanes (constructor)
   int carry_save_[2] = {-1, -1}, y_seq_ = -1, dy_seq_ = -1;
   int cell_state_out_[2] = {-1, -1}, dcell_[2] = {-1, -1}, zeros_[2] = {-1, -1};  // projection
   std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)

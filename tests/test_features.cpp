@@ -116,6 +116,34 @@ INSTANTIATE_TEST_SUITE_P(Jit, Features, ::testing::ValuesIn(feature_cases()),
                          [](const auto& info) { return case_name(info.param); });
 
 // Padded positions of y and dx are exactly zero, and what a caller leaves in dy there is ignored.
+// Two directions normally run as two lanes, a thread each. Where a direction's W_hh is too
+// large for one core's L2 (over 1.5 MiB) and half of it is not, the planner runs the directions
+// one after the other, each split across both threads: every cell, with the state carried
+// across variable lengths and (LSTM) a projection, against the reference.
+TEST(SplitDirections, MatchReferenceOnTwoThreads) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+  struct Case {
+    CellKind cell;
+    std::int64_t hidden, proj;
+  };
+  for (const Case& c : {Case{CellKind::rnn_tanh, 700, 0}, Case{CellKind::lstm, 320, 0}, Case{CellKind::lstm, 640, 160},
+                        Case{CellKind::gru, 400, 0}, Case{CellKind::gru_reset_before, 400, 0}})
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      SCOPED_TRACE(fmt::format("{} H={} P={} {}", to_string(c.cell), c.hidden, c.proj,
+                               mode == Mode::training ? "train" : "infer"));
+      RnnConfig config{.cell = c.cell, .input_size = 16, .hidden_size = c.hidden, .num_layers = 2, .bidirectional = true};
+      config.proj_size = c.proj;
+      RnnCase rc(config, Shape{5, 3}, 11);
+      rc.vary_lengths();
+      Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
+      Execution ex = rnn.prepare(rc.shape, mode);
+      ASSERT_EQ(ex.plan().threads, 2);
+      for (const Stage& stage : ex.plan().forward) EXPECT_EQ(stage.lanes.size(), 1u) << "directions not in turn";
+      const bool train = mode == Mode::training;
+      test::expect_matches(rc.run(ex), rc.reference(train), rc, train);
+    }
+}
+
 TEST(VariableLengths, PaddingIsZeroAndIgnored) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   RnnConfig config{.cell = CellKind::lstm, .input_size = 9, .hidden_size = 21, .num_layers = 2, .bidirectional = true};
