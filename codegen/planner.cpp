@@ -284,7 +284,8 @@ class Planner {
   // Output [T, N, D*H] of layer l (where forward writes it and backward reads it).
   // Sequence-major [T, N, D*H]; batch-first y is written from it by plan_outputs().
   Operand layer_output(std::int64_t l) const {
-    if (training()) return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)], h_init_before() * s_.N * s_.W);
+    if (training())
+      return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)], h_init_before() * s_.N * s_.W);
     if (l == s_.L - 1) return config_.batch_first ? region_operand(plan_.workspace, y_seq_) : buffer_operand(Buffer::y);
     return region_operand(plan_.workspace, pingpong_[l % 2]);
   }

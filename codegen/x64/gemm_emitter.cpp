@@ -19,8 +19,8 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
     throw Error(fmt::format("{}: a {}x{} tile needs {} zmm registers, only {} exist", name, rows_, vectors_,
                             rows_ * vectors_ + vectors_ + 2, kRegisters));
   if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.prefetch > 16 || d.b_lookahead > 64)
-    throw Error(fmt::format("{}: n_tail must be < 16, unroll in [1, 16], prefetch at most 16 and b_lookahead at most 64",
-                            name));
+    throw Error(fmt::format(
+        "{}: n_tail must be < 16, unroll in [1, 16], prefetch at most 16 and b_lookahead at most 64", name));
   const std::int64_t b_rows = std::int64_t{d.unroll} + d.b_lookahead;
   const std::int64_t reach = 4 * (std::int64_t{rows_} * d.a_row_stride + std::int64_t{d.unroll} * d.a_k_stride +
                                   std::int64_t{rows_} * d.c_row_stride + b_rows * d.b_k_stride) + 64 * vectors_;
