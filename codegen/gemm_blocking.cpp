@@ -51,12 +51,17 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
     if (max_rows < 1) break;
     const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;
     const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
-    const std::int64_t panels = (group + 16 * n_r - 1) / (16 * n_r);
-    const std::int64_t last_vectors = (group - (panels - 1) * 16 * n_r + 15) / 16;
+    GemmBlocking candidate;
+    candidate.n_r = n_r;
+    candidate.group = group;
+    candidate.threads = threads;
+    const std::int64_t panels = candidate.panels_per_group();
+    const std::int64_t last_vectors = (group - (panels - 1) * candidate.panel_columns() + 15) / 16;
     double cost = 0.0;
     for (int tid = 0; tid < threads; ++tid) {
       double thread_cost = 0.0;
-      for (std::int64_t p = panels * tid / threads; p < panels * (tid + 1) / threads; ++p)
+      const auto [p0, p1] = candidate.thread_panels(tid);
+      for (std::int64_t p = p0; p < p1; ++p)
         thread_cost += static_cast<double>(row_blocks) * per_k(m_r, n_r, p == panels - 1 ? last_vectors : n_r);
       cost = std::max(cost, thread_cost);
     }

@@ -42,15 +42,18 @@ void copy_floats(float* dst, const float* src, std::int64_t count) {
   std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(float));
 }
 
+// The opmask of the first n of 16 lanes (all 16 for n >= 16).
+__mmask16 first_lanes(std::int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1); }
+
 // Copies count <= 32 floats with two masked AVX-512 moves: the rows of A's panels are m_r
 // floats, too short for a memcpy call each (its overhead dominated the copy). Only generated
 // GEMMs pack A, and they only run where the CPU has AVX-512.
 __attribute__((target("avx512f"))) void copy_tile_row(float* dst, const float* src, std::int64_t count) {
   assert(count >= 1 && count <= 32);  // m_r <= GemmEmitter::max_rows(1) = 29
-  const auto low = static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
+  const __mmask16 low = first_lanes(count);
   _mm512_mask_storeu_ps(dst, low, _mm512_maskz_loadu_ps(low, src));
   if (count > 16) {
-    const auto high = static_cast<__mmask16>((1u << (count - 16)) - 1);
+    const __mmask16 high = first_lanes(count - 16);
     _mm512_mask_storeu_ps(dst + 16, high, _mm512_maskz_loadu_ps(high, src + 16));
   }
 }
@@ -59,11 +62,8 @@ __attribute__((target("avx512f"))) void copy_tile_row(float* dst, const float* s
 // moves: a B panel's rows are 16-240 floats, too short for a memcpy call and a fill each.
 __attribute__((target("avx512f"))) void copy_panel_row(float* dst, const float* src, std::int64_t width,
                                                         std::int64_t pc) {
-  for (std::int64_t j = 0; j < pc; j += 16) {
-    const std::int64_t n = std::clamp<std::int64_t>(width - j, 0, 16);
-    const auto mask = static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
-    _mm512_storeu_ps(dst + j, _mm512_maskz_loadu_ps(mask, src + j));
-  }
+  for (std::int64_t j = 0; j < pc; j += 16)
+    _mm512_storeu_ps(dst + j, _mm512_maskz_loadu_ps(first_lanes(std::max<std::int64_t>(width - j, 0)), src + j));
 }
 
 // In-register transpose of 16 rows of 16 floats: r[i][j] <- r[j][i]. Four shuffle stages
@@ -103,7 +103,7 @@ __attribute__((target("avx512f"))) void pack_transposed_panel(float* dst, const 
                                                                std::int64_t width, std::int64_t pc) {
   for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
     const std::int64_t kn = std::min<std::int64_t>(16, k - k0);
-    const auto k_mask = static_cast<__mmask16>(kn == 16 ? 0xffff : (1u << kn) - 1);
+    const __mmask16 k_mask = first_lanes(kn);
     for (std::int64_t c0 = 0; c0 < pc; c0 += 16) {
       __m512 r[16];
       for (std::int64_t c = 0; c < 16; ++c)

@@ -171,7 +171,8 @@ void add_threads_flag(CLI::App& app, int& threads) {
 
 int build_threads(int value) {
   if (value == 0) return ThreadTeam::default_threads();  // a bad RNNJIT_NUM_THREADS is a runtime error (exit 1)
-  if (value < 1 || value > 256) throw UsageError(fmt::format("--threads must be in [1, 256] (or 0: the default), got {}", value));
+  if (value < 1 || value > 256)
+    throw UsageError(fmt::format("--threads must be in [1, 256] (or 0: the default), got {}", value));
   return value;
 }
 
