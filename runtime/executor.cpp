@@ -187,12 +187,14 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
   float* c = resolve(g.c, bind);
   float* a_panels = resolve(g.a_panels, bind);
   for (std::int64_t i = 0; i < g.batch; ++i) {
-    // Products into one C add up; the A panels of the last product must be consumed first.
-    const float beta_i = i > 0 && g.c_batch_stride == 0 ? 1.0f : beta;
-    if (i > 0 && g.blocking.pack_a && threads > 1) ThreadTeam::instance().barrier();
+    // Products into one C add up, the last one's tiles done first (threads claim the tiles of
+    // each product afresh); the A panels of the last product must be consumed first.
+    const bool into_same_c = g.c_batch_stride == 0, accumulates = i > 0 && into_same_c;
+    const float beta_i = accumulates ? 1.0f : beta;
+    if (i > 0 && (g.blocking.pack_a || into_same_c) && threads > 1) ThreadTeam::instance().barrier();
     const float *ai = a + i * g.a_batch_stride, *bi = b + i * g.b_batch_stride;
     float* ci = c + i * g.c_batch_stride;
-    if (g.blocking.generated()) gemm(g, ai, bi, ci, beta_i, tid, threads, a_panels);
+    if (g.blocking.generated()) gemm(g, ai, bi, ci, beta_i, tid, threads, a_panels, /*shared=*/true);
     else if (tid == 0) blas_gemm(g, ai, bi, ci, beta_i);
   }
 }
@@ -260,31 +262,56 @@ void Executor::dropout(const DropoutStep& d, const Bindings& b, int tid, int thr
 }
 
 void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
-                    float* a_panels) const {
+                    float* a_panels, bool shared) const {
   const GemmBlocking& k = g.blocking;
   const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
   const std::int64_t k_blocks = (g.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(g.m);
+  const std::int64_t rows_per_block = k.m_c > 0 ? k.m_c / k.m_r : row_blocks;
   // Not a structured binding: clang before 16 cannot capture one in the lambda below.
   const std::pair<std::int64_t, std::int64_t> panels = k.thread_panels(tid);
   const std::int64_t p0 = panels.first, p1 = panels.second, my_panels = p1 - p0;
   // This thread's chunks of B in order: (k block, group, panel); the last one is followed by the
   // first (the next time step of a recurrence uses the same B).
   const std::int64_t chunks = k_blocks * groups * my_panels;
-  auto chunk_b = [&](std::int64_t i) {
-    const std::int64_t kb = i / (groups * my_panels), grp = (i / my_panels) % groups, p = p0 + i % my_panels;
+  auto chunk_b = [&](std::int64_t kb, std::int64_t grp, std::int64_t p) {
     const float* panel = k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc;
     return panel + kb * k.k_c * b_k;
   };
-  GemmArgs args{};
+  auto chunk_of = [&](std::int64_t i) {
+    return chunk_b(i / (groups * my_panels), (i / my_panels) % groups, p0 + i % my_panels);
+  };
+  // Row blocks [rb0, rb1) times k block kb of panel p of group grp; `next` is the B chunk the
+  // kernels prefetch into L2 (row block rb fetches lines [rb*prefetch, (rb+1)*prefetch) of each
+  // of its rows).
+  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0, std::int64_t rb1,
+                   const std::byte* next) {
+    const std::int64_t k0 = kb * k.k_c;
+    const int col_tail = k.group - p * pc < pc, use_beta = kb > 0 || beta != 0.0f;
+    GemmArgs args{};
+    args.b = chunk_b(kb, grp, p);
+    args.k = std::min(k.k_c, g.k - k0);
+    for (std::int64_t rb = rb0; rb < rb1; ++rb) {
+      const std::int64_t r0 = rb * k.m_r;
+      const int row_tail = g.m - r0 < k.m_r;
+      args.a = k.pack_a ? a_panels + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
+      args.c = c + r0 * g.ldc + grp * k.group + p * pc;
+      args.prefetch = next && rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
+      (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+    }
+  };
+  // Shared: the threads claim (m block, panel) units as they go; each runs every k block of its
+  // unit (with packed A, the k block at hand), so no two threads ever add into one tile.
+  const std::int64_t m_blocks = (row_blocks + rows_per_block - 1) / rows_per_block, units = m_blocks * groups * ppg;
+  ThreadTeam& team = ThreadTeam::instance();
   for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
     const std::int64_t k0 = kb * k.k_c, kn = std::min(k.k_c, g.k - k0);
     if (k.pack_a) {
       // All threads copy a share of this k block's rows of A into the row-block panels, 64
       // rows at a time and within them panel by panel: the 64 rows stay in L2 while every
       // panel takes its m_r floats of each, and each panel's writes stay sequential.
-      if (threads > 1 && kb > 0) ThreadTeam::instance().barrier();  // the last block is consumed
+      if (threads > 1 && kb > 0) team.barrier();  // the last block is consumed
       const std::int64_t r0 = kn * tid / threads, r1 = kn * (tid + 1) / threads;
       for (std::int64_t c0 = r0; c0 < r1; c0 += 64) {
         const std::int64_t c1 = std::min(r1, c0 + 64);
@@ -295,28 +322,24 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
           for (std::int64_t kk = c0; kk < c1; ++kk) copy_tile_row(panel + kk * k.m_r, column + kk * g.lda, rows);
         }
       }
-      if (threads > 1) ThreadTeam::instance().barrier();
+      if (threads > 1) team.barrier();
+    }
+    if (shared) {
+      const std::int64_t kb_end = k.pack_a ? kb + 1 : k_blocks;
+      SharedLoop loop = team.shared_loop(units, threads);
+      for (std::int64_t u = loop.next(); u >= 0; u = loop.next()) {
+        const std::int64_t rb0 = u / (groups * ppg) * rows_per_block, q = u % (groups * ppg);
+        for (std::int64_t kbu = kb; kbu < kb_end; ++kbu)
+          tiles(kbu, q / ppg, q % ppg, rb0, std::min(row_blocks, rb0 + rows_per_block), nullptr);
+      }
+      if (!k.pack_a) break;  // every k block is done
+      continue;
     }
     if (my_panels <= 0) continue;
-    const std::int64_t rows_per_block = k.m_c > 0 ? k.m_c / k.m_r : row_blocks;
     for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block) {
       for (std::int64_t i = kb * groups * my_panels; i < (kb + 1) * groups * my_panels; ++i) {
-        const std::int64_t grp = (i / my_panels) % groups, p = p0 + i % my_panels;
-        const std::int64_t col0 = grp * k.group + p * pc;
-        const int col_tail = k.group - p * pc < pc;
-        const int use_beta = kb > 0 || beta != 0.0f;
-        const auto* next = reinterpret_cast<const std::byte*>(chunk_b((i + 1) % chunks));
-        args.b = chunk_b(i);
-        args.k = kn;
-        for (std::int64_t rb = rb0; rb < std::min(row_blocks, rb0 + rows_per_block); ++rb) {
-          const std::int64_t r0 = rb * k.m_r;
-          const int row_tail = g.m - r0 < k.m_r;
-          args.a = k.pack_a ? a_panels + rb * kn * k.m_r : a + r0 * a_row + k0 * a_k;
-          args.c = c + r0 * g.ldc + col0;
-          // Row block rb fetches lines [rb*prefetch, (rb+1)*prefetch) of each row of the next chunk.
-          args.prefetch = rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
-          (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
-        }
+        const auto* next = reinterpret_cast<const std::byte*>(chunk_of((i + 1) % chunks));
+        tiles(kb, (i / my_panels) % groups, p0 + i % my_panels, rb0, std::min(row_blocks, rb0 + rows_per_block), next);
       }
     }
   }

@@ -41,9 +41,11 @@ class Executor {
   std::byte* region_bytes(int region, const Bindings& b) const;
   // Thread `tid` of `threads` does its share of each step, meeting the others after each.
   void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads) const;
-  // Thread `tid` of `threads` (of this lane) computes its panels of the GEMM.
+  // Thread `tid` of `threads` (of this lane) computes its panels of the GEMM (static: the same
+  // columns every time, which a recurrence's gate kernel then reads without a barrier), or with
+  // `shared`, whichever (m block, panel) units it claims first (ThreadTeam::shared_loop).
   void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
-            float* a_panels = nullptr) const;
+            float* a_panels = nullptr, bool shared = false) const;
   // Every product of a (possibly batched) GEMM step, generated or OpenBLAS.
   void batched_gemm(const GemmStep& g, const Bindings& b, float beta, int tid, int threads) const;
   void copy(const CopyStep& c, const Bindings& b, int tid, int threads) const;

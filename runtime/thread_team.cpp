@@ -12,6 +12,9 @@
 namespace rnnjit {
 namespace {
 
+// Shared loops this thread has opened in its current run(): the next one's generation - 1.
+thread_local std::uint64_t loops_opened = 0;
+
 void spin_pause(int& spins) {
   if (++spins < 4096) _mm_pause();
   else std::this_thread::yield();
@@ -64,6 +67,7 @@ void ThreadTeam::worker(int tid) {
       if (tid < job_threads_) job = job_;
     }
     if (!job) continue;
+    loops_opened = 0;
     try {
       (*job)(tid);
     } catch (...) {
@@ -80,6 +84,8 @@ void ThreadTeam::run(int n, const std::function<void(int)>& fn) {
   errors_.assign(static_cast<std::size_t>(n), nullptr);
   remaining_.store(n - 1, std::memory_order_release);
   barrier_count_.store(0);
+  claims_.store(0);
+  loops_opened = 0;
   {
     std::lock_guard lock(mutex_);
     job_ = &fn;
@@ -114,6 +120,34 @@ void ThreadTeam::barrier() {
   }
   int spins = 0;
   while (barrier_generation_.load(std::memory_order_acquire) == generation) spin_pause(spins);
+}
+
+SharedLoop ThreadTeam::shared_loop(std::int64_t count, int threads) {
+  if (threads <= 1) return SharedLoop(nullptr, 0, count);
+  if (count >= (std::int64_t{1} << 32) - 256)
+    throw Error(fmt::format("a shared loop of {} iterations is too long (at most 2^32 - 256)", count));
+  return SharedLoop(this, ++loops_opened, count);
+}
+
+// The first thread to reach loop g moves the word from an older generation to (g, 1) and takes
+// iteration 0; the rest take (g, i) -> (g, i + 1). A thread that finds a newer generation knows
+// that its loop is fully claimed (someone finished claiming it and opened the next one). CAS,
+// not fetch_add: an increment landing on a newer generation would lose that loop's iteration.
+std::int64_t SharedLoop::next() {
+  if (!team_) return local_ < count_ ? local_++ : -1;
+  if (count_ == 0) return -1;
+  std::atomic<std::uint64_t>& word = team_->claims_;
+  std::uint64_t seen = word.load(std::memory_order_acquire);
+  for (;;) {
+    const std::uint64_t generation = seen >> 32, index = seen & 0xffffffffu;
+    std::uint64_t desired;
+    if (generation > generation_) return -1;
+    if (generation < generation_) desired = (generation_ << 32) | 1;
+    else if (static_cast<std::int64_t>(index) >= count_) return -1;
+    else desired = seen + 1;
+    if (word.compare_exchange_weak(seen, desired, std::memory_order_acq_rel, std::memory_order_acquire))
+      return generation < generation_ ? 0 : static_cast<std::int64_t>(index);
+  }
 }
 
 }  // namespace rnnjit

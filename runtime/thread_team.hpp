@@ -3,6 +3,11 @@
 // at a time: concurrent callers take turns (the cores are shared anyway). Barriers spin briefly
 // (a recurrence meets at one after every time step), then yield so that an oversubscribed
 // machine still makes progress.
+//
+// Shared loops hand out a loop's iterations to whichever thread asks first, so a thread whose
+// core runs slower (a busy SMT sibling, another tenant on a cloud host: on this project's VM
+// the two vCPUs often differ by 10-50% for milliseconds at a time) takes fewer of them instead
+// of making the others wait at the next barrier.
 #pragma once
 
 #include <atomic>
@@ -16,6 +21,26 @@
 
 namespace rnnjit {
 
+class ThreadTeam;
+
+// One thread's view of a loop whose iterations [0, count) the threads of a run() share
+// dynamically: next() returns the next unclaimed iteration, or -1 once all are claimed. Every
+// thread of the run must open the same shared loops in the same order (ThreadTeam::shared_loop),
+// each then calling next() until -1; consumers of the loop's results meet at a barrier first.
+// With threads == 1 (or outside a run) it is a plain loop on the calling thread.
+class SharedLoop {
+ public:
+  std::int64_t next();
+
+ private:
+  friend class ThreadTeam;
+  SharedLoop(ThreadTeam* team, std::uint64_t generation, std::int64_t count)
+      : team_(team), generation_(generation), count_(count) {}
+  ThreadTeam* team_;  // null: a plain loop
+  std::uint64_t generation_;
+  std::int64_t count_, local_ = 0;
+};
+
 class ThreadTeam {
  public:
   static ThreadTeam& instance();
@@ -24,6 +49,9 @@ class ThreadTeam {
 
   void run(int n, const std::function<void(int tid)>& fn);
   void barrier();  // only inside run()
+  // The calling thread's next shared loop of `count` iterations (see SharedLoop), shared by the
+  // run's `threads` threads; threads == 1 gives a plain loop.
+  SharedLoop shared_loop(std::int64_t count, int threads);
 
   ~ThreadTeam();
 
@@ -45,6 +73,10 @@ class ThreadTeam {
   // Sense-reversing barrier.
   std::atomic<int> barrier_count_{0};
   std::atomic<std::uint64_t> barrier_generation_{0};
+  // The shared loops of the current run: the latest loop's generation (high 32 bits; the n-th
+  // loop a thread opens in a run is generation n) and its next unclaimed iteration (low 32).
+  friend class SharedLoop;
+  std::atomic<std::uint64_t> claims_{0};
 };
 
 }  // namespace rnnjit

@@ -124,6 +124,8 @@ std::vector<GemmCase> sweep() {
   out.push_back({20, 3200, 800, false, true, 0.0f, 2, 4});  // the DS2 recurrent step, by gate
   out.push_back({300, 800, 3200, false, false, 1.0f, 2, 1});  // backward data, k blocked
   out.push_back({7, 96, 9000, true, false, 0.0f, 1, 3});      // a k larger than one block
+  out.push_back({7, 96, 9000, true, false, 1.0f, 2, 3});      // ... packed A, the threads claiming tiles per k block
+  out.push_back({1500, 70, 300, false, true, 1.0f, 2, 1});    // several m blocks, the last one short
   // B packed from its row-major layout (the backward GEMMs), tails in every dimension.
   for (const auto& [m, n, k, threads, groups] : {std::tuple{1, 17, 65, 1, 1}, {20, 800, 15, 2, 1}, {63, 150, 17, 2, 3},
                                                  {2, 1600, 800, 2, 4}, {65, 33, 1, 1, 1}})
