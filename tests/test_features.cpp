@@ -3,8 +3,8 @@
 // and ONNX's gate clip, LSTM peepholes and coupled input-forget gates, alone and combined,
 // forward and backward, against the double-precision reference (whose gradients are checked by
 // finite differences in test_reference_features). Sizes have vector tails
-// (H = 19, 115, 230) and odd batches; the AVX-512 plans run on one and two threads (training
-// only with two: it runs the forward pass too, and the cases that split are larger).
+// (H = 19, 115, 230) and odd batches; the AVX-512 plans run on one and two threads (the cases
+// that split are larger).
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -106,7 +106,7 @@ std::vector<FeatureCase> feature_cases() {
         if (f.reverse && bidir && f.name == "reverse") continue;  // reverse is a unidirectional feature
         for (Mode mode : {Mode::inference, Mode::training})
           for (const Target& b : targets)
-            if (b.threads == 1 || mode == Mode::training) cases.push_back({f, cell, bidir, mode, b});
+            cases.push_back({f, cell, bidir, mode, b});
       }
     }
   return cases;
