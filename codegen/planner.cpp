@@ -170,12 +170,13 @@ class Planner {
 
   // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate
   // (`groups` column groups of `group`: G of H for W_ih and W_hh, one of P for W_hr).
+  // `threads`: the threads that share it (0: the lane's).
   GemmStep with_packed_weights(GemmStep g, const std::string& name, bool recurrent, std::int64_t group = 0,
-                               std::int64_t groups = 0) {
+                               std::int64_t groups = 0, int threads = 0) {
     if (!generate_gemms()) return g;
     if (group == 0) group = s_.H, groups = s_.G;
     g.blocking.packed_b = true;
-    g = generated(g, group, 0, recurrent);
+    g = generated(g, group, threads, recurrent);
     const int packed = plan_.workspace.add(
         "packed." + name, Space::packed,
         static_cast<std::size_t>(packed_elements(g.blocking, groups, g.k)) * sizeof(float));
@@ -348,8 +349,12 @@ class Planner {
   void plan_forward() {
     const auto& s = s_;
     const std::int64_t ldh = s.W;
+    // Directions as lanes (a thread each): their input projections (two thirds of the work of
+    // a layer above the first) run first, both on all threads, which share the tiles as they
+    // go, so a core slowed by its neighbours holds up only the recurrences.
+    const bool own_projection_stage = s.D == 2 && lane_threads() == 1 && plan_.threads > 1 && generate_gemms();
     for (std::int64_t l = 0; l < s.L; ++l) {
-      Stage stage;
+      Stage stage, projections{{{}}};
       for (int d = 0; d < s.D; ++d) {
         std::vector<Step> lane;
         const std::size_t ld = ld_index(l, d);
@@ -367,7 +372,11 @@ class Planner {
                             config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
                             ld_input(l), ld_input(l), s.GH, 0.0f, {}};
         if (batch_first_input(l)) projection = batch_first_rows(projection, true);
-        lane.push_back(with_packed_weights(projection, fmt::format("w_ih.l{}.d{}", l, d), false));
+        const std::string w_ih = fmt::format("w_ih.l{}.d{}", l, d);
+        if (own_projection_stage)
+          projections.lanes[0].push_back(with_packed_weights(projection, w_ih, false, 0, 0, plan_.threads));
+        else
+          lane.push_back(with_packed_weights(projection, w_ih, false));
         RecurrenceStep r = recurrence(Pass::forward, l, d);
         r.gh = region_operand(plan_.workspace, gh_[d]);
         if (s.reset_before) {
@@ -419,6 +428,7 @@ class Planner {
                                   buffer_operand(Buffer::cy, ld * s.N * s.H), s.N, s.H, s.H, s.H, false, true});
         add_lane(stage, std::move(lane));
       }
+      if (own_projection_stage) plan_.forward.push_back(std::move(projections));
       plan_.forward.push_back(std::move(stage));
       if (dropout_ && l + 1 < s.L)
         plan_.forward.push_back(Stage{{{DropoutStep{fmt::format("dropout l{}", l), Pass::forward, l, config_.dropout,
@@ -564,6 +574,15 @@ class Planner {
   void plan_backward_weights() {
     const auto& s = s_;
     const std::int64_t ldh = s.W;
+    // The two directions' weight gradients run one after the other in one lane, every GEMM
+    // on all threads (which share its tiles as they go), rather than as a lane per direction
+    // on a thread each: a core slowed by its neighbours would hold up the whole layer. Then the
+    // directions' GEMMs also share one lane's scratch (lane 0).
+    const bool one_lane = s.D == 2 && plan_.threads > 1 && generate_gemms();
+    auto gemm = [&](GemmStep g, std::int64_t group, int d, std::vector<Step>* pack_into) {
+      return one_lane ? generated(std::move(g), group, plan_.threads, false, 0, pack_into)
+                      : generated(std::move(g), group, 0, false, d, pack_into);
+    };
     for (std::int64_t l = 0; l < s.L; ++l) {
       Stage stage;
       for (int d = 0; d < s.D; ++d) {
@@ -582,7 +601,7 @@ class Planner {
             dw.lda = s.N * s.R;
             dw.b_batch_stride = s.T * in;
           }
-          dw = generated(dw, in, 0, false, d, batch_first_input(l) ? nullptr : &lane);
+          dw = gemm(dw, in, d, batch_first_input(l) ? nullptr : &lane);
           lane.push_back(std::move(dw));
           // Every cell but the plain GRU adds b_ih and b_hh to the same pre-activations, so
           // both get the same gradient; the plain GRU's n gate puts r between b_hn and dn.
@@ -598,35 +617,39 @@ class Planner {
         // The reset-before GRU's n rows multiply r * h_prev, kept per step: one GEMM of their own.
         const std::int64_t h_rows = s.reset_before ? 2 * s.H : s.GH;
         {
-          GemmStep dw = generated(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N,
+          GemmStep dw = gemm(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N,
                                            gates, h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {},
                                            {}},
-                                  s.S, 0, false, d, &lane);
+                             s.S, d, &lane);
           lane.push_back(std::move(dw));
         }
         if (s.reset_before) {
-          GemmStep dw = generated(
+          GemmStep dw = gemm(
               GemmStep{fmt::format("dW_hn l{} d{} (on r * h_prev)", l, d), true, false, s.H, s.S, s.T * s.N,
                        shifted(gates, 2 * s.H),
                        shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]), d * s.S),
                        dweight(l, d, ParamKind::weight_hh, 2 * s.H, s.S), s.R, ldh, s.S, 0.0f, {}, {}},
-              s.S, 0, false, d, &lane);
+              s.S, d, &lane);
           lane.push_back(std::move(dw));
         }
         if (s.P) {  // dW_hr = sum over (t, n) of dh_proj^T (o * tanh(c))
           const std::size_t ld = ld_index(l, d);
-          GemmStep dw = generated(GemmStep{fmt::format("dW_hr l{} d{}", l, d), true, false, s.P, s.H, s.T * s.N,
+          GemmStep dw = gemm(GemmStep{fmt::format("dW_hr l{} d{}", l, d), true, false, s.P, s.H, s.T * s.N,
                                            region_operand(plan_.workspace, dh_proj_[ld]),
                                            region_operand(plan_.workspace, cell_out_[ld]),
                                            dweight(l, d, ParamKind::weight_hr), s.P, s.H, s.H, 0.0f, {}, {}},
-                                  s.H, 0, false, d, &lane);
+                             s.H, d, &lane);
           lane.push_back(std::move(dw));
         }
         if (s.gru)
           lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
                                        s.T * s.N, s.GH, s.R, 0.0f});
         if (config_.peephole) plan_peephole_gradient(lane, l, d);
-        add_lane(stage, std::move(lane));
+        if (one_lane && !stage.lanes.empty()) {
+          for (Step& step : lane) stage.lanes.front().push_back(std::move(step));
+        } else {
+          add_lane(stage, std::move(lane));
+        }
       }
       plan_.backward_weights.push_back(std::move(stage));
     }

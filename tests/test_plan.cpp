@@ -190,3 +190,39 @@ TEST(Planner, ThreadsSplitHiddenUnitsWithoutGapsOrOverlap) {
 
 }  // namespace
 }  // namespace rnnjit
+
+namespace rnnjit {
+namespace {
+
+// Two directions run as lanes, a thread each, only for their recurrences: each layer's two
+// input projections come first in a stage of one lane on all threads, and the weight
+// gradients run in one lane too, every GEMM shared by all threads.
+TEST(Planner, LanesHoldOnlyTheRecurrences) {
+  const Plan p = make_plan({CellKind::lstm, 800, 800, 2, true}, {300, 20}, Mode::training, Isa::avx512, 2);
+  ASSERT_EQ(p.threads, 2);
+  ASSERT_EQ(p.forward.size(), 5u);  // per layer: projections, lanes; then the outputs
+  for (int l = 0; l < 2; ++l) {
+    const Stage& projections = p.forward[static_cast<std::size_t>(2 * l)];
+    ASSERT_EQ(projections.lanes.size(), 1u);
+    ASSERT_EQ(projections.lanes[0].size(), 2u);
+    for (const Step& s : projections.lanes[0]) {
+      const auto* g = std::get_if<GemmStep>(&s);
+      ASSERT_NE(g, nullptr);
+      EXPECT_EQ(g->blocking.threads, 2) << g->what;
+    }
+    const Stage& lanes = p.forward[static_cast<std::size_t>(2 * l + 1)];
+    ASSERT_EQ(lanes.lanes.size(), 2u);
+    for (const auto& lane : lanes.lanes)
+      for (const Step& s : lane) EXPECT_EQ(std::get_if<GemmStep>(&s), nullptr) << "a one-shot GEMM in a lane";
+  }
+  for (const Stage& stage : p.backward_weights) {
+    ASSERT_EQ(stage.lanes.size(), 1u);
+    for (const Step& s : stage.lanes[0])
+      if (const auto* g = std::get_if<GemmStep>(&s)) {
+        EXPECT_EQ(g->blocking.threads, 2) << g->what;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace rnnjit
