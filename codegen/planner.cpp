@@ -777,7 +777,8 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
 Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads) {
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
-  if (threads < 1 || threads > 256) throw Error(fmt::format("threads must be in [1, 256], got {}", threads));
+  if (threads < 1 || threads > kMaxThreads)
+    throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
   return Planner(config, shape, mode, isa, threads).build();
 }
 

@@ -268,8 +268,8 @@ Rnn::Rnn(const RnnConfig& config, Options options) : layout_(config), options_(o
   if (options_.isa == Isa::detect) options_.isa = detect_isa();
   if (options_.backend == Backend::automatic) options_.backend = Backend::jit;
   if (options_.threads == 0) options_.threads = ThreadTeam::default_threads();
-  if (options_.threads < 1 || options_.threads > 256)
-    throw Error(fmt::format("threads must be in [1, 256], got {}", options_.threads));
+  if (options_.threads < 1 || options_.threads > kMaxThreads)
+    throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, options_.threads));
 }
 
 Execution Rnn::prepare(const Shape& shape, Mode mode) const {

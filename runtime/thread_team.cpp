@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "rnnjit/error.hpp"
+#include "rnnjit/rnn.hpp"
 
 namespace rnnjit {
 namespace {
@@ -31,12 +32,12 @@ int ThreadTeam::default_threads() {
   if (const char* env = std::getenv("RNNJIT_NUM_THREADS"); env && *env) {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || n < 1 || n > 256)
-      throw Error(fmt::format("RNNJIT_NUM_THREADS must be an integer in [1, 256], got '{}'", env));
+    if (end == env || *end != '\0' || n < 1 || n > kMaxThreads)
+      throw Error(fmt::format("RNNJIT_NUM_THREADS must be an integer in [1, {}], got '{}'", kMaxThreads, env));
     return static_cast<int>(n);
   }
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(std::min(hw, 256u));
+  return hw == 0 ? 1 : std::min(static_cast<int>(hw), kMaxThreads);
 }
 
 ThreadTeam::~ThreadTeam() {

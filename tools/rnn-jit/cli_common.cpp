@@ -164,15 +164,16 @@ void validate_flags(const RnnConfig& config, const Shape& shape) {
 
 void add_threads_flag(CLI::App& app, int& threads) {
   app.add_option("--threads", threads,
-                 "threads the plan is made for and runs on, 1 to 256 (default 0: RNNJIT_NUM_THREADS, else every "
-                 "hardware thread)")
+                 fmt::format("threads the plan is made for and runs on, 1 to {} (default 0: RNNJIT_NUM_THREADS, else "
+                             "every hardware thread)",
+                             kMaxThreads))
       ->capture_default_str();
 }
 
 int build_threads(int value) {
   if (value == 0) return ThreadTeam::default_threads();  // a bad RNNJIT_NUM_THREADS is a runtime error (exit 1)
-  if (value < 1 || value > 256)
-    throw UsageError(fmt::format("--threads must be in [1, 256] (or 0: the default), got {}", value));
+  if (value < 1 || value > kMaxThreads)
+    throw UsageError(fmt::format("--threads must be in [1, {}] (or 0: the default), got {}", kMaxThreads, value));
   return value;
 }
 

@@ -54,10 +54,13 @@ enum class Device : std::uint8_t { cpu = 0, cuda = 1 };
 std::string_view to_string(Device device);
 Device parse_device(std::string_view name);  // "cpu"|"cuda"
 
+// The most threads a plan is split across (Options::threads, RNNJIT_NUM_THREADS, --threads).
+inline constexpr int kMaxThreads = 256;
+
 struct Options {
   Backend backend = Backend::automatic;
   Isa isa = Isa::detect;
-  int threads = 0;  // 0: RNNJIT_NUM_THREADS if set, else every hardware thread
+  int threads = 0;  // 1 to kMaxThreads; 0: RNNJIT_NUM_THREADS if set, else every hardware thread
   Device device = Device::cpu;
 };
 
