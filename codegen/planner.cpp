@@ -372,11 +372,15 @@ class Planner {
                             config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
                             ld_input(l), ld_input(l), s.GH, 0.0f, {}};
         if (batch_first_input(l)) projection = batch_first_rows(projection, true);
+        // No thread needs its hidden units of every gate here (the recurrence does), so where H
+        // is not a whole number of vectors the G gates are one group of G*H columns: panels
+        // grouped by gate would pad every gate's last vector (H=50: 150 columns computed as 192).
         const std::string w_ih = fmt::format("w_ih.l{}.d{}", l, d);
+        const std::int64_t group = s.H % 16 != 0 ? s.GH : s.H, groups = s.GH / group;
         if (own_projection_stage)
-          projections.lanes[0].push_back(with_packed_weights(projection, w_ih, false, 0, 0, plan_.threads));
+          projections.lanes[0].push_back(with_packed_weights(projection, w_ih, false, group, groups, plan_.threads));
         else
-          lane.push_back(with_packed_weights(projection, w_ih, false));
+          lane.push_back(with_packed_weights(projection, w_ih, false, group, groups));
         RecurrenceStep r = recurrence(Pass::forward, l, d);
         r.gh = region_operand(plan_.workspace, gh_[d]);
         if (s.reset_before) {

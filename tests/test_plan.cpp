@@ -226,3 +226,27 @@ TEST(Planner, LanesHoldOnlyTheRecurrences) {
 
 }  // namespace
 }  // namespace rnnjit
+
+namespace rnnjit {
+namespace {
+
+// The input projection groups its columns by gate only where H is a whole number of vectors;
+// otherwise the G gates are one group, so that only the last of all its vectors is partial.
+TEST(Planner, InputProjectionPadsOnlyItsLastVector) {
+  for (std::int64_t H : {50, 64, 100, 800}) {
+    const Plan p = make_plan({CellKind::gru, 1024, H, 1, false}, {100, 100}, Mode::inference, Isa::avx512, 2);
+    const GemmStep* projection = nullptr;
+    for (const Step& s : p.forward[0].lanes[0])
+      if (const auto* g = std::get_if<GemmStep>(&s); g && g->what.starts_with("input projection")) projection = g;
+    ASSERT_NE(projection, nullptr);
+    EXPECT_EQ(projection->blocking.group, H % 16 == 0 ? H : 3 * H) << "H=" << H;
+    const std::int64_t groups = 3 * H / projection->blocking.group;
+    const std::int64_t computed = groups * projection->blocking.panels_per_group() * projection->blocking.panel_columns();
+    if (H % 16 != 0) {
+      EXPECT_LT(computed - 3 * H, projection->blocking.panel_columns()) << "H=" << H;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rnnjit
