@@ -621,9 +621,8 @@ class Planner {
         // The reset-before GRU's n rows multiply r * h_prev, kept per step: one GEMM of their own.
         const std::int64_t h_rows = s.reset_before ? 2 * s.H : s.GH;
         {
-          GemmStep dw = gemm(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N,
-                                           gates, h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {},
-                                           {}},
+          GemmStep dw = gemm(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N, gates,
+                                      h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}},
                              s.S, d, &lane);
           lane.push_back(std::move(dw));
         }
@@ -639,9 +638,9 @@ class Planner {
         if (s.P) {  // dW_hr = sum over (t, n) of dh_proj^T (o * tanh(c))
           const std::size_t ld = ld_index(l, d);
           GemmStep dw = gemm(GemmStep{fmt::format("dW_hr l{} d{}", l, d), true, false, s.P, s.H, s.T * s.N,
-                                           region_operand(plan_.workspace, dh_proj_[ld]),
-                                           region_operand(plan_.workspace, cell_out_[ld]),
-                                           dweight(l, d, ParamKind::weight_hr), s.P, s.H, s.H, 0.0f, {}, {}},
+                                      region_operand(plan_.workspace, dh_proj_[ld]),
+                                      region_operand(plan_.workspace, cell_out_[ld]),
+                                      dweight(l, d, ParamKind::weight_hr), s.P, s.H, s.H, 0.0f, {}, {}},
                              s.H, d, &lane);
           lane.push_back(std::move(dw));
         }
