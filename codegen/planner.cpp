@@ -119,9 +119,9 @@ class Planner {
   bool generate_gemms() const { return plan_.isa == Isa::avx512; }
   // Threads that split the steps of a lane: all of them when a stage has a single lane.
   int lane_threads() const { return s_.D == 1 || split_directions_ ? plan_.threads : 1; }
-  // A direction's steps as a lane of its own, or (split_directions_) after the other's.
-  void add_lane(Stage& stage, std::vector<Step>&& lane) const {
-    if (split_directions_ && !stage.lanes.empty()) {
+  // A direction's steps as a lane of its own, or (split_directions_, in_turn) after the other's.
+  void add_lane(Stage& stage, std::vector<Step>&& lane, bool in_turn = false) const {
+    if ((split_directions_ || in_turn) && !stage.lanes.empty()) {
       for (Step& step : lane) stage.lanes.front().push_back(std::move(step));
     } else {
       stage.lanes.push_back(std::move(lane));
@@ -648,11 +648,7 @@ class Planner {
           lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
                                        s.T * s.N, s.GH, s.R, 0.0f});
         if (config_.peephole) plan_peephole_gradient(lane, l, d);
-        if (one_lane && !stage.lanes.empty()) {
-          for (Step& step : lane) stage.lanes.front().push_back(std::move(step));
-        } else {
-          add_lane(stage, std::move(lane));
-        }
+        add_lane(stage, std::move(lane), one_lane);
       }
       plan_.backward_weights.push_back(std::move(stage));
     }

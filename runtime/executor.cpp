@@ -282,12 +282,11 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
   auto chunk_of = [&](std::int64_t i) {
     return chunk_b(i / (groups * my_panels), (i / my_panels) % groups, p0 + i % my_panels);
   };
-  // Row blocks [rb0, rb1) times k block kb of panel p of group grp; `next` is the B chunk the
-  // kernels prefetch into L2 (row block rb fetches lines [rb*prefetch, (rb+1)*prefetch) of each
-  // of its rows).
-  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0, std::int64_t rb1,
-                   const std::byte* next) {
-    const std::int64_t k0 = kb * k.k_c;
+  // The m block of row blocks from rb0 times k block kb of panel p of group grp; `next` is the
+  // B chunk the kernels prefetch into L2 (row block rb fetches lines [rb*prefetch,
+  // (rb+1)*prefetch) of each of its rows).
+  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0, const std::byte* next) {
+    const std::int64_t k0 = kb * k.k_c, rb1 = std::min(row_blocks, rb0 + rows_per_block);
     const int col_tail = k.group - p * pc < pc, use_beta = kb > 0 || beta != 0.0f;
     GemmArgs args{};
     args.b = chunk_b(kb, grp, p);
@@ -329,8 +328,7 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
       SharedLoop loop = team.shared_loop(units, threads);
       for (std::int64_t u = loop.next(); u >= 0; u = loop.next()) {
         const std::int64_t rb0 = u / (groups * ppg) * rows_per_block, q = u % (groups * ppg);
-        for (std::int64_t kbu = kb; kbu < kb_end; ++kbu)
-          tiles(kbu, q / ppg, q % ppg, rb0, std::min(row_blocks, rb0 + rows_per_block), nullptr);
+        for (std::int64_t kbu = kb; kbu < kb_end; ++kbu) tiles(kbu, q / ppg, q % ppg, rb0, nullptr);
       }
       if (!k.pack_a) break;  // every k block is done
       continue;
@@ -339,7 +337,7 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
     for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block) {
       for (std::int64_t i = kb * groups * my_panels; i < (kb + 1) * groups * my_panels; ++i) {
         const auto* next = reinterpret_cast<const std::byte*>(chunk_of((i + 1) % chunks));
-        tiles(kb, (i / my_panels) % groups, p0 + i % my_panels, rb0, std::min(row_blocks, rb0 + rows_per_block), next);
+        tiles(kb, (i / my_panels) % groups, p0 + i % my_panels, rb0, next);
       }
     }
   }
