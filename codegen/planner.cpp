@@ -43,8 +43,9 @@ struct Sizes {
 
 class Planner {
  public:
-  Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads)
-      : config_(config), layout_(config), plan_{config, shape, mode, isa, 1, {}, {}, {}, -1, {}, {}, {}} {
+  Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
+          const GemmChooser& projection_gemm)
+      : config_(config), projection_gemm_(projection_gemm), layout_(config), plan_{config, shape, mode, isa, 1, {}, {}, {}, -1, {}, {}, {}} {
     // OpenBLAS plans leave threading to OpenBLAS. Small problems run on one thread: waking the
     // workers costs tens of microseconds per stage, more than a few MFLOP of work saves.
     // Training does three times the forward GEMMs' work (and packs every weight twice).
@@ -185,6 +186,18 @@ class Planner {
     g.b = dst;
     g.ldb = g.blocking.panel_columns();
     return g;
+  }
+
+  // An input projection on the generated GEMM with W_ih packed, or on OpenBLAS (W_ih read in
+  // place) where the caller's chooser says so.
+  GemmStep input_projection(GemmStep g, const std::string& name, std::int64_t group, std::int64_t groups,
+                            int threads) {
+    if (generate_gemms() && projection_gemm_) {
+      GemmChoice choice = projection_gemm_(g, group, threads);
+      if (!choice.why.empty()) plan_.notes.push_back(fmt::format("{}: {}", g.what, choice.why));
+      if (choice.openblas) return g;
+    }
+    return with_packed_weights(g, name, false, group, groups, threads);
   }
 
   // The gate kernels of a recurrence: one per thread over the hidden units that thread's share
@@ -378,9 +391,9 @@ class Planner {
         const std::string w_ih = fmt::format("w_ih.l{}.d{}", l, d);
         const std::int64_t group = s.H % 16 != 0 ? s.GH : s.H, groups = s.GH / group;
         if (own_projection_stage)
-          projections.lanes[0].push_back(with_packed_weights(projection, w_ih, false, group, groups, plan_.threads));
+          projections.lanes[0].push_back(input_projection(projection, w_ih, group, groups, plan_.threads));
         else
-          lane.push_back(with_packed_weights(projection, w_ih, false, group, groups));
+          lane.push_back(input_projection(projection, w_ih, group, groups, lane_threads()));
         RecurrenceStep r = recurrence(Pass::forward, l, d);
         r.gh = region_operand(plan_.workspace, gh_[d]);
         if (s.reset_before) {
@@ -679,6 +692,7 @@ class Planner {
   }
 
   RnnConfig config_;
+  GemmChooser projection_gemm_;
   WeightLayout layout_;
   Plan plan_;
   Sizes s_{};
@@ -773,12 +787,13 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
   return d;
 }
 
-Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads) {
+Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
+               const GemmChooser& projection_gemm) {
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
     throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
-  return Planner(config, shape, mode, isa, threads).build();
+  return Planner(config, shape, mode, isa, threads, projection_gemm).build();
 }
 
 }  // namespace rnnjit

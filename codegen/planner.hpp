@@ -8,13 +8,28 @@
 // top-down with the same structure; backward weights is a few large GEMMs per layer.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "codegen/plan.hpp"
 
 namespace rnnjit {
 
+// Who computes an input projection of an AVX-512 plan, and why (a line for the plan's notes;
+// empty: nothing worth telling).
+struct GemmChoice {
+  bool openblas = false;
+  std::string why;
+};
+// Asked once per input projection (C = A W^T over all T steps, `group` columns per gate group,
+// split over `threads`). Empty: the generated GEMM. The runtime supplies a fixed or a measured
+// choice (runtime/gemm_tuner.hpp); the planner stays a pure function of its arguments.
+using GemmChooser = std::function<GemmChoice(const GemmStep& g, std::int64_t group, int threads)>;
+
 // Throws Error for invalid input. `isa` must not be Isa::detect. `threads` share the work of
 // each step (generated GEMMs only; OpenBLAS plans run single-lane steps on one thread).
-Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads = 1);
+Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads = 1,
+               const GemmChooser& projection_gemm = {});
 
 // Tiles `g` for the generated GEMM (columns in groups of `group`, panels split over `threads`)
 // and appends the microkernels it needs to `kernels`. g.blocking.packed_b says whether B is

@@ -8,6 +8,7 @@
 
 #include "codegen/plan_extents.hpp"
 #include "codegen/planner.hpp"
+#include "runtime/gemm_tuner.hpp"
 #include "runtime/log.hpp"
 
 namespace rnnjit {
@@ -33,6 +34,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(static_cast<std::uint64_t>(k.mode));
   mix(static_cast<std::uint64_t>(k.isa));
   mix(static_cast<std::uint64_t>(k.threads));
+  mix(static_cast<std::uint64_t>(k.projection_gemm));
   return h;
 }
 
@@ -72,7 +74,8 @@ std::shared_ptr<const Plan> Cache::plan(const PlanKey& key) {
   bool hit = false;
   const auto start = std::chrono::steady_clock::now();
   auto p = plans_.get(key, [&] {
-    auto plan = std::make_shared<const Plan>(make_plan(key.config, key.shape, key.mode, key.isa, key.threads));
+    auto plan = std::make_shared<const Plan>(make_plan(key.config, key.shape, key.mode, key.isa, key.threads,
+                                                           projection_chooser(key.projection_gemm)));
     check_extents(*plan);
     return plan;
   }, hit);

@@ -22,6 +22,7 @@ struct PlanKey {
   Mode mode;
   Isa isa;
   int threads;
+  ProjectionGemm projection_gemm = ProjectionGemm::generated;
   bool operator==(const PlanKey&) const = default;
 };
 

@@ -20,18 +20,23 @@ void blas_gemm(const GemmStep& g, const float* a, const float* b, float* c, floa
               static_cast<int>(g.ldb), beta, c, static_cast<int>(g.ldc));
 }
 
-// While the lanes of a stage run concurrently each OpenBLAS call gets one core; restored after.
-class BlasThreadsForLanes {
+// OpenBLAS on one thread while `active`, restored after: while the lanes of a stage run at once
+// (a core each), and in plans split across threads, whose threads share each OpenBLAS GEMM by
+// rows (Executor::blas_rows). OpenBLAS's own workers would also poll for about 0.1 s after
+// every call, on the cores the next steps need.
+class SingleThreadedBlas {
  public:
-  explicit BlasThreadsForLanes(std::size_t lanes) : saved_(openblas_get_num_threads()), lanes_(lanes) {
-    if (lanes_ > 1) openblas_set_num_threads(1);
+  explicit SingleThreadedBlas(bool active) : saved_(openblas_get_num_threads()), active_(active) {
+    if (active_) openblas_set_num_threads(1);
   }
-  ~BlasThreadsForLanes() {
-    if (lanes_ > 1) openblas_set_num_threads(saved_);
+  ~SingleThreadedBlas() {
+    if (active_) openblas_set_num_threads(saved_);
   }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
  private:
   int saved_;
-  std::size_t lanes_;
+  bool active_;
 };
 
 std::pair<std::int64_t, std::int64_t> share(std::int64_t count, int tid, int threads) {
@@ -145,11 +150,11 @@ void Executor::run(const std::vector<Stage>& stages, const Bindings& b, bool acc
   ThreadTeam& team = ThreadTeam::instance();
   for (const Stage& stage : stages) {
     const int lanes = static_cast<int>(stage.lanes.size());
+    const SingleThreadedBlas blas(lanes > 1 || plan_->threads > 1);
     if (lanes == 1) {
       team.run(plan_->threads, [&](int tid) { run_lane(stage.lanes[0], b, accumulate, tid, plan_->threads); });
       continue;
     }
-    BlasThreadsForLanes blas(stage.lanes.size());
     const int threads = std::min(lanes, plan_->threads);
     team.run(threads, [&](int tid) {
       for (int lane = tid; lane < lanes; lane += threads) run_lane(stage.lanes[static_cast<std::size_t>(lane)], b, accumulate, 0, 1);
@@ -195,7 +200,24 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
     const float *ai = a + i * g.a_batch_stride, *bi = b + i * g.b_batch_stride;
     float* ci = c + i * g.c_batch_stride;
     if (g.blocking.generated()) gemm(g, ai, bi, ci, beta_i, tid, threads, a_panels, /*shared=*/true);
-    else if (tid == 0) blas_gemm(g, ai, bi, ci, beta_i);
+    else blas_rows(g, ai, bi, ci, beta_i, threads);
+  }
+}
+
+void Executor::blas_rows(const GemmStep& g, const float* a, const float* b, float* c, float beta,
+                         int threads) const {
+  if (threads == 1) {
+    blas_gemm(g, a, b, c, beta);
+    return;
+  }
+  const std::int64_t rows = blas_chunk_rows(g.m, threads);
+  const std::int64_t chunks = (g.m + rows - 1) / rows;
+  SharedLoop loop = ThreadTeam::instance().shared_loop(chunks, threads);
+  for (std::int64_t u = loop.next(); u >= 0; u = loop.next()) {
+    GemmStep part = g;
+    const std::int64_t r0 = u * rows;
+    part.m = std::min(rows, g.m - r0);
+    blas_gemm(part, a + r0 * (g.trans_a ? 1 : g.lda), b, c + r0 * g.ldc, beta);
   }
 }
 

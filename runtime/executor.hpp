@@ -3,6 +3,7 @@
 // decides nothing: every size, operand, kernel and thread split comes from the plan.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstddef>
@@ -27,6 +28,13 @@ struct Bindings {
   void bind(Buffer b, const float* p) { buffers[static_cast<std::size_t>(b)] = p; }
 };
 
+// The rows of a chunk of an OpenBLAS GEMM of m rows shared by `threads` (Executor::blas_rows):
+// at least four chunks per thread where that leaves 16 rows or more, at most 256 rows (each
+// call packs B anew, so a chunk must be large beside B).
+inline std::int64_t blas_chunk_rows(std::int64_t m, int threads) {
+  return std::clamp<std::int64_t>((m + 4 * threads - 1) / (4 * threads), 16, 256);
+}
+
 class Executor {
  public:
   Executor(std::shared_ptr<const Plan> plan, std::vector<std::shared_ptr<const CompiledKernel>> kernels);
@@ -46,6 +54,9 @@ class Executor {
   // `shared`, whichever (m block, panel) units it claims first (ThreadTeam::shared_loop).
   void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
             float* a_panels = nullptr, bool shared = false) const;
+  // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads
+  // claim as they go, each chunk one single-threaded OpenBLAS call.
+  void blas_rows(const GemmStep& g, const float* a, const float* b, float* c, float beta, int threads) const;
   // Every product of a (possibly batched) GEMM step, generated or OpenBLAS.
   void batched_gemm(const GemmStep& g, const Bindings& b, float beta, int tid, int threads) const;
   void copy(const CopyStep& c, const Bindings& b, int tid, int threads) const;

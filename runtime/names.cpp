@@ -48,6 +48,21 @@ Isa parse_isa(std::string_view name) {
   throw Error(fmt::format("unknown isa '{}' (expected avx512, avx2 or reference)", name));
 }
 
+std::string_view to_string(ProjectionGemm gemm) {
+  switch (gemm) {
+    case ProjectionGemm::generated: return "generated";
+    case ProjectionGemm::openblas: return "openblas";
+    case ProjectionGemm::measured: return "measured";
+  }
+  return "?";
+}
+
+ProjectionGemm parse_projection_gemm(std::string_view name) {
+  for (ProjectionGemm g : {ProjectionGemm::generated, ProjectionGemm::openblas, ProjectionGemm::measured})
+    if (name == to_string(g)) return g;
+  throw Error(fmt::format("unknown projection GEMM '{}' (expected generated, openblas or measured)", name));
+}
+
 namespace {
 
 Isa cpu_isa() {

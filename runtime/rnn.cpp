@@ -63,10 +63,12 @@ using State = ReserveCycle::State;
 
 class ExecutionImpl {
  public:
-  ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, Backend backend, Isa isa, int threads)
-      : config_(config), shape_(shape), mode_(mode), backend_(backend), checks_(config, shape, mode) {
-    // The reference backend only describes its call with the plan.
-    plan_ = Cache::instance().plan({config, shape, mode, isa, threads});
+  // `options` resolved by Rnn (no detect/automatic/0 left).
+  ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, const Options& options)
+      : config_(config), shape_(shape), mode_(mode), backend_(options.backend), checks_(config, shape, mode) {
+    // The reference backend only describes its call with the plan (nothing to measure).
+    plan_ = Cache::instance().plan({config, shape, mode, options.isa, options.threads,
+                                    backend_ == Backend::jit ? options.projection_gemm : ProjectionGemm::generated});
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),
@@ -279,8 +281,7 @@ Execution Rnn::prepare(const Shape& shape, Mode mode) const {
       throw Error(fmt::format("backend {} runs on the CPU only: use Device::cpu", to_string(options_.backend)));
     return Execution(make_cuda_execution(config(), shape, mode));
   }
-  return Execution(
-      std::make_unique<ExecutionImpl>(config(), shape, mode, options_.backend, options_.isa, options_.threads));
+  return Execution(std::make_unique<ExecutionImpl>(config(), shape, mode, options_));
 }
 
 }  // namespace rnnjit

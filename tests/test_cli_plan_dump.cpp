@@ -224,6 +224,17 @@ TEST_F(CliPlanDumpTest, PlanIsMadeForTheThreadsThatRunIt) {
   }
 }
 
+// --projection-gemm: the input projection on OpenBLAS (W_ih read in place, nothing packed for
+// it), the recurrent GEMM still generated; the plan's notes say why.
+TEST_F(CliPlanDumpTest, PlanShowsWhoComputesTheInputProjection) {
+  const CliResult r = cli(cat({"plan", "--isa", "avx512", "--projection-gemm", "openblas"}, kSmall));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("note: input projection l0 d0: OpenBLAS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(openblas)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("packed.w_ih"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("packed.w_hh"), std::string::npos) << r.out;
+}
+
 // ---- dump ----
 
 TEST_F(CliPlanDumpTest, DumpAsmOfTheLstmForwardKernelHasZmmFma) {
@@ -359,6 +370,8 @@ TEST_F(CliPlanDumpTest, UsageErrorsExitTwo) {
     expect_error({cmd, "--threads", "-1"}, 2, {"--threads"});
   }
   expect_error({"plan", "--isa", "foo"}, 2, {"--isa", "'foo'"});
+  expect_error({"plan", "--projection-gemm", "fast"}, 2, {"--projection-gemm", "'fast'"});
+  expect_error({"demo", "--projection-gemm", "fast"}, 2, {"--projection-gemm", "'fast'"});
   expect_error({"demo", "--isa", "foo"}, 2, {"--isa", "'foo'"});
   expect_error({"plan", "--json", "extra"}, 2, {"'extra'"});
 

@@ -177,14 +177,31 @@ int build_threads(int value) {
   return value;
 }
 
+void add_projection_gemm_flag(CLI::App& app, std::string& value) {
+  app.add_option("--projection-gemm", value,
+                 "who computes the input projections on AVX-512: generated, openblas, or measured (whichever of "
+                 "the two runs the shape faster, timed when planned; the plan's notes give both times)")
+      ->capture_default_str();
+}
+
+ProjectionGemm build_projection_gemm(const std::string& value) {
+  try {
+    return parse_projection_gemm(value);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--projection-gemm: {}", e.what()));
+  }
+}
+
 void add_backend_flags(CLI::App& app, BackendFlags& f) {
   app.add_option("--backend", f.backend, "reference, jit or auto")->capture_default_str();
   add_threads_flag(app, f.threads);
+  add_projection_gemm_flag(app, f.projection_gemm);
 }
 
 Options build_options(const BackendFlags& f) {
   Options o;
   o.threads = build_threads(f.threads);
+  o.projection_gemm = build_projection_gemm(f.projection_gemm);
   if (f.backend == "auto") {
     o.backend = Backend::automatic;
   } else if (f.backend == "reference") {

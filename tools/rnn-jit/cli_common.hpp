@@ -98,13 +98,18 @@ void validate_flags(const RnnConfig& config, const Shape& shape);
 void add_threads_flag(CLI::App& app, int& threads);
 int build_threads(int value);  // the thread count, or UsageError naming --threads
 
-// --backend reference|jit|auto and --threads
+// --projection-gemm generated|openblas|measured (Options::projection_gemm)
+void add_projection_gemm_flag(CLI::App& app, std::string& value);
+ProjectionGemm build_projection_gemm(const std::string& value);  // or UsageError naming the flag
+
+// --backend reference|jit|auto, --threads and --projection-gemm
 struct BackendFlags {
   std::string backend = "auto";
   int threads = 0;
+  std::string projection_gemm = "generated";
 };
 void add_backend_flags(CLI::App& app, BackendFlags& flags);
-Options build_options(const BackendFlags& flags);  // throws UsageError naming --backend or --threads
+Options build_options(const BackendFlags& flags);  // throws UsageError naming the bad flag
 
 // ---- defaults and flags of the subcommands that need a shape (demo, plan, dump) ----
 

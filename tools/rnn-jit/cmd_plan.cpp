@@ -13,6 +13,7 @@
 
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
+#include "runtime/gemm_tuner.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
 namespace rnnjit::cli {
@@ -23,6 +24,7 @@ struct PlanFlags {
   ShapeFlags shape = ds2_shape_flags();
   std::string isa;  // empty: detected
   int threads = 0;  // 0: the runtime's default
+  std::string projection_gemm = "generated";
   bool json = false;
 };
 
@@ -32,8 +34,9 @@ int plan(const PlanFlags& f) {
   const Mode mode = build_mode(f.shape);
   validate_flags(config, shape);
   const Isa isa = build_isa(f.isa);
+  const ProjectionGemm projection_gemm = build_projection_gemm(f.projection_gemm);
 
-  const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads));
+  const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads), projection_chooser(projection_gemm));
   if (f.json) {
     fmt::print("{}\n", to_json(p));
   } else {
@@ -48,8 +51,11 @@ CommandAction setup_plan(CLI::App& sub) {
   add_shape_flags(sub, f->shape, /*required=*/false);
   add_isa_flag(sub, f->isa);
   add_threads_flag(sub, f->threads);
+  add_projection_gemm_flag(sub, f->projection_gemm);
   sub.add_flag("--json", f->json, "print the plan as one JSON document");
-  sub.footer("Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Nothing is compiled.");
+  sub.footer(
+      "Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Nothing is compiled, except "
+      "with --projection-gemm measured, which times the two GEMMs.");
   return [f] { return plan(*f); };
 }
 

@@ -54,6 +54,18 @@ enum class Device : std::uint8_t { cpu = 0, cuda = 1 };
 std::string_view to_string(Device device);
 Device parse_device(std::string_view name);  // "cpu"|"cuda"
 
+// Who computes the input projections (per layer and direction, one GEMM over all T steps) of
+// an AVX-512 plan; the recurrent and backward GEMMs are always generated there.
+//   generated (default): rnnjit's own GEMM; deterministic at any thread count.
+//   openblas: OpenBLAS's sgemm, W_ih read in place (nothing packed for it).
+//   measured: whichever of the two ran the shape faster when first planned, timed once per
+//     GEMM shape and thread count in a process (`rnn-jit plan` shows both times). The choice
+//     follows the machine's load at that moment, so two processes may pick differently and
+//     differ in the last bits of their results.
+enum class ProjectionGemm : std::uint8_t { generated = 0, openblas = 1, measured = 2 };
+std::string_view to_string(ProjectionGemm gemm);
+ProjectionGemm parse_projection_gemm(std::string_view name);  // "generated"|"openblas"|"measured"
+
 // The most threads a plan is split across (Options::threads, RNNJIT_NUM_THREADS, --threads).
 inline constexpr int kMaxThreads = 256;
 
@@ -62,6 +74,7 @@ struct Options {
   Isa isa = Isa::detect;
   int threads = 0;  // 1 to kMaxThreads; 0: RNNJIT_NUM_THREADS if set, else every hardware thread
   Device device = Device::cpu;
+  ProjectionGemm projection_gemm = ProjectionGemm::generated;  // CPU, AVX-512 plans
 };
 
 // Shapes below are for sequence-major tensors; with RnnConfig::batch_first, x, y, dx and dy

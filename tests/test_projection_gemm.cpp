@@ -1,0 +1,131 @@
+// Options::projection_gemm: the input projections on OpenBLAS inside AVX-512 plans (every other
+// GEMM generated), against the reference forward and backward; and the measured choice, which
+// times both engines on the shape and says so in the plan.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "codegen/planner.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/gemm_tuner.hpp"
+#include "tests/rnn_case.hpp"
+
+namespace rnnjit {
+namespace {
+
+bool has_avx512() { return detect_isa() == Isa::avx512; }
+
+RnnConfig config(CellKind cell, std::int64_t I, std::int64_t H, std::int64_t L, bool bidirectional) {
+  RnnConfig c;
+  c.cell = cell;
+  c.input_size = I;
+  c.hidden_size = H;
+  c.num_layers = L;
+  c.bidirectional = bidirectional;
+  return c;
+}
+
+// The input projections of `plan`'s forward pass: on OpenBLAS (true) or generated (false).
+std::vector<bool> projections_on_openblas(const Plan& plan) {
+  std::vector<bool> out;
+  for (const Stage& stage : plan.forward)
+    for (const auto& lane : stage.lanes)
+      for (const Step& step : lane)
+        if (const auto* g = std::get_if<GemmStep>(&step); g && g->what.starts_with("input projection"))
+          out.push_back(!g->blocking.generated());
+  return out;
+}
+
+TEST(ProjectionGemm, NamesRoundTrip) {
+  for (ProjectionGemm g : {ProjectionGemm::generated, ProjectionGemm::openblas, ProjectionGemm::measured})
+    EXPECT_EQ(parse_projection_gemm(to_string(g)), g);
+  EXPECT_THROW(parse_projection_gemm("fast"), Error);
+}
+
+TEST(ProjectionGemm, OpenblasPlansReadWihInPlace) {
+  const RnnConfig c = config(CellKind::lstm, 40, 50, 2, true);
+  const Plan plan = make_plan(c, {7, 5}, Mode::training, Isa::avx512, 2, projection_chooser(ProjectionGemm::openblas));
+  EXPECT_EQ(projections_on_openblas(plan), std::vector<bool>(4, true));
+  for (const Region& r : plan.workspace.regions) EXPECT_EQ(r.name.find("w_ih"), std::string::npos) << r.name;
+  const Plan generated = make_plan(c, {7, 5}, Mode::training, Isa::avx512, 2);
+  EXPECT_EQ(projections_on_openblas(generated), std::vector<bool>(4, false));
+}
+
+struct Case {
+  RnnConfig config;
+  Shape shape;
+  int threads;
+  bool lengths;
+  int plan_threads = 1;  // the small cases' plans run on one thread whatever the option
+};
+
+class OpenblasProjection : public testing::TestWithParam<Case> {};
+
+TEST_P(OpenblasProjection, MatchesReference) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (other ISAs run every GEMM on OpenBLAS anyway)";
+  const Case& p = GetParam();
+  for (Mode mode : {Mode::inference, Mode::training}) {
+    test::RnnCase rc(p.config, p.shape, 11);
+    if (p.lengths) rc.vary_lengths();
+    Rnn rnn(p.config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = p.threads,
+                       .projection_gemm = ProjectionGemm::openblas});
+    Execution ex = rnn.prepare(rc.shape, mode);
+    EXPECT_EQ(ex.plan().threads, p.plan_threads);
+    ASSERT_FALSE(projections_on_openblas(ex.plan()).empty());
+    for (bool blas : projections_on_openblas(ex.plan())) EXPECT_TRUE(blas);
+    const bool train = mode == Mode::training;
+    test::expect_matches(rc.run(ex), rc.reference(train), rc, train);
+  }
+}
+
+RnnConfig batch_first(RnnConfig c) {
+  c.batch_first = true;
+  return c;
+}
+
+RnnConfig projected(RnnConfig c, std::int64_t p) {
+  c.proj_size = p;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cells, OpenblasProjection,
+    testing::Values(Case{config(CellKind::lstm, 37, 50, 2, true), {9, 6}, 2, false},
+                    Case{config(CellKind::gru, 20, 33, 1, false), {11, 3}, 1, true},
+                    Case{batch_first(config(CellKind::rnn_tanh, 17, 40, 2, false)), {8, 5}, 2, false},
+                    Case{projected(config(CellKind::lstm, 24, 48, 2, true), 20), {6, 4}, 2, true},
+                    Case{config(CellKind::gru_reset_before, 30, 64, 1, true), {10, 7}, 2, false},
+                    // large enough that the plan runs on two threads, lanes and all
+                    Case{config(CellKind::lstm, 128, 128, 2, true), {12, 8}, 2, false, 2}));
+
+TEST(ProjectionGemm, MeasuredTimesBothEngines) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  GemmStep g{"input projection", false, true, 600, 4 * 96, 70, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0},
+             {Buffer::y, -1, 0}, 70, 70, 4 * 96, 0.0f, {}};
+  const GemmTimes t = time_projection(g, 96, 2);
+  EXPECT_GT(t.generated_ms, 0.0);
+  EXPECT_GT(t.openblas_ms, 0.0);
+  EXPECT_EQ(t.rows, 600);  // 600 x 384 x 70 is well under a GFLOP: every row is timed
+  // 100000 x 1600 x 400 is 128 GFLOP: timed on a GFLOP's worth of rows, or four chunks per
+  // thread of OpenBLAS's if that is more.
+  const GemmStep big{"input projection", false, true, 100000, 1600, 400, {}, {}, {}, 400, 400, 1600, 0.0f, {}};
+  const std::int64_t gflop_rows = 781, chunked = 4 * 2 * blas_chunk_rows(100000, 2);
+  EXPECT_EQ(time_projection(big, 400, 2).rows, std::max(gflop_rows, chunked));
+
+  // The measured choice is the plan's, and its note gives both times.
+  const RnnConfig c = config(CellKind::gru, 70, 96, 1, false);
+  const Plan plan = make_plan(c, {60, 10}, Mode::inference, Isa::avx512, 2, projection_chooser(ProjectionGemm::measured));
+  ASSERT_EQ(plan.notes.size(), 1u);
+  EXPECT_NE(plan.notes[0].find("measured on 600 of 600 rows"), std::string::npos) << plan.notes[0];
+  const bool blas = plan.notes[0].find("OpenBLAS (measured") != std::string::npos;
+  EXPECT_EQ(projections_on_openblas(plan), std::vector<bool>{blas});
+}
+
+TEST(ProjectionGemm, OpenblasOnlyWhenClearlyFaster) {
+  EXPECT_TRUE(openblas_wins({.generated_ms = 10.0, .openblas_ms = 8.0, .rows = 1}));
+  EXPECT_FALSE(openblas_wins({.generated_ms = 10.0, .openblas_ms = 9.5, .rows = 1}));
+  EXPECT_FALSE(openblas_wins({.generated_ms = 10.0, .openblas_ms = 30.0, .rows = 1}));
+}
+
+}  // namespace
+}  // namespace rnnjit
