@@ -39,6 +39,15 @@ class SingleThreadedBlas {
   bool active_;
 };
 
+// Whether a stage has a GEMM on OpenBLAS (every GEMM of non-AVX-512 plans; input projections
+// with Options::projection_gemm).
+bool runs_openblas(const Stage& stage) {
+  for (const std::vector<Step>& lane : stage.lanes)
+    for (const Step& step : lane)
+      if (const auto* g = std::get_if<GemmStep>(&step); g && !g->blocking.generated()) return true;
+  return false;
+}
+
 std::pair<std::int64_t, std::int64_t> share(std::int64_t count, int tid, int threads) {
   return {count * tid / threads, count * (tid + 1) / threads};
 }
@@ -150,7 +159,7 @@ void Executor::run(const std::vector<Stage>& stages, const Bindings& b, bool acc
   ThreadTeam& team = ThreadTeam::instance();
   for (const Stage& stage : stages) {
     const int lanes = static_cast<int>(stage.lanes.size());
-    const SingleThreadedBlas blas(lanes > 1 || plan_->threads > 1);
+    const SingleThreadedBlas blas(lanes > 1 || (plan_->threads > 1 && runs_openblas(stage)));
     if (lanes == 1) {
       team.run(plan_->threads, [&](int tid) { run_lane(stage.lanes[0], b, accumulate, tid, plan_->threads); });
       continue;
