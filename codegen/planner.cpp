@@ -45,7 +45,10 @@ class Planner {
  public:
   Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
           const GemmChooser& projection_gemm)
-      : config_(config), projection_gemm_(projection_gemm), layout_(config), plan_{config, shape, mode, isa, 1, {}, {}, {}, -1, {}, {}, {}} {
+      : config_(config),
+        projection_gemm_(projection_gemm),
+        layout_(config),
+        plan_{config, shape, mode, isa, 1, {}, {}, {}, -1, {}, {}, {}} {
     // OpenBLAS plans leave threading to OpenBLAS. Small problems run on one thread: waking the
     // workers costs tens of microseconds per stage, more than a few MFLOP of work saves.
     // Training does three times the forward GEMMs' work (and packs every weight twice).

@@ -108,7 +108,8 @@ GemmChooser projection_chooser(ProjectionGemm which) {
     {
       std::lock_guard lock(mutex);
       auto found = measured.find(key);
-      t = found != measured.end() ? found->second : measured.emplace(key, time_projection(g, group, threads)).first->second;
+      if (found == measured.end()) found = measured.emplace(key, time_projection(g, group, threads)).first;
+      t = found->second;
     }
     const bool blas = openblas_wins(t);
     return GemmChoice{blas, fmt::format("{} (measured on {} of {} rows: generated {:.3f} ms, OpenBLAS {:.3f} ms)",

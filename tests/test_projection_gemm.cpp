@@ -114,7 +114,8 @@ TEST(ProjectionGemm, MeasuredTimesBothEngines) {
 
   // The measured choice is the plan's, and its note gives both times.
   const RnnConfig c = config(CellKind::gru, 70, 96, 1, false);
-  const Plan plan = make_plan(c, {60, 10}, Mode::inference, Isa::avx512, 2, projection_chooser(ProjectionGemm::measured));
+  const Plan plan =
+      make_plan(c, {60, 10}, Mode::inference, Isa::avx512, 2, projection_chooser(ProjectionGemm::measured));
   ASSERT_EQ(plan.notes.size(), 1u);
   EXPECT_NE(plan.notes[0].find("measured on 600 of 600 rows"), std::string::npos) << plan.notes[0];
   const bool blas = plan.notes[0].find("OpenBLAS (measured") != std::string::npos;
