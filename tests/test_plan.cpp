@@ -224,12 +224,6 @@ TEST(Planner, LanesHoldOnlyTheRecurrences) {
   }
 }
 
-}  // namespace
-}  // namespace rnnjit
-
-namespace rnnjit {
-namespace {
-
 // The input projection groups its columns by gate only where H is a whole number of vectors;
 // otherwise the G gates are one group, so that only the last of all its vectors is partial.
 TEST(Planner, InputProjectionPadsOnlyItsLastVector) {

@@ -15,16 +15,6 @@ namespace {
 
 bool has_avx512() { return detect_isa() == Isa::avx512; }
 
-RnnConfig config(CellKind cell, std::int64_t I, std::int64_t H, std::int64_t L, bool bidirectional) {
-  RnnConfig c;
-  c.cell = cell;
-  c.input_size = I;
-  c.hidden_size = H;
-  c.num_layers = L;
-  c.bidirectional = bidirectional;
-  return c;
-}
-
 // The input projections of `plan`'s forward pass: on OpenBLAS (true) or generated (false).
 std::vector<bool> projections_on_openblas(const Plan& plan) {
   std::vector<bool> out;
@@ -43,7 +33,7 @@ TEST(ProjectionGemm, NamesRoundTrip) {
 }
 
 TEST(ProjectionGemm, OpenblasPlansReadWihInPlace) {
-  const RnnConfig c = config(CellKind::lstm, 40, 50, 2, true);
+  const RnnConfig c{CellKind::lstm, 40, 50, 2, true};
   const Plan plan = make_plan(c, {7, 5}, Mode::training, Isa::avx512, 2, projection_chooser(ProjectionGemm::openblas));
   EXPECT_EQ(projections_on_openblas(plan), std::vector<bool>(4, true));
   for (const Region& r : plan.workspace.regions) EXPECT_EQ(r.name.find("w_ih"), std::string::npos) << r.name;
@@ -78,25 +68,20 @@ TEST_P(OpenblasProjection, MatchesReference) {
   }
 }
 
-RnnConfig batch_first(RnnConfig c) {
-  c.batch_first = true;
-  return c;
-}
+// Every cell; variable lengths, batch-first and the LSTM projection on the way.
+const RnnConfig kBatchFirst{
+    .cell = CellKind::rnn_tanh, .input_size = 17, .hidden_size = 40, .num_layers = 2, .batch_first = true};
+const RnnConfig kProjected{
+    .cell = CellKind::lstm, .input_size = 24, .hidden_size = 48, .num_layers = 2, .bidirectional = true, .proj_size = 20};
 
-RnnConfig projected(RnnConfig c, std::int64_t p) {
-  c.proj_size = p;
-  return c;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Cells, OpenblasProjection,
-    testing::Values(Case{config(CellKind::lstm, 37, 50, 2, true), {9, 6}, 2, false},
-                    Case{config(CellKind::gru, 20, 33, 1, false), {11, 3}, 1, true},
-                    Case{batch_first(config(CellKind::rnn_tanh, 17, 40, 2, false)), {8, 5}, 2, false},
-                    Case{projected(config(CellKind::lstm, 24, 48, 2, true), 20), {6, 4}, 2, true},
-                    Case{config(CellKind::gru_reset_before, 30, 64, 1, true), {10, 7}, 2, false},
-                    // large enough that the plan runs on two threads, lanes and all
-                    Case{config(CellKind::lstm, 128, 128, 2, true), {12, 8}, 2, false, 2}));
+INSTANTIATE_TEST_SUITE_P(Cells, OpenblasProjection,
+                         testing::Values(Case{{CellKind::lstm, 37, 50, 2, true}, {9, 6}, 2, false},
+                                         Case{{CellKind::gru, 20, 33, 1, false}, {11, 3}, 1, true},
+                                         Case{kBatchFirst, {8, 5}, 2, false},
+                                         Case{kProjected, {6, 4}, 2, true},
+                                         Case{{CellKind::gru_reset_before, 30, 64, 1, true}, {10, 7}, 2, false},
+                                         // large enough that the plan runs on two threads, lanes and all
+                                         Case{{CellKind::lstm, 128, 128, 2, true}, {12, 8}, 2, false, 2}));
 
 TEST(ProjectionGemm, MeasuredTimesBothEngines) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
@@ -113,7 +98,7 @@ TEST(ProjectionGemm, MeasuredTimesBothEngines) {
   EXPECT_EQ(time_projection(big, 400, 2).rows, std::max(gflop_rows, chunked));
 
   // The measured choice is the plan's, and its note gives both times.
-  const RnnConfig c = config(CellKind::gru, 70, 96, 1, false);
+  const RnnConfig c{CellKind::gru, 70, 96, 1, false};
   const Plan plan =
       make_plan(c, {60, 10}, Mode::inference, Isa::avx512, 2, projection_chooser(ProjectionGemm::measured));
   ASSERT_EQ(plan.notes.size(), 1u);
