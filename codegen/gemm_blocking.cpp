@@ -14,13 +14,16 @@ std::pair<std::int64_t, std::int64_t> GemmBlocking::thread_columns(int tid) cons
 
 namespace {
 
-// The k block of a tile n_r vectors wide: its k_c x 16*n_r panel of B within half of a 1 MiB L2.
-std::int64_t k_block(std::int64_t k, std::int64_t n_r) {
-  return std::min<std::int64_t>(k, std::max<std::int64_t>(64, (512 * 1024) / (64 * n_r)));
+// The k block of a tile n_r vectors wide: its k_c x 16*n_r panel of B within a quarter of L2,
+// beside the m block of A (below) and the C tiles.
+std::int64_t k_block(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
+  return std::min<std::int64_t>(k, std::max<std::int64_t>(64, caches.l2 / 4 / (64 * n_r)));
 }
 
-// Whether a tile's k_c x 16*n_r panel of B stays in L1 (half of a 48 KiB L1, A takes the rest).
-bool b_panel_in_l1(std::int64_t k, std::int64_t n_r) { return k_block(k, n_r) * 64 * n_r <= 24 * 1024; }
+// Whether a tile's k_c x 16*n_r panel of B stays in L1 (half of it; A's rows take the rest).
+bool b_panel_in_l1(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
+  return k_block(k, n_r, caches) * 64 * n_r <= caches.l1d / 2;
+}
 
 // Prefetch distance for B rows streamed from L2: four k steps of a tile are about 50 cycles,
 // three L2 latencies (oneDNN's brgemm kernels use the same distance).
@@ -28,13 +31,14 @@ constexpr std::int64_t kBLookahead = 4;
 
 }  // namespace
 
-GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b) {
+GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
+                             const CacheSizes& caches) {
   // Zen 4/5 and Intel cores sustain two zmm FMAs per cycle, and an FMA has a latency of 4. The
   // loads of a k step (m_r broadcasts of A, each from another row, and n_r vectors of B) run
   // at about 1.5 a cycle beside the FMAs, not the 2 the ports allow: a 25 x 1 tile (26 loads
   // per 25 FMAs) measured 70% of the FMA rate of a 13 x 2 one. So a k step of an m_r x n_r
   // tile costs max(m_r*n_r / 2, (m_r+n_r) / 1.5, 4) cycles. The n_r vectors of B come from L2
-  // unless the tile's k_c x n_r panel stays in L1 (half of a 48 KiB L1 for it), and L2 feeds
+  // unless the tile's k_c x n_r panel stays in L1 (half of L1 for it), and L2 feeds
   // about 32 bytes a cycle: 2 cycles per vector, so a short wide tile (2 x 8) waits on L2 at
   // half its FMA rate.
   // Cost = cycles of the busiest thread, padding included: threads split each group's panels
@@ -42,7 +46,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   // e.g. H = 200 in 64-column panels splits 128 : 72 columns and 32-column ones 96 : 104.
   auto per_k = [&](std::int64_t m_r, std::int64_t n_r, std::int64_t vectors) {
     const double fma = static_cast<double>(m_r * vectors) / 2.0, loads = static_cast<double>(m_r + vectors) / 1.5;
-    return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r) ? 0.0 : 2.0 * static_cast<double>(vectors)});
+    return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r, caches) ? 0.0 : 2.0 * static_cast<double>(vectors)});
   };
   GemmBlocking best;
   double best_cost = std::numeric_limits<double>::max();
@@ -74,11 +78,11 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.group = group;
   best.threads = threads;
   best.packed_b = packed_b;
-  best.k_c = k_block(k, best.n_r);
-  best.b_lookahead = b_panel_in_l1(k, best.n_r) ? 0 : kBLookahead;
-  // And an m block of A of about 768 KiB beside it, so a large M does not stream A from memory
+  best.k_c = k_block(k, best.n_r, caches);
+  best.b_lookahead = b_panel_in_l1(k, best.n_r, caches) ? 0 : kBLookahead;
+  // And an m block of A in 3/8 of L2 beside it, so a large M does not stream A from memory
   // once per panel of B.
-  const std::int64_t a_rows = std::max<std::int64_t>(1, (768 * 1024) / (4 * best.k_c) / best.m_r) * best.m_r;
+  const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (4 * best.k_c) / best.m_r) * best.m_r;
   best.m_c = std::min(a_rows, (m + best.m_r - 1) / best.m_r * best.m_r);
   return best;
 }

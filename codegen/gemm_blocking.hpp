@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "codegen/cache_sizes.hpp"
+
 namespace rnnjit {
 
 struct GemmBlocking {
@@ -51,8 +53,10 @@ struct GemmBlocking {
   std::pair<std::int64_t, std::int64_t> thread_columns(int tid) const;
 };
 
-// Cost-model choice for C[M, columns] = A[M, K] B[K, columns] split into `groups` of `group`.
-GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b);
+// Cost-model choice for C[M, columns] = A[M, K] B[K, columns] split into `groups` of `group`,
+// blocked for `caches`.
+GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
+                             const CacheSizes& caches = {});
 
 // Floats of the A panels of one k block (blocking.pack_a): k_c rows of every row block.
 inline std::int64_t a_panel_elements(const GemmBlocking& b, std::int64_t m, std::int64_t k) {

@@ -202,6 +202,7 @@ struct Plan {
   Mode mode = Mode::inference;
   Isa isa = Isa::reference;
   int threads = 1;
+  CacheSizes caches;               // the per-core caches the generated GEMMs are blocked for
   std::vector<std::string> notes;  // decisions worth telling the user (e.g. fallbacks)
   std::vector<KernelDesc> kernels;
   WorkspacePlan workspace;

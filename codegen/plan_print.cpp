@@ -223,8 +223,9 @@ std::string_view to_string(Buffer b) {
 }
 
 std::string to_text(const Plan& p) {
-  std::string out = fmt::format("plan: {} T={} N={} mode={} isa={} threads={}\n", describe(p.config),
-                                p.shape.seq_len, p.shape.batch, to_string(p.mode), to_string(p.isa), p.threads);
+  std::string out = fmt::format("plan: {} T={} N={} mode={} isa={} threads={} caches=L1d {} KiB, L2 {} KiB\n",
+                                describe(p.config), p.shape.seq_len, p.shape.batch, to_string(p.mode),
+                                to_string(p.isa), p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024);
   for (const std::string& n : p.notes) out += fmt::format("note: {}\n", n);
   out += "kernels:\n";
   for (const KernelDesc& k : p.kernels) out += fmt::format("  {}  ({})\n", kernel_name(k), describe(k));
@@ -248,6 +249,7 @@ std::string to_json(const Plan& p) {
   j["mode"] = std::string(to_string(p.mode));
   j["isa"] = std::string(to_string(p.isa));
   j["threads"] = p.threads;
+  j["caches"] = {{"l1d_bytes", p.caches.l1d}, {"l2_bytes", p.caches.l2}};
   j["packed_bytes"] = p.workspace.packed_bytes;
   j["notes"] = p.notes;
   j["kernels"] = nlohmann::json::array();

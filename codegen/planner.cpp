@@ -24,9 +24,9 @@ Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offse
 // Measured on 2 cores against one: 20-40 MFLOP plans were 10-25% faster on two threads, 10-16
 // MFLOP ones as fast or slower.
 constexpr double kMinFlopsPerThread = 10e6;
-// Packed weights one core's L2 (2 MiB) keeps from one time step to the next, beside h and the
-// step's gate inputs.
-constexpr double kL2WeightBytes = 1.5 * 1024 * 1024;
+// Packed weights one core's L2 keeps from one time step to the next, beside h and the step's
+// gate inputs: three quarters of it (1.5 MiB of a 2 MiB L2).
+double l2_weight_bytes(const CacheSizes& caches) { return 0.75 * static_cast<double>(caches.l2); }
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
 
@@ -44,11 +44,11 @@ struct Sizes {
 class Planner {
  public:
   Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
-          const GemmChooser& projection_gemm)
+          const GemmChooser& projection_gemm, const CacheSizes& caches)
       : config_(config),
         projection_gemm_(projection_gemm),
         layout_(config),
-        plan_{config, shape, mode, isa, 1, {}, {}, {}, -1, {}, {}, {}} {
+        plan_{config, shape, mode, isa, 1, caches, {}, {}, {}, -1, {}, {}, {}} {
     // OpenBLAS plans leave threading to OpenBLAS. Small problems run on one thread: waking the
     // workers costs tens of microseconds per stage, more than a few MFLOP of work saves.
     // Training does three times the forward GEMMs' work (and packs every weight twice).
@@ -71,8 +71,9 @@ class Planner {
     // one after the other, each split across all threads, and every thread's part of W_hh stays
     // in its L2 from one step to the next instead of streaming from L3 at every step.
     const double w_hh_bytes = 4.0 * static_cast<double>(s_.GH) * static_cast<double>(s_.S);
-    split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > kL2WeightBytes &&
-                        w_hh_bytes / plan_.threads <= kL2WeightBytes;
+    const double l2_weights = l2_weight_bytes(caches);
+    split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
+                        w_hh_bytes / plan_.threads <= l2_weights;
   }
 
   Plan build() {
@@ -146,7 +147,8 @@ class Planner {
     if (!generate_gemms()) return g;
     const bool pack_b = pack_into && !g.blocking.packed_b && g.k >= kMinPackedK;
     g.blocking.packed_b = g.blocking.packed_b || pack_b;
-    g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent);
+    g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent,
+                            plan_.caches);
     if (g.blocking.pack_a)
       g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_[lane], "a_panels", lane,
                                                                a_panel_elements(g.blocking, g.m, g.k)));
@@ -723,11 +725,11 @@ int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d) {
 }  // namespace
 
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
-                             bool prefetch_next) {
+                             bool prefetch_next, const CacheSizes& caches) {
   if (group < 1 || g.n % group != 0)
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
   GemmBlocking& b = g.blocking;
-  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b);
+  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches);
   b.pack_a = g.trans_a;
   if (prefetch_next) b.prefetch = (b.n_r + b.row_blocks(g.m) - 1) / b.row_blocks(g.m);
   const std::int64_t tail_rows = g.m % b.m_r;
@@ -791,12 +793,15 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
 }
 
 Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
-               const GemmChooser& projection_gemm) {
+               const GemmChooser& projection_gemm, const CacheSizes& caches) {
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
     throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
-  return Planner(config, shape, mode, isa, threads, projection_gemm).build();
+  if (caches.l1d < 1024 || caches.l2 < caches.l1d)
+    throw Error(fmt::format("caches must have an L1d of at least 1 KiB and an L2 no smaller, got L1d {} L2 {} bytes",
+                            caches.l1d, caches.l2));
+  return Planner(config, shape, mode, isa, threads, projection_gemm, caches).build();
 }
 
 }  // namespace rnnjit

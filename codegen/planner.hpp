@@ -28,15 +28,16 @@ using GemmChooser = std::function<GemmChoice(const GemmStep& g, std::int64_t gro
 
 // Throws Error for invalid input. `isa` must not be Isa::detect. `threads` share the work of
 // each step (generated GEMMs only; OpenBLAS plans run single-lane steps on one thread).
+// `caches`: the per-core caches of the machine the plan runs on (runtime: detect_caches()).
 Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads = 1,
-               const GemmChooser& projection_gemm = {});
+               const GemmChooser& projection_gemm = {}, const CacheSizes& caches = {});
 
 // Tiles `g` for the generated GEMM (columns in groups of `group`, panels split over `threads`)
 // and appends the microkernels it needs to `kernels`. g.blocking.packed_b says whether B is
 // packed. Used by the planner, and by tests that run a single GEMM.
 // prefetch_next: the kernels prefetch the next B chunk into L2 (for GEMMs repeated every step).
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
-                             bool prefetch_next = false);
+                             bool prefetch_next = false, const CacheSizes& caches = {});
 
 // The descriptor of the gate kernel for one recurrence (exposed for tests and the CLI).
 KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass);

@@ -35,6 +35,8 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(static_cast<std::uint64_t>(k.isa));
   mix(static_cast<std::uint64_t>(k.threads));
   mix(static_cast<std::uint64_t>(k.projection_gemm));
+  mix(static_cast<std::uint64_t>(k.caches.l1d));
+  mix(static_cast<std::uint64_t>(k.caches.l2));
   return h;
 }
 
@@ -75,7 +77,7 @@ std::shared_ptr<const Plan> Cache::plan(const PlanKey& key) {
   const auto start = std::chrono::steady_clock::now();
   auto p = plans_.get(key, [&] {
     auto plan = std::make_shared<const Plan>(make_plan(key.config, key.shape, key.mode, key.isa, key.threads,
-                                                           projection_chooser(key.projection_gemm)));
+                                                           projection_chooser(key.projection_gemm), key.caches));
     check_extents(*plan);
     return plan;
   }, hit);

@@ -23,6 +23,7 @@ struct PlanKey {
   Isa isa;
   int threads;
   ProjectionGemm projection_gemm = ProjectionGemm::generated;
+  CacheSizes caches;
   bool operator==(const PlanKey&) const = default;
 };
 

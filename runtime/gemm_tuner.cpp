@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "runtime/cache.hpp"
+#include "runtime/cpu_caches.hpp"
 #include "runtime/executor.hpp"
 #include "rnnjit/error.hpp"
 
@@ -31,9 +32,10 @@ struct OneGemm {
 OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated) {
   Plan plan;
   plan.threads = threads;
+  plan.caches = detect_caches();
   if (generated) {
     g.blocking.packed_b = true;
-    g = plan_generated_gemm(g, group, threads, plan.kernels);
+    g = plan_generated_gemm(g, group, threads, plan.kernels, false, plan.caches);
     const int region = plan.workspace.add(
         "packed", Space::packed,
         static_cast<std::size_t>(packed_elements(g.blocking, g.n / group, g.k)) * sizeof(float));

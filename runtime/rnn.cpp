@@ -13,6 +13,7 @@
 #include "kernels/reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/call_checks.hpp"
+#include "runtime/cpu_caches.hpp"
 #include "runtime/device_execution.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/io_bindings.hpp"
@@ -68,7 +69,8 @@ class ExecutionImpl {
       : config_(config), shape_(shape), mode_(mode), backend_(options.backend), checks_(config, shape, mode) {
     // The reference backend only describes its call with the plan (nothing to measure).
     plan_ = Cache::instance().plan({config, shape, mode, options.isa, options.threads,
-                                    backend_ == Backend::jit ? options.projection_gemm : ProjectionGemm::generated});
+                                    backend_ == Backend::jit ? options.projection_gemm : ProjectionGemm::generated,
+                                    detect_caches()});
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),

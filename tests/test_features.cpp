@@ -13,6 +13,7 @@
 
 #include "codegen/plan.hpp"
 #include "tests/rnn_case.hpp"
+#include "tests/scoped_env.hpp"
 
 namespace rnnjit {
 namespace {
@@ -115,9 +116,8 @@ std::vector<FeatureCase> feature_cases() {
 INSTANTIATE_TEST_SUITE_P(Jit, Features, ::testing::ValuesIn(feature_cases()),
                          [](const auto& info) { return case_name(info.param); });
 
-// Padded positions of y and dx are exactly zero, and what a caller leaves in dy there is ignored.
 // Two directions normally run as two lanes, a thread each. Where a direction's W_hh is too
-// large for one core's L2 (over 1.5 MiB) and half of it is not, the planner runs the directions
+// large for three quarters of one core's L2 and half of it is not, the planner runs the directions
 // one after the other, each split across both threads: every cell, with the state carried
 // across variable lengths and (LSTM) a projection, against the reference.
 TEST(SplitDirections, MatchReferenceOnTwoThreads) {
@@ -135,6 +135,8 @@ TEST(SplitDirections, MatchReferenceOnTwoThreads) {
       config.proj_size = c.proj;
       RnnCase rc(config, Shape{5, 3}, 11);
       rc.vary_lengths();
+      // The sizes above take turns on cores with a 2 MiB L2; plan for one on any machine.
+      test::ScopedEnv caches("RNNJIT_CACHES", "48K,2M");
       Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
       Execution ex = rnn.prepare(rc.shape, mode);
       ASSERT_EQ(ex.plan().threads, 2);
@@ -144,6 +146,7 @@ TEST(SplitDirections, MatchReferenceOnTwoThreads) {
     }
 }
 
+// Padded positions of y and dx are exactly zero, and what a caller leaves in dy there is ignored.
 TEST(VariableLengths, PaddingIsZeroAndIgnored) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   RnnConfig config{.cell = CellKind::lstm, .input_size = 9, .hidden_size = 21, .num_layers = 2, .bidirectional = true};

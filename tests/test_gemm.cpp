@@ -36,6 +36,7 @@ struct GemmCase {
   int threads;
   std::int64_t groups;
   bool plain_pack = false;  // packed_b from the row-major B (the backward GEMMs' PackStep), not from W
+  CacheSizes caches{};      // what the blocking is chosen for
 };
 
 // Runs C = op(A) B (+ beta C) as a one-step plan and compares with a double-precision loop.
@@ -51,7 +52,7 @@ void check(const GemmCase& c) {
   GemmStep g{"test", c.trans_a, false, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, {Buffer::y, -1, 0},
              lda, ldb, ldc, c.beta, {}};
   g.blocking.packed_b = c.packed_b;
-  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels);
+  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, false, c.caches);
   std::vector<float> packed, a_panels;
   Bindings bind;
   if (g.blocking.pack_a) {  // transposed A is copied into row-block panels first
@@ -130,14 +131,21 @@ std::vector<GemmCase> sweep() {
   for (const auto& [m, n, k, threads, groups] : {std::tuple{1, 17, 65, 1, 1}, {20, 800, 15, 2, 1}, {63, 150, 17, 2, 3},
                                                  {2, 1600, 800, 2, 4}, {65, 33, 1, 1, 1}})
     out.push_back({m, n, k, false, true, 0.0f, threads, groups, true});
+  // Caches small enough that every dimension is blocked (k blocks of 64 rows with a tail, m
+  // blocks, B rows prefetched into L1): the loops a large GEMM takes on a machine of this size.
+  const CacheSizes tiny{4 * 1024, 64 * 1024};
+  out.push_back({100, 200, 800, false, true, 1.0f, 2, 2, false, tiny});
+  out.push_back({130, 63, 300, true, true, 0.0f, 2, 1, false, tiny});
+  out.push_back({40, 150, 513, false, true, 0.0f, 2, 3, true, tiny});
+  out.push_back({17, 65, 129, false, false, 1.0f, 1, 1, false, tiny});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](const auto& info) {
   const GemmCase& c = info.param;
-  return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
+  return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
                      c.plain_pack ? "_packed_plain" : c.packed_b ? "_packed" : "", static_cast<int>(c.beta),
-                     c.threads, c.groups);
+                     c.threads, c.groups, c.caches == CacheSizes{} ? "" : fmt::format("_l2_{}k", c.caches.l2 / 1024));
 });
 
 // The microkernel alone against its scalar twin, for every tile the register file allows, with
@@ -216,6 +224,34 @@ TEST(GemmBlocking, TilesStayFmaBoundOnLoads) {
       const GemmBlocking b = choose_blocking(m, k, group, threads, true);
       EXPECT_GE(static_cast<double>(b.m_r * b.n_r) / 2.0, static_cast<double>(b.m_r + b.n_r) / 1.5)
           << fmt::format("M={} K={} group={}: {}x{} tile", m, k, group, b.m_r, b.n_r);
+    }
+}
+
+// The blocking follows the caches it is given: B's k_c x 16*n_r panel within a quarter of L2
+// (k blocks of at least 64 rows), A's m block within 3/8 of it, and B rows prefetched into L1
+// exactly where the panel does not fit half of L1. A larger L2 never gets shorter k blocks.
+TEST(GemmBlocking, FollowsTheCaches) {
+  const CacheSizes machines[] = {{32 * 1024, 512 * 1024}, {48 * 1024, 1024 * 1024}, {48 * 1024, 2048 * 1024},
+                                 {64 * 1024, 4096 * 1024}};
+  for (const auto& [m, k, group] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{20, 800, 800},
+                                    {6000, 4096, 1024}, {64, 8192, 512}, {3000, 300, 96}})
+    for (int threads : {1, 2}) {
+      std::int64_t previous_k_c = 0, previous_n_r = 0;
+      for (const CacheSizes& caches : machines) {
+        const GemmBlocking b = choose_blocking(m, k, group, threads, true, caches);
+        const std::string what = fmt::format("M={} K={} group={} threads={} L1d={} L2={}: {}x{} tile k_c={} m_c={}",
+                                             m, k, group, threads, caches.l1d, caches.l2, b.m_r, b.n_r, b.k_c, b.m_c);
+        const std::int64_t b_panel = b.k_c * 64 * b.n_r;
+        EXPECT_TRUE(b.k_c == k || (b.k_c >= 64 && (b_panel <= caches.l2 / 4 || b.k_c == 64))) << what;
+        EXPECT_TRUE(b.m_c == b.m_r || b.m_c * b.k_c * 4 <= caches.l2 * 3 / 8) << what;
+        EXPECT_EQ(b.m_c % b.m_r, 0) << what;
+        EXPECT_EQ(b.b_lookahead > 0, b_panel > caches.l1d / 2) << what;
+        if (b.n_r == previous_n_r) {
+          EXPECT_GE(b.k_c, previous_k_c) << what;
+        }
+        previous_k_c = b.k_c;
+        previous_n_r = b.n_r;
+      }
     }
 }
 

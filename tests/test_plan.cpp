@@ -150,6 +150,24 @@ TEST(Planner, RejectsBadInput) {
   EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::detect), Error);
   EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::avx512, 0), Error);
   EXPECT_THROW(make_plan({CellKind::lstm, 0, 4, 1, false}, {1, 1}, Mode::inference, Isa::avx512), Error);
+  EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::avx512, 1, {}, {512, 1024 * 1024}), Error);
+  EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::avx512, 1, {}, {48 * 1024, 32 * 1024}), Error);
+}
+
+// The directions of a bidirectional layer take turns, each on both threads, exactly where a
+// direction's W_hh overflows three quarters of one core's L2 and its half does not; the plan
+// is made for the caches it is given. LSTM H=320: W_hh is 1.6 MB.
+TEST(Planner, DirectionsTakeTurnsWhereHalfOfWhhFitsL2) {
+  const RnnConfig config{CellKind::lstm, 16, 320, 1, true};
+  for (const auto& [l2, in_turn] : {std::pair{1024 * 1024, false}, {2048 * 1024, true}, {4096 * 1024, false}}) {
+    const CacheSizes caches{48 * 1024, l2};
+    const Plan p = make_plan(config, {50, 8}, Mode::inference, Isa::avx512, 2, {}, caches);
+    EXPECT_EQ(p.caches, caches);
+    ASSERT_EQ(p.threads, 2);
+    std::size_t most_lanes = 0;
+    for (const Stage& stage : p.forward) most_lanes = std::max(most_lanes, stage.lanes.size());
+    EXPECT_EQ(most_lanes, in_turn ? 1u : 2u) << "L2 " << l2;
+  }
 }
 
 TEST(Planner, SmallProblemsRunOnOneThread) {

@@ -29,6 +29,7 @@
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
 #include "runtime/cache.hpp"
+#include "runtime/cpu_caches.hpp"
 #include "runtime/kernel.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
@@ -152,7 +153,7 @@ int dump(const DumpFlags& f) {
     throw UsageError("--format bin writes raw bytes: give -o DIR or redirect stdout to a file or pipe");
   if (cuda) return dump_cuda(config, shape, mode, format, f);
 
-  const Plan plan = make_plan(config, shape, mode, isa, build_threads(f.threads));
+  const Plan plan = make_plan(config, shape, mode, isa, build_threads(f.threads), {}, detect_caches());
   std::vector<KernelDesc> selected;
   std::vector<std::string> names;  // every kernel of the plan, once
   for (const KernelDesc& d : plan.kernels) {

@@ -13,6 +13,7 @@
 
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
+#include "runtime/cpu_caches.hpp"
 #include "runtime/gemm_tuner.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
@@ -36,7 +37,8 @@ int plan(const PlanFlags& f) {
   const Isa isa = build_isa(f.isa);
   const ProjectionGemm projection_gemm = build_projection_gemm(f.projection_gemm);
 
-  const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads), projection_chooser(projection_gemm));
+  const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads), projection_chooser(projection_gemm),
+                           detect_caches());
   if (f.json) {
     fmt::print("{}\n", to_json(p));
   } else {

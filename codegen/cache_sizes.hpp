@@ -1,0 +1,18 @@
+// rnnjit: the per-core data caches a plan is blocked for. The planner takes them as an input
+// (runtime/cpu_caches.cpp reads the machine's), so a plan stays a pure function of its
+// arguments and tests can plan for any machine.
+#pragma once
+
+#include <cstdint>
+
+namespace rnnjit {
+
+struct CacheSizes {
+  // Defaults: the cores this project is tuned on (Sapphire/Emerald Rapids: 48 KiB L1d, 2 MiB
+  // L2 per core). Zen 4/5 have 32/48 KiB and 1 MiB; what matters is that plans scale with them.
+  std::int64_t l1d = 48 * 1024;
+  std::int64_t l2 = 2 * 1024 * 1024;
+  bool operator==(const CacheSizes&) const = default;
+};
+
+}  // namespace rnnjit

@@ -1,0 +1,50 @@
+#include "runtime/cpu_caches.hpp"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "rnnjit/error.hpp"
+
+namespace rnnjit {
+namespace {
+
+// One size: digits with an optional K or M suffix; -1 when it does not parse.
+std::int64_t parse_size(std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || value <= 0) return -1;
+  const std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  if (suffix.empty()) return value;
+  if (suffix == "K" || suffix == "k") return value << 10;
+  if (suffix == "M" || suffix == "m") return value << 20;
+  return -1;
+}
+
+}  // namespace
+
+CacheSizes parse_caches(std::string_view text, std::string_view what) {
+  const std::size_t comma = text.find(',');
+  const std::int64_t l1d = comma == std::string_view::npos ? -1 : parse_size(text.substr(0, comma));
+  const std::int64_t l2 = comma == std::string_view::npos ? -1 : parse_size(text.substr(comma + 1));
+  if (l1d < 1024 || l2 < l1d || l2 > (std::int64_t{1} << 32))
+    throw Error(fmt::format("{}='{}': expected L1D,L2 in bytes (K/M suffixes allowed, e.g. 48K,2M) with "
+                            "1K <= L1D <= L2 <= 4096M",
+                            what, text));
+  return {l1d, l2};
+}
+
+CacheSizes detect_caches() {
+  if (const char* forced = std::getenv("RNNJIT_CACHES"); forced && *forced) return parse_caches(forced, "RNNJIT_CACHES");
+  CacheSizes caches;
+  // glibc reads these with CPUID on Intel and AMD alike; 0 or -1 where it cannot tell.
+  const long l1d = ::sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l1d >= 1024 && l2 >= l1d) caches = {l1d, l2};
+  return caches;
+}
+
+}  // namespace rnnjit

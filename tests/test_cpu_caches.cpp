@@ -1,0 +1,48 @@
+// The caches plans are blocked for: read off the CPU, or forced with RNNJIT_CACHES, whose bad
+// values are refused with a message that names the variable.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "rnnjit/error.hpp"
+#include "runtime/cpu_caches.hpp"
+#include "tests/scoped_env.hpp"
+
+namespace rnnjit {
+namespace {
+
+TEST(CpuCaches, ParsesSizesWithSuffixes) {
+  EXPECT_EQ(parse_caches("48K,2M", "x"), (CacheSizes{48 * 1024, 2 * 1024 * 1024}));
+  EXPECT_EQ(parse_caches("32768,1048576", "x"), (CacheSizes{32768, 1048576}));
+  EXPECT_EQ(parse_caches("32k,512k", "x"), (CacheSizes{32 * 1024, 512 * 1024}));
+}
+
+TEST(CpuCaches, RefusesWhatDoesNotParse) {
+  for (const char* bad : {"", "48K", "48K,", ",2M", "48K;2M", "48KB,2M", "0,2M", "-48K,2M", "2M,48K", "512,1M",
+                          "48K,8192M", "48K,2M,3M", "x,y"}) {
+    try {
+      parse_caches(bad, "RNNJIT_CACHES");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RNNJIT_CACHES='" + std::string(bad) + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CpuCaches, DetectedOrForced) {
+  {
+    test::ScopedEnv unset("RNNJIT_CACHES", "");
+    const CacheSizes c = detect_caches();
+    EXPECT_GE(c.l1d, 1024);
+    EXPECT_GE(c.l2, c.l1d);
+  }
+  {
+    test::ScopedEnv forced("RNNJIT_CACHES", "32K,1M");
+    EXPECT_EQ(detect_caches(), (CacheSizes{32 * 1024, 1024 * 1024}));
+  }
+  test::ScopedEnv bad("RNNJIT_CACHES", "lots");
+  EXPECT_THROW(detect_caches(), Error);
+}
+
+}  // namespace
+}  // namespace rnnjit
