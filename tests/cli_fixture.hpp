@@ -69,12 +69,13 @@ class CliFixture : public ::testing::Test {
   }
 
   // Exit status `status` and exactly one stderr line "rnn-jit: error: ..." containing every
-  // string of `mentions`.
-  void expect_error(const std::vector<std::string>& args, int status, const std::vector<std::string>& mentions) const {
+  // string of `mentions`; `env` as for cli().
+  void expect_error(const std::vector<std::string>& args, int status, const std::vector<std::string>& mentions,
+                    const std::string& env = "") const {
     std::string cmdline;
     for (const auto& a : args) cmdline += " " + a;
-    SCOPED_TRACE("rnn-jit" + cmdline);
-    const CliResult r = cli(args);
+    SCOPED_TRACE(env + " rnn-jit" + cmdline);
+    const CliResult r = cli(args, env);
     EXPECT_EQ(r.status, status) << "stderr: " << r.err;
     EXPECT_EQ(r.err.rfind("rnn-jit: error: ", 0), 0u) << r.err;
     ASSERT_FALSE(r.err.empty());

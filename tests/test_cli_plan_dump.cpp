@@ -196,6 +196,15 @@ TEST_F(CliPlanDumpTest, PlanDefaultsAreDeepSpeech2AndTheDetectedIsa) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(json::parse(r.out).value("isa", ""), "avx2");
 
+  // The caches the plan is blocked for: the CPU's, or RNNJIT_CACHES; a bad value is one line.
+  r = cli({"plan", "--json", "--seq", "2", "--batch", "1"}, "RNNJIT_CACHES=32K,1M");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["caches"].value("l1d_bytes", 0), 32 * 1024);
+  EXPECT_EQ(json::parse(r.out)["caches"].value("l2_bytes", 0), 1024 * 1024);
+  r = cli({"plan", "--seq", "2", "--batch", "1"}, "RNNJIT_CACHES=32K,1M");
+  EXPECT_NE(r.out.find("caches=L1d 32 KiB, L2 1024 KiB"), std::string::npos) << r.out;
+  expect_error({"plan", "--seq", "2", "--batch", "1"}, 1, {"RNNJIT_CACHES='1M'"}, "RNNJIT_CACHES=1M");
+
   r = cli({"plan", "--help"});
   EXPECT_EQ(r.status, 0) << r.err;
   for (const char* s : {"--cell", "--input-size", "--hidden-size", "--layers", "--bidirectional", "--seq", "--batch",
