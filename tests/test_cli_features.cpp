@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "rnnjit/npy.hpp"
 #include "rnnjit/weights.hpp"
 #include "tests/cli_fixture.hpp"
@@ -242,6 +244,32 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
                {"--compare onednn: the oneDNN peer runs plain configurations only", "--gate-clip",
                 "--peephole is supported"});
   expect_error(with({"--input-forget"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only"});
+}
+
+// bench --peak also measures the weight-streaming bound of the recurrence: every step reads its
+// layer's recurrent weights (and backward data reads them again), at the rate the threads read
+// their shares of them in the same run.
+TEST_F(CliFeatures, BenchPeakReportsTheWeightStreamingBound) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the measurements need AVX-512";
+  for (const char* mode : {"infer", "train"}) {
+    SCOPED_TRACE(mode);
+    const test::CliResult r = cli({"bench", "--cell", "lstm", "--input-size", "8", "--hidden-size", "19", "--proj-size",
+                                   "5", "--layers", "2", "--bidirectional", "--seq", "4", "--batch", "1", "--mode", mode,
+                                   "--reps", "1", "--warmup", "0", "--peak", "--json"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    const double gbps = j.value("weights_read_gbps", 0.0);
+    ASSERT_GT(gbps, 0.0) << r.out;
+    // W_hh [4*19, 5] and W_hr [5, 19] a step; 4 steps, 2 layers, 2 directions; twice in training.
+    const double bytes = 4.0 * (4 * 19 * 5 + 5 * 19) * 4 * 2 * 2 * (std::string(mode) == "train" ? 2 : 1);
+    EXPECT_NEAR(j.value("weights_bound_ms", 0.0), bytes / (gbps * 1e6), 1e-9 * bytes / gbps);
+    EXPECT_NEAR(j.value("weights_bound_fraction", 0.0), j.value("weights_bound_ms", 0.0) / j.value("median_ms", 1.0),
+                1e-12);
+  }
+  const test::CliResult text = cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--peak"});
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("weight-streaming bound: 10.24 MB of recurrent weights a step"), std::string::npos)
+      << text.out;
 }
 
 TEST_F(CliFeatures, BadLengthFilesExitOne) {

@@ -244,4 +244,8 @@ double forward_flops(const RnnConfig& c, const Shape& s) {
   return total;
 }
 
+double recurrent_weight_bytes(const RnnConfig& c) {
+  return 4.0 * static_cast<double>(c.gates() * c.hidden_size * c.state_size() + c.proj_size * c.hidden_size);
+}
+
 }  // namespace rnnjit::cli

@@ -134,5 +134,8 @@ std::string describe(const Shape& shape);
 // Floating-point operations of one forward pass over all layers and directions:
 // 2*T*N*G*H*(I_l+H) per layer-direction.
 double forward_flops(const RnnConfig& config, const Shape& shape);
+// Bytes of the recurrent weights (W_hh, and W_hr with a projection) of one layer and direction:
+// what a recurrent step reads, and backward data's step reads again.
+double recurrent_weight_bytes(const RnnConfig& c);
 
 }  // namespace rnnjit::cli

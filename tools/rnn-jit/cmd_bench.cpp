@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/fma_peak.hpp"
+#include "bench/read_bandwidth.hpp"
 #include "bench/onednn_peer.hpp"
 #include "bench/quiet_cores.hpp"
 #include "rnnjit/rnn.hpp"
@@ -188,6 +189,15 @@ int bench(const BenchFlags& f) {
   if (f.peak) bench::wait_for_quiet_cores();
   const double peak = f.peak ? bench::measure_fma_peak(threads) : 0.0;
   const double ours_gflops = flops / (ours.median() * 1e6);
+  // The weight-streaming bound: every recurrent step reads its layer's W_hh (forward, and
+  // backward data again in training), each thread its share of a layer's directions, at the
+  // rate the threads read working sets of that size now.
+  const double step_bytes = recurrent_weight_bytes(config);
+  const double streamed_bytes = static_cast<double>(shape.seq_len * config.num_layers) * config.directions() *
+                                step_bytes * (mode == Mode::training ? 2.0 : 1.0);
+  const auto share = static_cast<std::int64_t>(step_bytes * config.directions() / threads);
+  const double read_gbps = peak > 0 ? bench::measure_read_bandwidth(threads, share) : 0.0;
+  const double bound_ms = read_gbps > 0 ? streamed_bytes / (read_gbps * 1e6) : 0.0;
   if (f.json) {
     nlohmann::json j{{"cell", std::string(to_string(config.cell))}, {"input_size", config.input_size},
                      {"hidden_size", config.hidden_size}, {"layers", config.num_layers},
@@ -198,6 +208,9 @@ int bench(const BenchFlags& f) {
                      {"config", describe(config)}, {"mixed_lengths", f.mixed_lengths},
                      {"device", std::string(to_string(device))}};
     if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
+    if (bound_ms > 0)
+      j.update({{"weights_read_gbps", read_gbps}, {"weights_bound_ms", bound_ms},
+                {"weights_bound_fraction", bound_ms / ours.median()}});
     for (std::size_t i = 1; i < timings.size(); ++i)
       j["peers"][timings[i].name] = {{"median_ms", timings[i].median()}, {"min_ms", timings[i].min()},
                                      {"gflops", flops / (timings[i].median() * 1e6)},
@@ -212,6 +225,11 @@ int bench(const BenchFlags& f) {
   if (peak > 0)
     fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it\n", peak, threads,
                100.0 * ours_gflops / peak);
+  if (bound_ms > 0)
+    fmt::print("  weight-streaming bound: {:.2f} MB of recurrent weights a step ({:.2f} MB a thread) read at {:.1f} "
+               "GB/s measured now: {:.2f} ms; rnnjit runs at {:.0f}% of it\n",
+               step_bytes * 1e-6, static_cast<double>(share) * 1e-6, read_gbps, bound_ms,
+               100.0 * bound_ms / ours.median());
   for (const Timings& t : timings)
     fmt::print("  {:<10} median {:9.2f} ms  min {:9.2f} ms  {:7.1f} GFLOPS{}\n", t.name, t.median(), t.min(),
                flops / (t.median() * 1e6),
@@ -227,7 +245,9 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--reps", f->reps, "timed iterations (default 10)");
   sub.add_option("--warmup", f->warmup, "untimed iterations first (default 2)");
   sub.add_flag("--json", f->json, "print exactly one JSON object for the case");
-  sub.add_flag("--peak", f->peak, "also measure the FMA peak of the same threads, after the timed runs");
+  sub.add_flag("--peak", f->peak,
+               "after the timed runs, also measure the FMA peak of the same threads and the rate they read each "
+               "thread's share of W_hh at (the weight-streaming bound of the recurrence)");
   sub.add_flag("--mixed-lengths", f->mixed_lengths,
                "variable-length sequences: lengths drawn in [1, T] (the longest T); FLOPs stay the padded ones");
   sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
