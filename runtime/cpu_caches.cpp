@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <string>
@@ -40,11 +41,12 @@ CacheSizes parse_caches(std::string_view text, std::string_view what) {
 
 CacheSizes detect_caches() {
   if (const char* forced = std::getenv("RNNJIT_CACHES"); forced && *forced) return parse_caches(forced, "RNNJIT_CACHES");
-  CacheSizes caches;
-  // glibc reads these with CPUID on Intel and AMD alike; 0 or -1 where it cannot tell.
+  // glibc reads these with CPUID on Intel and AMD alike; 0 or -1 where it cannot tell. A
+  // hypervisor may report anything: values outside what x86 cores have (16-256 KiB of L1d,
+  // 256 KiB-8 MiB of L2 per core) are clamped into that range rather than trusted.
   const long l1d = ::sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (l1d >= 1024 && l2 >= l1d) caches = {l1d, l2};
-  return caches;
+  if (l1d < 1024 || l2 < l1d) return CacheSizes{};
+  return {std::clamp<std::int64_t>(l1d, 16 << 10, 256 << 10), std::clamp<std::int64_t>(l2, 256 << 10, 8 << 20)};
 }
 
 }  // namespace rnnjit

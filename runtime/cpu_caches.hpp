@@ -8,7 +8,8 @@
 namespace rnnjit {
 
 // RNNJIT_CACHES if set ("L1D,L2" in bytes, K or M suffixes allowed: "48K,2M"; Error when it
-// does not parse), else what the C library reads off the CPU (sysconf), else CacheSizes{}.
+// does not parse), else what the C library reads off the CPU (sysconf, clamped to the sizes x86
+// cores have), else CacheSizes{}.
 CacheSizes detect_caches();
 
 // "48K,2M" -> {49152, 2097152}; throws Error naming `what` when the text does not parse.
