@@ -14,15 +14,19 @@ std::pair<std::int64_t, std::int64_t> GemmBlocking::thread_columns(int tid) cons
 
 namespace {
 
-// The k block of a tile n_r vectors wide: its k_c x 16*n_r panel of B within a quarter of L2,
-// beside the m block of A (below) and the C tiles.
-std::int64_t k_block(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
-  return std::min<std::int64_t>(k, std::max<std::int64_t>(64, caches.l2 / 4 / (64 * n_r)));
+// The k block: a k_c x 64 panel of B (the common 4-vector tile's) within a quarter of L2, beside
+// the m block of A (below) and the C tiles. It depends on K and the caches only, not on the tile:
+// k blocks set where the sums of C round, and the tile follows the thread count (the cost model
+// balances the threads' panels), so a k block that followed the tile would make results differ
+// in the last bits between thread counts. Wider tiles are chosen for a few rows of A, where a
+// panel of B is used by one row block only and need not stay in L2.
+std::int64_t k_block(std::int64_t k, const CacheSizes& caches) {
+  return std::min<std::int64_t>(k, std::max<std::int64_t>(64, caches.l2 / 4 / (64 * 4)));
 }
 
 // Whether a tile's k_c x 16*n_r panel of B stays in L1 (half of it; A's rows take the rest).
 bool b_panel_in_l1(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
-  return k_block(k, n_r, caches) * 64 * n_r <= caches.l1d / 2;
+  return k_block(k, caches) * 64 * n_r <= caches.l1d / 2;
 }
 
 // Prefetch distance for B rows streamed from L2: four k steps of a tile are about 50 cycles,
@@ -78,7 +82,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.group = group;
   best.threads = threads;
   best.packed_b = packed_b;
-  best.k_c = k_block(k, best.n_r, caches);
+  best.k_c = k_block(k, caches);
   best.b_lookahead = b_panel_in_l1(k, best.n_r, caches) ? 0 : kBLookahead;
   // And an m block of A in 3/8 of L2 beside it, so a large M does not stream A from memory
   // once per panel of B.

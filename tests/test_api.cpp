@@ -8,6 +8,7 @@
 
 #include "runtime/cache.hpp"
 #include "tests/rnn_case.hpp"
+#include "tests/scoped_env.hpp"
 
 namespace rnnjit::test {
 namespace {
@@ -113,6 +114,23 @@ TEST_F(Api, ResultsAreBitwiseIdenticalAcrossRunsAndThreadCounts) {
       EXPECT_EQ(t.dx, first.dx) << threads << " threads";
       EXPECT_EQ(t.dw, first.dw) << threads << " threads";
     }
+  }
+}
+
+// The same with caches so small that every GEMM of the case is cut into k blocks (where the
+// sums of C round): the k block must not follow the thread count.
+TEST_F(Api, ResultsAreBitwiseIdenticalAcrossThreadCountsWithKBlocks) {
+  test::ScopedEnv caches("RNNJIT_CACHES", "4K,64K");
+  RnnCase big({CellKind::lstm, 200, 96, 2, true}, {20, 16});
+  Tensors first;
+  for (int threads : {1, 2, 3}) {
+    Execution ex = Rnn(big.config, {Backend::jit, Isa::detect, threads}).prepare(big.shape, Mode::training);
+    ASSERT_EQ(ex.plan().caches.l2, 64 * 1024);
+    const Tensors t = big.run(ex);
+    if (first.y.empty()) first = t;
+    EXPECT_EQ(t.y, first.y) << threads << " threads";
+    EXPECT_EQ(t.dx, first.dx) << threads << " threads";
+    EXPECT_EQ(t.dw, first.dw) << threads << " threads";
   }
 }
 

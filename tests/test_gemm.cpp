@@ -227,32 +227,32 @@ TEST(GemmBlocking, TilesStayFmaBoundOnLoads) {
     }
 }
 
-// The blocking follows the caches it is given: B's k_c x 16*n_r panel within a quarter of L2
-// (k blocks of at least 64 rows), A's m block within 3/8 of it, and B rows prefetched into L1
-// exactly where the panel does not fit half of L1. A larger L2 never gets shorter k blocks.
+// The blocking follows the caches it is given: a k_c x 64 panel of B within a quarter of L2 (k
+// blocks of at least 64 rows), A's m block within 3/8 of it, and B rows prefetched into L1
+// exactly where the tile's panel does not fit half of L1. A larger L2 never gets shorter k
+// blocks, and the k block does not depend on the thread count (it sets where C's sums round).
 TEST(GemmBlocking, FollowsTheCaches) {
   const CacheSizes machines[] = {{32 * 1024, 512 * 1024}, {48 * 1024, 1024 * 1024}, {48 * 1024, 2048 * 1024},
                                  {64 * 1024, 4096 * 1024}};
   for (const auto& [m, k, group] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{20, 800, 800},
-                                    {6000, 4096, 1024}, {64, 8192, 512}, {3000, 300, 96}})
-    for (int threads : {1, 2}) {
-      std::int64_t previous_k_c = 0, previous_n_r = 0;
-      for (const CacheSizes& caches : machines) {
+                                    {6000, 4096, 1024}, {64, 8192, 512}, {3000, 300, 96}, {1, 5000, 800}}) {
+    std::int64_t previous_k_c = 0;
+    for (const CacheSizes& caches : machines) {
+      const std::int64_t k_c = choose_blocking(m, k, group, 1, true, caches).k_c;
+      for (int threads : {1, 2, 3, 8}) {
         const GemmBlocking b = choose_blocking(m, k, group, threads, true, caches);
         const std::string what = fmt::format("M={} K={} group={} threads={} L1d={} L2={}: {}x{} tile k_c={} m_c={}",
                                              m, k, group, threads, caches.l1d, caches.l2, b.m_r, b.n_r, b.k_c, b.m_c);
-        const std::int64_t b_panel = b.k_c * 64 * b.n_r;
-        EXPECT_TRUE(b.k_c == k || (b.k_c >= 64 && (b_panel <= caches.l2 / 4 || b.k_c == 64))) << what;
+        EXPECT_EQ(b.k_c, k_c) << what;
+        EXPECT_TRUE(b.k_c == k || (b.k_c >= 64 && (b.k_c * 64 * 4 <= caches.l2 / 4 || b.k_c == 64))) << what;
         EXPECT_TRUE(b.m_c == b.m_r || b.m_c * b.k_c * 4 <= caches.l2 * 3 / 8) << what;
         EXPECT_EQ(b.m_c % b.m_r, 0) << what;
-        EXPECT_EQ(b.b_lookahead > 0, b_panel > caches.l1d / 2) << what;
-        if (b.n_r == previous_n_r) {
-          EXPECT_GE(b.k_c, previous_k_c) << what;
-        }
-        previous_k_c = b.k_c;
-        previous_n_r = b.n_r;
+        EXPECT_EQ(b.b_lookahead > 0, b.k_c * 64 * b.n_r > caches.l1d / 2) << what;
       }
+      EXPECT_GE(k_c, previous_k_c) << "M=" << m << " K=" << k << " L2=" << caches.l2;
+      previous_k_c = k_c;
     }
+  }
 }
 
 // Threads split each group's panels, and a group's last panel may be narrow: H = 200 in
