@@ -40,25 +40,29 @@ struct FreeAligned {
   void operator()(float* p) const { std::free(p); }
 };
 
-// One window of `seconds`: all threads read their buffers from a common start.
+// One window of `seconds`: all threads read their buffers from a common start; 0 when the
+// buffers cannot be allocated.
 double read_window(int threads, std::int64_t vectors, double seconds) {
+  std::vector<std::unique_ptr<float, FreeAligned>> buffers;
+  for (int t = 0; t < threads; ++t) {
+    buffers.emplace_back(static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>(vectors) * 64)));
+    if (!buffers.back()) return 0.0;
+  }
   std::atomic<int> ready{0};
   std::atomic<bool> go{false}, stop{false};
   std::atomic<std::int64_t> bytes_read{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t)
-    workers.emplace_back([&] {
+    workers.emplace_back([&, buffer = buffers[static_cast<std::size_t>(t)].get()] {
       // Each thread's buffer is first touched by that thread, as a plan's packed weights are
       // read by the thread that owns those columns.
-      std::unique_ptr<float, FreeAligned> buffer(
-          static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>(vectors) * 64)));
-      std::fill_n(buffer.get(), vectors * 16, 1.0f);
-      volatile float sink = read_once(buffer.get(), vectors);  // warm: the steady state is measured
+      std::fill_n(buffer, vectors * 16, 1.0f);
+      volatile float sink = read_once(buffer, vectors);  // warm: the steady state is measured
       ready.fetch_add(1);
       while (!go.load()) std::this_thread::yield();
       std::int64_t mine = 0;
       while (!stop.load(std::memory_order_relaxed)) {
-        sink = read_once(buffer.get(), vectors);
+        sink = read_once(buffer, vectors);
         mine += vectors * 64;
       }
       bytes_read.fetch_add(mine);

@@ -1,6 +1,6 @@
-// rnnjit: the planner, a pure function from (config, shape, mode, ISA) to a Plan. It owns every
-// decision: the schedule, the GEMMs and their operands, kernel descriptors (unroll, tails),
-// and the workspace/reserve regions. It emits no code.
+// rnnjit: the planner, a pure function from (config, shape, mode, ISA, threads, caches) to a
+// Plan. It owns every decision: the schedule, the GEMMs and their operands, kernel descriptors
+// (unroll, tails), and the workspace/reserve regions. It emits no code.
 //
 // Schedule, per layer and direction (MXNet's CPU design): one GEMM projects the inputs of all
 // T steps at once; then each step runs the recurrent GEMM and one fused gate kernel. The two

@@ -152,6 +152,7 @@ TEST(Planner, RejectsBadInput) {
   EXPECT_THROW(make_plan({CellKind::lstm, 0, 4, 1, false}, {1, 1}, Mode::inference, Isa::avx512), Error);
   EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::avx512, 1, {}, {512, 1024 * 1024}), Error);
   EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::avx512, 1, {}, {48 * 1024, 32 * 1024}), Error);
+  EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::avx512, 1, {}, {48 * 1024, std::int64_t{1} << 40}), Error);
 }
 
 // The directions of a bidirectional layer take turns, each on both threads, exactly where a
