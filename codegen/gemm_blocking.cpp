@@ -14,14 +14,14 @@ std::pair<std::int64_t, std::int64_t> GemmBlocking::thread_columns(int tid) cons
 
 namespace {
 
-// The k block: a k_c x 64 panel of B (the common 4-vector tile's) within a quarter of L2, beside
-// the m block of A (below) and the C tiles. It depends on K and the caches only, not on the tile:
-// k blocks set where the sums of C round, and the tile follows the thread count (the cost model
-// balances the threads' panels), so a k block that followed the tile would make results differ
-// in the last bits between thread counts. Wider tiles are chosen for a few rows of A, where a
-// panel of B is used by one row block only and need not stay in L2.
+// The k block: a k_c x 80 panel of B (the 5 x 5 tile's, the one large GEMMs get) within a
+// quarter of L2, beside the m block of A (below) and the C tiles. It depends on K and the caches
+// only, not on the tile: k blocks set where the sums of C round, and the tile follows the thread
+// count (the cost model balances the threads' panels), so a k block that followed the tile
+// would make results differ in the last bits between thread counts. Wider tiles are chosen for
+// a few rows of A, where a panel of B serves one row block only and need not stay in L2.
 std::int64_t k_block(std::int64_t k, const CacheSizes& caches) {
-  return std::min<std::int64_t>(k, std::max<std::int64_t>(64, caches.l2 / 4 / (64 * 4)));
+  return std::min<std::int64_t>(k, std::max<std::int64_t>(64, caches.l2 / 4 / (64 * 5)));
 }
 
 // Whether a tile's k_c x 16*n_r panel of B stays in L1 (half of it; A's rows take the rest).

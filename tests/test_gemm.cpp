@@ -227,7 +227,7 @@ TEST(GemmBlocking, TilesStayFmaBoundOnLoads) {
     }
 }
 
-// The blocking follows the caches it is given: a k_c x 64 panel of B within a quarter of L2 (k
+// The blocking follows the caches it is given: a k_c x 80 panel of B within a quarter of L2 (k
 // blocks of at least 64 rows), A's m block within 3/8 of it, and B rows prefetched into L1
 // exactly where the tile's panel does not fit half of L1. A larger L2 never gets shorter k
 // blocks, and the k block does not depend on the thread count (it sets where C's sums round).
@@ -244,7 +244,7 @@ TEST(GemmBlocking, FollowsTheCaches) {
         const std::string what = fmt::format("M={} K={} group={} threads={} L1d={} L2={}: {}x{} tile k_c={} m_c={}",
                                              m, k, group, threads, caches.l1d, caches.l2, b.m_r, b.n_r, b.k_c, b.m_c);
         EXPECT_EQ(b.k_c, k_c) << what;
-        EXPECT_TRUE(b.k_c == k || (b.k_c >= 64 && (b.k_c * 64 * 4 <= caches.l2 / 4 || b.k_c == 64))) << what;
+        EXPECT_TRUE(b.k_c == k || (b.k_c >= 64 && (b.k_c * 64 * 5 <= caches.l2 / 4 || b.k_c == 64))) << what;
         EXPECT_TRUE(b.m_c == b.m_r || b.m_c * b.k_c * 4 <= caches.l2 * 3 / 8) << what;
         EXPECT_EQ(b.m_c % b.m_r, 0) << what;
         EXPECT_EQ(b.b_lookahead > 0, b.k_c * 64 * b.n_r > caches.l1d / 2) << what;
