@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "runtime/cache.hpp"
-#include "runtime/cpu_caches.hpp"
 #include "runtime/executor.hpp"
 #include "rnnjit/error.hpp"
 
@@ -29,10 +28,10 @@ struct OneGemm {
   std::unique_ptr<Executor> executor;
 };
 
-OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated) {
+OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated, const CacheSizes& caches) {
   Plan plan;
   plan.threads = threads;
-  plan.caches = detect_caches();
+  plan.caches = caches;
   if (generated) {
     g.blocking.packed_b = true;
     g = plan_generated_gemm(g, group, threads, plan.kernels, false, plan.caches);
@@ -53,7 +52,7 @@ OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated) {
 
 }  // namespace
 
-GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int threads) {
+GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int threads, const CacheSizes& caches) {
   const std::int64_t n = projection.n, k = projection.k;
   const auto per_row = 2.0 * static_cast<double>(n) * static_cast<double>(k);
   // At least enough rows that OpenBLAS runs in the chunks it runs in on the whole GEMM.
@@ -65,7 +64,8 @@ GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int th
              {Buffer::y, -1, 0}, k, k, n, 0.0f, {}};
   std::vector<float> a(static_cast<std::size_t>(rows * k), 0.5f), w(static_cast<std::size_t>(n * k), 0.25f),
       c(static_cast<std::size_t>(rows * n));
-  const OneGemm generated = one_gemm(g, group, threads, true), openblas = one_gemm(g, group, threads, false);
+  const OneGemm generated = one_gemm(g, group, threads, true, caches),
+                openblas = one_gemm(g, group, threads, false, caches);
   // Packed panels 64-byte aligned, as an Execution's are.
   const std::size_t packed_bytes = (generated.plan->workspace.packed_bytes + 63) / 64 * 64;
   const std::unique_ptr<std::byte, decltype(&std::free)> packed(
@@ -94,23 +94,23 @@ GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int th
 
 bool openblas_wins(const GemmTimes& t) { return t.openblas_ms < 0.9 * t.generated_ms; }
 
-GemmChooser projection_chooser(ProjectionGemm which) {
+GemmChooser projection_chooser(ProjectionGemm which, const CacheSizes& caches) {
   switch (which) {
     case ProjectionGemm::generated: return {};
     case ProjectionGemm::openblas:
       return [](const GemmStep&, std::int64_t, int) { return GemmChoice{true, "OpenBLAS (Options::projection_gemm)"}; };
     case ProjectionGemm::measured: break;
   }
-  return [](const GemmStep& g, std::int64_t group, int threads) {
-    using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, int>;
+  return [caches](const GemmStep& g, std::int64_t group, int threads) {
+    using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, std::int64_t>;
     static std::mutex mutex;
     static std::map<Key, GemmTimes> measured;
-    const Key key{g.m, g.n, g.k, group, threads};
+    const Key key{g.m, g.n, g.k, group, threads, caches.l1d, caches.l2};
     GemmTimes t;
     {
       std::lock_guard lock(mutex);
       auto found = measured.find(key);
-      if (found == measured.end()) found = measured.emplace(key, time_projection(g, group, threads)).first;
+      if (found == measured.end()) found = measured.emplace(key, time_projection(g, group, threads, caches)).first;
       t = found->second;
     }
     const bool blas = openblas_wins(t);

@@ -37,8 +37,9 @@ int plan(const PlanFlags& f) {
   const Isa isa = build_isa(f.isa);
   const ProjectionGemm projection_gemm = build_projection_gemm(f.projection_gemm);
 
-  const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads), projection_chooser(projection_gemm),
-                           detect_caches());
+  const CacheSizes caches = detect_caches();
+  const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads),
+                           projection_chooser(projection_gemm, caches), caches);
   if (f.json) {
     fmt::print("{}\n", to_json(p));
   } else {
