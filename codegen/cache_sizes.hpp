@@ -13,6 +13,8 @@ struct CacheSizes {
   std::int64_t l1d = 48 * 1024;
   std::int64_t l2 = 2 * 1024 * 1024;
   bool operator==(const CacheSizes&) const = default;
+  // What the planner accepts: 1 KiB <= L1d <= L2 <= 4 GiB (the blocking arithmetic stays in range).
+  bool valid() const { return l1d >= 1024 && l2 >= l1d && l2 <= (std::int64_t{1} << 32); }
 };
 
 }  // namespace rnnjit

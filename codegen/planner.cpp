@@ -798,7 +798,7 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
     throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
-  if (caches.l1d < 1024 || caches.l2 < caches.l1d || caches.l2 > (std::int64_t{1} << 32))
+  if (!caches.valid())
     throw Error(fmt::format("caches must have an L1d of at least 1 KiB and an L2 no smaller and at most 4 GiB, "
                             "got L1d {} L2 {} bytes",
                             caches.l1d, caches.l2));

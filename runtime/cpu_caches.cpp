@@ -30,13 +30,13 @@ std::int64_t parse_size(std::string_view text) {
 
 CacheSizes parse_caches(std::string_view text, std::string_view what) {
   const std::size_t comma = text.find(',');
-  const std::int64_t l1d = comma == std::string_view::npos ? -1 : parse_size(text.substr(0, comma));
-  const std::int64_t l2 = comma == std::string_view::npos ? -1 : parse_size(text.substr(comma + 1));
-  if (l1d < 1024 || l2 < l1d || l2 > (std::int64_t{1} << 32))
+  const CacheSizes caches{comma == std::string_view::npos ? -1 : parse_size(text.substr(0, comma)),
+                          comma == std::string_view::npos ? -1 : parse_size(text.substr(comma + 1))};
+  if (!caches.valid())
     throw Error(fmt::format("{}='{}': expected L1D,L2 in bytes (K/M suffixes allowed, e.g. 48K,2M) with "
                             "1K <= L1D <= L2 <= 4096M",
                             what, text));
-  return {l1d, l2};
+  return caches;
 }
 
 CacheSizes detect_caches() {

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "rnnjit/weights.hpp"
 #include "runtime/thread_team.hpp"
 
 namespace rnnjit::cli {
@@ -245,7 +246,10 @@ double forward_flops(const RnnConfig& c, const Shape& s) {
 }
 
 double recurrent_weight_bytes(const RnnConfig& c) {
-  return 4.0 * static_cast<double>(c.gates() * c.hidden_size * c.state_size() + c.proj_size * c.hidden_size);
+  const WeightLayout layout(c);
+  std::int64_t elements = layout.block(0, 0, ParamKind::weight_hh).size;
+  if (c.proj_size > 0) elements += layout.block(0, 0, ParamKind::weight_hr).size;
+  return 4.0 * static_cast<double>(elements);
 }
 
 }  // namespace rnnjit::cli
