@@ -7,7 +7,8 @@
 //    is the same,
 //  - tiny cases computed by hand, bad input,
 //  - PyTorch (pack_padded_sequence, nn.LSTM(proj_size=...)) through tests/torch_compare.py when
-//    torch is importable (RNNJIT_TEST_PYTHON names the interpreter, default python3).
+//    torch is importable (RNNJIT_TEST_PYTHON names the interpreter, default python3), and the JIT
+//    path through the CLI against PyTorch on random configurations (tests/torch_cli_check.py).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -1043,6 +1044,16 @@ TEST(ReferenceTorch, VarlenAndProjection) {
     expect_near_all(get("dw.npy", p.w.size()), r.dw, tol, "dw");
   }
   fs::remove_all(root);
+}
+
+// The JIT path end to end through the CLI against PyTorch: random configurations, small ones and
+// ones large enough for blocked GEMMs and split steps (tests/torch_cli_check.py says what it draws).
+TEST(ReferenceTorch, CliJitMatchesTorchOnRandomConfigs) {
+  if (std::system((python() + " -c 'import torch, numpy' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "torch and numpy are not both importable";
+  const std::string script = python() + " " RNNJIT_SOURCE_DIR "/tests/torch_cli_check.py " RNNJIT_CLI_PATH;
+  EXPECT_EQ(std::system((script + " --cases 24 --seed 3").c_str()), 0);
+  EXPECT_EQ(std::system((script + " --cases 6 --seed 4 --big").c_str()), 0);
 }
 
 }  // namespace
