@@ -152,7 +152,8 @@ struct RecurrenceStep {
   int direction = 0;
   bool reverse = false;
   std::int64_t steps = 0;  // T
-  std::int64_t batch = 0;  // N
+  std::int64_t batch = 0;  // N: the rows this step runs (all of the call's, or a lane's slice)
+  std::int64_t batch_begin = 0;  // the call's row its first row is (its sequence length's index)
   std::int64_t state = 0;  // S, the width of h (P with a projection, else H)
   std::int64_t ld_state = 0;  // row stride of h, h_init and dy (D*S)
   int kernel = -1;         // index into Plan::kernels (OpenBLAS plans: one thread, all H columns)

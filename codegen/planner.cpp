@@ -29,6 +29,9 @@ constexpr double kMinFlopsPerThread = 10e6;
 double l2_weight_bytes(const CacheSizes& caches) { return 0.75 * static_cast<double>(caches.l2); }
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
+// Batch rows each thread needs before a forward recurrence is split by rows (see the
+// constructor): fewer would leave the threads' GEMM tiles too short to keep the FMAs busy.
+constexpr std::int64_t kMinSliceRows = 8;
 
 // Index of `d` in `kernels`, appended if new.
 int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d);
@@ -74,6 +77,20 @@ class Planner {
     const double l2_weights = l2_weight_bytes(caches);
     split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
                         w_hh_bytes / plan_.threads <= l2_weights;
+    // A one-direction forward recurrence is split by batch rows rather than by hidden units
+    // where every thread's L2 holds all its recurrent weights (half of it, beside h and the
+    // gates): rows are independent, so each thread then runs the whole time loop on its rows
+    // without meeting the others after every step, and no h crosses between cores. A split by
+    // units makes every step wait for the slower core (on a shared VM's vCPUs one is often
+    // 10-50% slower for milliseconds) and, where H is a few vectors, gives the threads unequal
+    // shares (H=50: 32 and 18 units). Larger weights keep the split by units, in which each
+    // thread streams only its share of them.
+    const double recurrent_bytes = 4.0 * static_cast<double>(s_.GH * s_.S + s_.P * s_.H);
+    batch_slices_ = isa == Isa::avx512 && s_.D == 1 && plan_.threads > 1 &&
+                            s_.N >= kMinSliceRows * plan_.threads &&
+                            recurrent_bytes <= 0.5 * static_cast<double>(caches.l2)
+                        ? plan_.threads
+                        : 1;
   }
 
   Plan build() {
@@ -220,6 +237,7 @@ class Planner {
     for (int t = 0; t < units.blocking.threads; ++t) {
       const auto [c0, c1] = units.blocking.thread_columns(t);
       KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
+      d.rows = static_cast<std::uint32_t>(r.batch);
       d.cols = static_cast<std::uint32_t>(c1 - c0);
       d.part = static_cast<std::uint8_t>(part);
       kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
@@ -366,25 +384,15 @@ class Planner {
   // --- forward -------------------------------------------------------------------------------
   void plan_forward() {
     const auto& s = s_;
-    const std::int64_t ldh = s.W;
-    // Directions as lanes (a thread each): their input projections (two thirds of the work of
-    // a layer above the first) run first, both on all threads, which share the tiles as they
-    // go, so a core slowed by its neighbours holds up only the recurrences.
-    const bool own_projection_stage = s.D == 2 && lane_threads() == 1 && plan_.threads > 1 && generate_gemms();
+    // Directions as lanes (a thread each), or a direction's batch rows as lanes (batch_slices_):
+    // their input projections (two thirds of the work of a layer above the first) run first, on
+    // all threads, which share the tiles as they go, so a core slowed by its neighbours holds up
+    // only the recurrences.
+    const bool own_projection_stage =
+        ((s.D == 2 && lane_threads() == 1) || batch_slices_ > 1) && plan_.threads > 1 && generate_gemms();
     for (std::int64_t l = 0; l < s.L; ++l) {
       Stage stage, projections{{{}}};
       for (int d = 0; d < s.D; ++d) {
-        std::vector<Step> lane;
-        const std::size_t ld = ld_index(l, d);
-        const Operand h_init = h_init_operand(l, d);
-        lane.push_back(CopyStep{fmt::format("h_init l{} d{} <- hx", l, d), buffer_operand(Buffer::hx, ld * s.N * s.S),
-                                h_init, s.N, s.S, s.S, ldh, true, false});
-        Operand c_init;
-        if (s.lstm) {
-          c_init = region_operand(plan_.workspace, training() ? c_init_[ld] : cstate_[d]);
-          lane.push_back(CopyStep{fmt::format("c_init l{} d{} <- cx", l, d), buffer_operand(Buffer::cx, ld * s.N * s.H),
-                                  c_init, s.N, s.H, s.H, s.H, true, false});
-        }
         const Operand gx = region_operand(plan_.workspace, gx_[d]);
         GemmStep projection{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
                             config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
@@ -395,60 +403,22 @@ class Planner {
         // grouped by gate would pad every gate's last vector (H=50: 150 columns computed as 192).
         const std::string w_ih = fmt::format("w_ih.l{}.d{}", l, d);
         const std::int64_t group = s.H % 16 != 0 ? s.GH : s.H, groups = s.GH / group;
+        std::vector<Step> lane;
         if (own_projection_stage)
           projections.lanes[0].push_back(input_projection(projection, w_ih, group, groups, plan_.threads));
         else
           lane.push_back(input_projection(projection, w_ih, group, groups, lane_threads()));
-        RecurrenceStep r = recurrence(Pass::forward, l, d);
-        r.gh = region_operand(plan_.workspace, gh_[d]);
-        if (s.reset_before) {
-          // r,z on h_prev (gates 0 and 1 of W_hh), then n on r * h_prev (gate 2) after a barrier.
-          r.gemm = with_packed_weights(GemmStep{"recurrent projection r,z", false, true, s.N, 2 * s.H, s.S, {},
-                                                weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
-                                       fmt::format("w_hh_rz.l{}.d{}", l, d), true, s.H, 2);
-          r.reset_h = training() ? Timed{shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]),
-                                                 d * s.S),
-                                         s.N * ldh}
-                                 : Timed{region_operand(plan_.workspace, reset_h_[d]), 0};
-          r.z = region_operand(plan_.workspace, z_[d]);
-          r.kernel_n = forward_kernel_n_;
-          r.gemm_n = with_packed_weights(GemmStep{"recurrent projection n (on r * h_prev)", false, true, s.N, s.H, s.S,
-                                                  {}, shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
-                                                  shifted(r.gh, 2 * s.H), ldh, s.S, s.GH, 0.0f, {}},
-                                         fmt::format("w_hh_n.l{}.d{}", l, d), true, s.H, 1);
-          split_gate_kernel(r, Pass::forward, r.gemm_n, 1);
-        } else {
-          r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, s.N, s.GH, s.S, {},
-                                                weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
-                                       fmt::format("w_hh.l{}.d{}", l, d), true);
+        if (batch_slices_ == 1) {
+          forward_lane(lane, l, d, 0, s.N, lane_threads(), "");
+          add_lane(stage, std::move(lane));
+          continue;
         }
-        split_gate_kernel(r, Pass::forward, r.gemm);
-        r.gx = {gx, s.N * s.GH};
-        r.h = {shifted(layer_output(l), d * s.S), s.N * ldh};
-        if (s.P) {
-          r.cell_out = training() ? Timed{region_operand(plan_.workspace, cell_out_[ld]), s.N * s.H}
-                                  : Timed{region_operand(plan_.workspace, cell_state_out_[d]), 0};
-          r.projection = with_packed_weights(GemmStep{"output projection", false, true, s.N, s.P, s.H, {},
-                                                      weight(l, d, ParamKind::weight_hr), {}, s.H, s.H, ldh, 0.0f, {}},
-                                             fmt::format("w_hr.l{}.d{}", l, d), true, s.P, 1);
+        for (int i = 0; i < batch_slices_; ++i) {
+          std::vector<Step> slice;
+          forward_lane(slice, l, d, s.N * i / batch_slices_, s.N * (i + 1) / batch_slices_, 1,
+                       fmt::format(".s{}", i));
+          stage.lanes.push_back(std::move(slice));
         }
-        r.bias_ih = weight(l, d, ParamKind::bias_ih);
-        r.bias_hh = weight(l, d, ParamKind::bias_hh);
-        if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
-        r.h_init = h_init;
-        if (s.lstm) {
-          r.c_init = c_init;
-          r.c = training() ? Timed{region_operand(plan_.workspace, c_[ld]), s.N * s.H} : Timed{c_init, 0};
-        }
-        if (training()) r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
-        const std::int64_t last = r.reverse ? 0 : s.T - 1;
-        lane.push_back(r);
-        lane.push_back(CopyStep{fmt::format("hy l{} d{}", l, d), shifted(r.h.base, last * r.h.t_stride),
-                                buffer_operand(Buffer::hy, ld * s.N * s.S), s.N, s.S, ldh, s.S, false, true});
-        if (s.lstm)
-          lane.push_back(CopyStep{fmt::format("cy l{} d{}", l, d), shifted(r.c.base, last * r.c.t_stride),
-                                  buffer_operand(Buffer::cy, ld * s.N * s.H), s.N, s.H, s.H, s.H, false, true});
-        add_lane(stage, std::move(lane));
       }
       if (own_projection_stage) plan_.forward.push_back(std::move(projections));
       plan_.forward.push_back(std::move(stage));
@@ -456,8 +426,86 @@ class Planner {
         plan_.forward.push_back(Stage{{{DropoutStep{fmt::format("dropout l{}", l), Pass::forward, l, config_.dropout,
                                                     layer_output(l), layer_input(l + 1),
                                                     dropout_mask_[static_cast<std::size_t>(l)],
-                                                    s.T * s.N * ldh}}}});
+                                                    s.T * s.N * s.W}}}});
     }
+  }
+
+  // The time loop of layer l, direction d over batch rows [n0, n1), appended to `lane` with the
+  // copies of its initial state in and its final state out: every per-row operand starts n0 rows
+  // down (the time strides stay those of the whole batch), and the recurrent GEMMs are planned
+  // for `threads` threads. `slice` names the rows' own packed weights (empty: all rows).
+  void forward_lane(std::vector<Step>& lane, std::int64_t l, int d, std::int64_t n0, std::int64_t n1, int threads,
+                    const std::string& slice) {
+    const auto& s = s_;
+    const std::int64_t ldh = s.W, rows = n1 - n0;
+    const std::size_t ld = ld_index(l, d);
+    const std::string rows_note = slice.empty() ? "" : fmt::format(" rows {}..{}", n0, n1);
+    const Operand h_init = shifted(h_init_operand(l, d), n0 * ldh);
+    lane.push_back(CopyStep{fmt::format("h_init l{} d{}{} <- hx", l, d, rows_note),
+                            buffer_operand(Buffer::hx, ld * s.N * s.S + n0 * s.S), h_init, rows, s.S, s.S, ldh, true,
+                            false});
+    Operand c_init;
+    if (s.lstm) {
+      c_init = region_operand(plan_.workspace, training() ? c_init_[ld] : cstate_[d], n0 * s.H);
+      lane.push_back(CopyStep{fmt::format("c_init l{} d{}{} <- cx", l, d, rows_note),
+                              buffer_operand(Buffer::cx, ld * s.N * s.H + n0 * s.H), c_init, rows, s.H, s.H, s.H,
+                              true, false});
+    }
+    RecurrenceStep r = recurrence(Pass::forward, l, d);
+    if (!slice.empty()) r.what += rows_note;
+    r.batch = rows;
+    r.batch_begin = n0;
+    r.carry_save = shifted(r.carry_save, n0 * 2 * s.H);
+    r.gh = region_operand(plan_.workspace, gh_[d], n0 * s.GH);
+    if (s.reset_before) {
+      // r,z on h_prev (gates 0 and 1 of W_hh), then n on r * h_prev (gate 2) after a barrier.
+      r.gemm = with_packed_weights(GemmStep{"recurrent projection r,z", false, true, rows, 2 * s.H, s.S, {},
+                                            weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
+                                   fmt::format("w_hh_rz.l{}.d{}{}", l, d, slice), true, s.H, 2, threads);
+      r.reset_h = training() ? Timed{shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]),
+                                             d * s.S + n0 * ldh),
+                                     s.N * ldh}
+                             : Timed{region_operand(plan_.workspace, reset_h_[d], n0 * ldh), 0};
+      r.z = region_operand(plan_.workspace, z_[d], n0 * s.H);
+      r.kernel_n = forward_kernel_n_;
+      r.gemm_n = with_packed_weights(GemmStep{"recurrent projection n (on r * h_prev)", false, true, rows, s.H, s.S, {},
+                                              shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
+                                              shifted(r.gh, 2 * s.H), ldh, s.S, s.GH, 0.0f, {}},
+                                     fmt::format("w_hh_n.l{}.d{}{}", l, d, slice), true, s.H, 1, threads);
+      split_gate_kernel(r, Pass::forward, r.gemm_n, 1);
+    } else {
+      r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, rows, s.GH, s.S, {},
+                                            weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
+                                   fmt::format("w_hh.l{}.d{}{}", l, d, slice), true, 0, 0, threads);
+    }
+    split_gate_kernel(r, Pass::forward, r.gemm);
+    r.gx = {region_operand(plan_.workspace, gx_[d], n0 * s.GH), s.N * s.GH};
+    r.h = {shifted(layer_output(l), d * s.S + n0 * ldh), s.N * ldh};
+    if (s.P) {
+      r.cell_out = training() ? Timed{region_operand(plan_.workspace, cell_out_[ld], n0 * s.H), s.N * s.H}
+                              : Timed{region_operand(plan_.workspace, cell_state_out_[d], n0 * s.H), 0};
+      r.projection = with_packed_weights(GemmStep{"output projection", false, true, rows, s.P, s.H, {},
+                                                  weight(l, d, ParamKind::weight_hr), {}, s.H, s.H, ldh, 0.0f, {}},
+                                         fmt::format("w_hr.l{}.d{}{}", l, d, slice), true, s.P, 1, threads);
+    }
+    r.bias_ih = weight(l, d, ParamKind::bias_ih);
+    r.bias_hh = weight(l, d, ParamKind::bias_hh);
+    if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
+    r.h_init = h_init;
+    if (s.lstm) {
+      r.c_init = c_init;
+      r.c = training() ? Timed{region_operand(plan_.workspace, c_[ld], n0 * s.H), s.N * s.H} : Timed{c_init, 0};
+    }
+    if (training()) r.gates = {region_operand(plan_.workspace, gates_[ld], n0 * s.R), s.N * s.R};
+    const std::int64_t last = r.reverse ? 0 : s.T - 1;
+    const Timed h = r.h, c = r.c;
+    lane.push_back(std::move(r));
+    lane.push_back(CopyStep{fmt::format("hy l{} d{}{}", l, d, rows_note), shifted(h.base, last * h.t_stride),
+                            buffer_operand(Buffer::hy, ld * s.N * s.S + n0 * s.S), rows, s.S, ldh, s.S, false, true});
+    if (s.lstm)
+      lane.push_back(CopyStep{fmt::format("cy l{} d{}{}", l, d, rows_note), shifted(c.base, last * c.t_stride),
+                              buffer_operand(Buffer::cy, ld * s.N * s.H + n0 * s.H), rows, s.H, s.H, s.H, false,
+                              true});
   }
 
   // y from the top layer's sequence-major output when that is not y itself (training keeps it in
@@ -706,6 +754,7 @@ class Planner {
   std::vector<int> reset_hs_;  // GRU with the reset before, training: r * h_prev per layer (reserve)
   bool dropout_ = false;  // training with dropout between layers
   bool split_directions_ = false;  // directions in turn on all threads, not as lanes (constructor)
+  int batch_slices_ = 1;           // forward recurrences as lanes of batch rows, a thread each (constructor)
   int carry_save_[2] = {-1, -1}, y_seq_ = -1, dy_seq_ = -1;
   int cell_state_out_[2] = {-1, -1}, dcell_[2] = {-1, -1}, zeros_[2] = {-1, -1};  // projection
   std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)

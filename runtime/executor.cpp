@@ -440,7 +440,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
   float* const gh_n = resolve(r.gemm_n.c, b);
   const float* const w_hn = resolve(r.gemm_n.b, b);
   const std::int64_t N = r.batch, H = kernel ? kernel->desc().hidden : 0, ldh = r.ld_state;
-  const std::int32_t* const lengths = b.lengths;
+  const std::int32_t* const lengths = b.lengths ? b.lengths + r.batch_begin : nullptr;
   const bool c_in_place = r.c.t_stride == 0;  // inference: one c buffer updated in place
   float* const save = resolve(r.carry_save, b);
   float* const gh = resolve(r.gh, b);

@@ -32,6 +32,7 @@ std::vector<PlanCase> cases() {
         for (bool bi : {false, true}) {
           out.push_back({cell, 5, 17, 3, bi, 4, 3, mode, isa, 2});
           out.push_back({cell, 800, 800, 2, bi, 300, 20, mode, isa, 2});
+          out.push_back({cell, 40, 100, 2, bi, 30, 37, mode, isa, 2});  // one direction: split by rows
           out.push_back({cell, 1, 1, 1, bi, 1, 1, mode, isa, 1});
         }
   return out;
@@ -183,10 +184,11 @@ TEST(Planner, AvxTwoUsesScalarGateKernelsAndSaysSo) {
   for (const KernelDesc& k : p.kernels) EXPECT_EQ(k.isa_kind(), Isa::reference);
 }
 
+// (A batch of 12 rows is too few to split by rows on two threads or more: see below.)
 TEST(Planner, ThreadsSplitHiddenUnitsWithoutGapsOrOverlap) {
   for (std::int64_t H : {1, 17, 100, 800})
     for (int threads : {1, 2, 3, 8}) {
-      const Plan p = make_plan({CellKind::lstm, 7, H, 1, false}, {300, 20}, Mode::inference, Isa::avx512, threads);
+      const Plan p = make_plan({CellKind::lstm, 7, H, 1, false}, {300, 12}, Mode::inference, Isa::avx512, threads);
       if (H >= 100) {
         EXPECT_EQ(p.threads, threads) << "big enough to split";
       }
@@ -204,6 +206,66 @@ TEST(Planner, ThreadsSplitHiddenUnitsWithoutGapsOrOverlap) {
           }
           EXPECT_EQ(next, H);
         }
+    }
+}
+
+// The batch rows of the recurrence's lanes, in lane order, with what each lane's steps cover;
+// empty when the plan splits no forward recurrence by rows.
+std::vector<std::pair<std::int64_t, std::int64_t>> row_slices(const Plan& p) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> slices;
+  for (const Stage& stage : p.forward)
+    for (const auto& lane : stage.lanes)
+      for (const Step& s : lane)
+        if (const auto* r = std::get_if<RecurrenceStep>(&s); r && r->batch < p.shape.batch) {
+          EXPECT_EQ(stage.lanes.size(), static_cast<std::size_t>(p.threads));
+          EXPECT_EQ(r->gemm.blocking.threads, 1) << "a lane's GEMM runs on its one thread";
+          EXPECT_EQ(r->gemm.m, r->batch);
+          EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->thread_kernels.at(0))].rows, r->batch);
+          EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->thread_kernels.at(0))].cols, p.config.hidden_size);
+          slices.emplace_back(r->batch_begin, r->batch_begin + r->batch);
+        }
+  return slices;
+}
+
+// A one-direction forward recurrence runs as a lane of batch rows per thread exactly where each
+// thread has at least 8 rows and all of W_hh fits in half of one core's L2; the lanes' rows
+// cover the batch without gaps or overlap.
+TEST(Planner, RecurrenceSplitsByRowsWhereWhhFitsHalfOfL2) {
+  const CacheSizes caches{48 * 1024, 2048 * 1024};
+  struct Case {
+    RnnConfig config;
+    std::int64_t batch;
+    int threads;
+    CacheSizes caches;
+    bool rows;
+  };
+  const Case cases[] = {
+      {{CellKind::lstm, 64, 128, 1, false}, 64, 2, caches, true},   // W_hh 256 KiB
+      {{CellKind::lstm, 64, 256, 1, false}, 33, 2, caches, true},   // 1 MiB: half of L2
+      {{CellKind::gru, 64, 100, 2, false}, 50, 3, caches, true},
+      {{CellKind::lstm, 64, 128, 1, false}, 15, 2, caches, false},  // 7 rows a thread
+      {{CellKind::lstm, 64, 257, 1, false}, 64, 2, caches, false},  // W_hh over half of L2
+      {{CellKind::lstm, 64, 128, 1, false}, 64, 2, {48 * 1024, 256 * 1024}, false},
+      {{CellKind::lstm, 64, 128, 1, true}, 64, 2, caches, false},   // two directions: a lane each
+      {{CellKind::lstm, 64, 128, 1, false}, 64, 1, caches, false},
+  };
+  for (const Case& c : cases)
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      const Plan p = make_plan(c.config, {20, c.batch}, mode, Isa::avx512, c.threads, {}, c.caches);
+      SCOPED_TRACE(fmt::format("{} N={} threads={} L2={}", describe(c.config), c.batch, c.threads, c.caches.l2));
+      const auto slices = row_slices(p);
+      if (!c.rows) {
+        EXPECT_TRUE(slices.empty());
+        continue;
+      }
+      ASSERT_EQ(slices.size(), static_cast<std::size_t>(c.threads * c.config.num_layers));
+      std::int64_t next = 0;
+      for (const auto& [n0, n1] : slices) {
+        EXPECT_EQ(n0, next);
+        EXPECT_GE(n1 - n0, 8);
+        next = n1 == c.batch ? 0 : n1;
+      }
+      EXPECT_EQ(next, 0);
     }
 }
 
