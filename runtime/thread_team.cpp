@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -20,6 +21,14 @@ void spin_pause(int& spins) {
   if (++spins < 4096) _mm_pause();
   else std::this_thread::yield();
 }
+
+// How long a worker keeps polling for the next run() before it sleeps on the condition
+// variable. A call runs a run() per stage and a training iteration several calls in a row;
+// waking a sleeping worker costs tens of microseconds (on a VM the host must reschedule the
+// halted vCPU), paid at every stage. OpenMP runtimes spin for milliseconds; this much covers
+// the gaps between the stages of a call and between calls made back to back (measured: LSTM
+// H=50 N=64 training 5-8% faster) at little cost to a process that stops calling.
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(200);
 
 }  // namespace
 
@@ -60,6 +69,12 @@ void ThreadTeam::worker(int tid) {
   std::uint64_t seen = 0;
   for (;;) {
     const std::function<void(int)>* job = nullptr;
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    for (int i = 1; job_generation_.load(std::memory_order_acquire) == seen; ++i) {
+      _mm_pause();
+      if (i % 64 == 0 && (stopping_.load(std::memory_order_relaxed) || std::chrono::steady_clock::now() > spin_until))
+        break;
+    }
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || job_generation_ != seen; });

@@ -2,7 +2,7 @@
 // persistent workers, and returns when all are done; barrier() inside fn meets all n. One run
 // at a time: concurrent callers take turns (the cores are shared anyway). Barriers spin briefly
 // (a recurrence meets at one after every time step), then yield so that an oversubscribed
-// machine still makes progress.
+// machine still makes progress; idle workers poll for the next run() for a moment, then sleep.
 //
 // Shared loops hand out a loop's iterations to whichever thread asks first, so a thread whose
 // core runs slower (a busy SMT sibling, another tenant on a cloud host: on this project's VM
@@ -66,8 +66,9 @@ class ThreadTeam {
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
   int job_threads_ = 0;
-  std::uint64_t job_generation_ = 0;
-  bool stopping_ = false;
+  // Written under mutex_; atomic so that a worker can poll them before it takes the mutex.
+  std::atomic<std::uint64_t> job_generation_{0};
+  std::atomic<bool> stopping_{false};
   std::atomic<int> remaining_{0};
   std::vector<std::exception_ptr> errors_;
   // Sense-reversing barrier.
