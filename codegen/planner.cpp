@@ -91,6 +91,8 @@ class Planner {
                             recurrent_bytes <= 0.5 * static_cast<double>(caches.l2)
                         ? plan_.threads
                         : 1;
+    a_panels_.assign(static_cast<std::size_t>(std::max<std::int64_t>(s_.D, batch_slices_)), -1);
+    b_panels_ = a_panels_;
   }
 
   Plan build() {
@@ -167,13 +169,13 @@ class Planner {
     g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent,
                             plan_.caches);
     if (g.blocking.pack_a)
-      g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_[lane], "a_panels", lane,
+      g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_.at(static_cast<std::size_t>(lane)), "a_panels", lane,
                                                                a_panel_elements(g.blocking, g.m, g.k)));
     if (pack_b) {
       const std::int64_t elements = packed_elements(g.blocking, g.n / group, g.k);
       const Operand panels = region_operand(
           plan_.workspace, own_panels ? region(fmt::format("b_panels.{}", g.what), false, elements)
-                                      : lane_region(b_panels_[lane], "b_panels", lane, elements));
+                                      : lane_region(b_panels_.at(static_cast<std::size_t>(lane)), "b_panels", lane, elements));
       pack_into->push_back(
           PackStep{"pack B of " + g.what, g.b, panels, g.k, g.n / group, g.blocking, false, g.ldb});
       g.b = panels;
@@ -554,67 +556,21 @@ class Planner {
 
   void plan_backward_data() {
     const auto& s = s_;
-    const std::int64_t ldh = s.W;
     for (std::int64_t l = s.L - 1; l >= 0; --l) {
       Stage stage;
       for (int d = 0; d < s.D; ++d) {
-        std::vector<Step> lane;
-        const std::size_t ld = ld_index(l, d);
-        const Operand dh = region_operand(plan_.workspace, dh_[d]);
-        lane.push_back(CopyStep{fmt::format("dh_carry d{} <- dhy l{}", d, l), buffer_operand(Buffer::dhy, ld * s.N * s.S),
-                                dh, s.N, s.S, s.S, s.S, true, false});
-        Operand dc;
-        if (s.lstm) {
-          dc = region_operand(plan_.workspace, dc_[d]);
-          lane.push_back(CopyStep{fmt::format("dc_carry d{} <- dcy l{}", d, l),
-                                  buffer_operand(Buffer::dcy, ld * s.N * s.H), dc, s.N, s.H, s.H, s.H, true, false});
+        if (batch_slices_ == 1) {
+          std::vector<Step> lane;
+          backward_lane(lane, l, d, 0, s.N, 0, d, "");
+          add_lane(stage, std::move(lane));
+          continue;
         }
-        RecurrenceStep r = recurrence(Pass::backward, l, d);
-        r.gates = {region_operand(plan_.workspace, gates_[ld]), s.N * s.R};
-        if (s.reset_before) {
-          // d(r * h_prev) = dn W_hn first (W_hh's n rows), then dh_carry += [dr, dz] W_hh[r,z rows].
-          r.d_reset_h = region_operand(plan_.workspace, d_reset_h_[d]);
-          r.kernel_n = backward_kernel_n_;
-          r.gemm_n = generated(GemmStep{"reset gradient d(r * h_prev) = dn W_hn", false, false, s.N, s.H, s.H, {},
-                                        shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S), r.d_reset_h, s.R,
-                                        s.S, s.H, 0.0f, {}},
-                               s.H, 0, true, d, &lane, true);
-          r.gemm = generated(GemmStep{"recurrent gradient r,z", false, false, s.N, s.S, 2 * s.H, {},
-                                      weight(l, d, ParamKind::weight_hh), dh, s.R, s.S, s.S, 1.0f, {}},
-                             s.S, 0, true, d, &lane);
-          split_gate_kernel(r, Pass::backward, r.gemm_n, 1);
-        } else {
-          r.gemm = generated(GemmStep{"recurrent gradient", false, false, s.N, s.S, s.GH, {},
-                                      weight(l, d, ParamKind::weight_hh), dh, s.R, s.S, s.S, s.gru ? 1.0f : 0.0f, {}},
-                             s.S, 0, true, d, &lane);
+        for (int i = 0; i < batch_slices_; ++i) {
+          std::vector<Step> slice;
+          backward_lane(slice, l, d, s.N * i / batch_slices_, s.N * (i + 1) / batch_slices_, 1, i,
+                        fmt::format(".s{}", i));
+          stage.lanes.push_back(std::move(slice));
         }
-        if (s.P) {
-          r.dh_proj = {region_operand(plan_.workspace, dh_proj_[ld]), s.N * s.P};
-          r.dcell = region_operand(plan_.workspace, dcell_[d]);
-          r.zeros = region_operand(plan_.workspace, zeros_[d]);
-          lane.push_back(CopyStep{fmt::format("zeros d{}", d), {}, r.zeros, s.N, s.H, s.H, s.H, false, false});
-          r.projection_grad = generated(GemmStep{"projection gradient", false, false, s.N, s.H, s.P, {},
-                                                 weight(l, d, ParamKind::weight_hr), r.dcell, s.P, s.H, s.H, 0.0f, {}},
-                                        s.H, 0, true, d, &lane, true);
-        }
-        split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : s.reset_before ? r.gemm_n : r.gemm);
-        r.dy = {shifted(dy_of_layer(l), d * s.S), s.N * ldh};
-        r.h = {shifted(layer_output(l), d * s.S), s.N * ldh};
-        r.h_init = h_init_operand(l, d);
-        r.dh_carry = dh;
-        if (s.lstm) {
-          r.c = {region_operand(plan_.workspace, c_[ld]), s.N * s.H};
-          r.c_init = region_operand(plan_.workspace, c_init_[ld]);
-          r.dc_carry = dc;
-        }
-        if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
-        lane.push_back(r);
-        lane.push_back(CopyStep{fmt::format("dhx l{} d{}", l, d), dh, buffer_operand(Buffer::dhx, ld * s.N * s.S), s.N,
-                                s.S, s.S, s.S, false, true});
-        if (s.lstm)
-          lane.push_back(CopyStep{fmt::format("dcx l{} d{}", l, d), dc, buffer_operand(Buffer::dcx, ld * s.N * s.H),
-                                  s.N, s.H, s.H, s.H, false, true});
-        add_lane(stage, std::move(lane));
       }
       plan_.backward_data.push_back(std::move(stage));
       // dx of this layer (dy of the one below) sums both directions: dgx_d W_ih_d.
@@ -638,6 +594,78 @@ class Planner {
                                                           dropout_mask_[static_cast<std::size_t>(l - 1)],
                                                           s.T * s.N * s.W}}}});
     }
+  }
+
+  // The backward time loop of layer l, direction d over batch rows [n0, n1), appended to `lane`
+  // (whose scratch is lane `lane_index`'s) with the copies of the carried gradients in and out,
+  // shifted and planned as forward_lane() does (`threads` 0: the lane's).
+  void backward_lane(std::vector<Step>& lane, std::int64_t l, int d, std::int64_t n0, std::int64_t n1, int threads,
+                     int lane_index, const std::string& slice) {
+    const auto& s = s_;
+    const std::int64_t ldh = s.W, rows = n1 - n0;
+    const std::size_t ld = ld_index(l, d);
+    const std::string rows_note = slice.empty() ? "" : fmt::format(" rows {}..{}", n0, n1);
+    const Operand dh = region_operand(plan_.workspace, dh_[d], n0 * s.S);
+    lane.push_back(CopyStep{fmt::format("dh_carry d{} <- dhy l{}{}", d, l, rows_note),
+                            buffer_operand(Buffer::dhy, ld * s.N * s.S + n0 * s.S), dh, rows, s.S, s.S, s.S, true,
+                            false});
+    Operand dc;
+    if (s.lstm) {
+      dc = region_operand(plan_.workspace, dc_[d], n0 * s.H);
+      lane.push_back(CopyStep{fmt::format("dc_carry d{} <- dcy l{}{}", d, l, rows_note),
+                              buffer_operand(Buffer::dcy, ld * s.N * s.H + n0 * s.H), dc, rows, s.H, s.H, s.H, true,
+                              false});
+    }
+    RecurrenceStep r = recurrence(Pass::backward, l, d);
+    if (!slice.empty()) r.what += rows_note;
+    r.batch = rows;
+    r.batch_begin = n0;
+    r.carry_save = shifted(r.carry_save, n0 * 2 * s.H);
+    r.gates = {region_operand(plan_.workspace, gates_[ld], n0 * s.R), s.N * s.R};
+    if (s.reset_before) {
+      // d(r * h_prev) = dn W_hn first (W_hh's n rows), then dh_carry += [dr, dz] W_hh[r,z rows].
+      r.d_reset_h = region_operand(plan_.workspace, d_reset_h_[d], n0 * s.H);
+      r.kernel_n = backward_kernel_n_;
+      r.gemm_n = generated(GemmStep{"reset gradient d(r * h_prev) = dn W_hn" + rows_note, false, false, rows, s.H, s.H,
+                                    {}, shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S), r.d_reset_h, s.R,
+                                    s.S, s.H, 0.0f, {}},
+                           s.H, threads, true, lane_index, &lane, true);
+      r.gemm = generated(GemmStep{"recurrent gradient r,z" + rows_note, false, false, rows, s.S, 2 * s.H, {},
+                                  weight(l, d, ParamKind::weight_hh), dh, s.R, s.S, s.S, 1.0f, {}},
+                         s.S, threads, true, lane_index, &lane);
+      split_gate_kernel(r, Pass::backward, r.gemm_n, 1);
+    } else {
+      r.gemm = generated(GemmStep{"recurrent gradient" + rows_note, false, false, rows, s.S, s.GH, {},
+                                  weight(l, d, ParamKind::weight_hh), dh, s.R, s.S, s.S, s.gru ? 1.0f : 0.0f, {}},
+                         s.S, threads, true, lane_index, &lane);
+    }
+    if (s.P) {
+      r.dh_proj = {region_operand(plan_.workspace, dh_proj_[ld], n0 * s.P), s.N * s.P};
+      r.dcell = region_operand(plan_.workspace, dcell_[d], n0 * s.H);
+      r.zeros = region_operand(plan_.workspace, zeros_[d], n0 * s.H);
+      lane.push_back(CopyStep{fmt::format("zeros d{}{}", d, rows_note), {}, r.zeros, rows, s.H, s.H, s.H, false, false});
+      r.projection_grad = generated(GemmStep{"projection gradient" + rows_note, false, false, rows, s.H, s.P, {},
+                                             weight(l, d, ParamKind::weight_hr), r.dcell, s.P, s.H, s.H, 0.0f, {}},
+                                    s.H, threads, true, lane_index, &lane, true);
+    }
+    split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : s.reset_before ? r.gemm_n : r.gemm);
+    r.dy = {shifted(dy_of_layer(l), d * s.S + n0 * ldh), s.N * ldh};
+    r.h = {shifted(layer_output(l), d * s.S + n0 * ldh), s.N * ldh};
+    r.h_init = shifted(h_init_operand(l, d), n0 * ldh);
+    r.dh_carry = dh;
+    if (s.lstm) {
+      r.c = {region_operand(plan_.workspace, c_[ld], n0 * s.H), s.N * s.H};
+      r.c_init = region_operand(plan_.workspace, c_init_[ld], n0 * s.H);
+      r.dc_carry = dc;
+    }
+    if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
+    lane.push_back(std::move(r));
+    lane.push_back(CopyStep{fmt::format("dhx l{} d{}{}", l, d, rows_note), dh,
+                            buffer_operand(Buffer::dhx, ld * s.N * s.S + n0 * s.S), rows, s.S, s.S, s.S, false, true});
+    if (s.lstm)
+      lane.push_back(CopyStep{fmt::format("dcx l{} d{}{}", l, d, rows_note), dc,
+                              buffer_operand(Buffer::dcx, ld * s.N * s.H + n0 * s.H), rows, s.H, s.H, s.H, false,
+                              true});
   }
 
   // --- backward weights (beta 0 here; the executor turns it into 1 to accumulate) ------------
@@ -760,7 +788,8 @@ class Planner {
   std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)
   std::vector<int> dropped_, dropout_mask_;  // per layer below the top (reserve)
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
-  int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1}, a_panels_[2] = {-1, -1}, b_panels_[2] = {-1, -1};
+  int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1};
+  std::vector<int> a_panels_, b_panels_;  // per lane (constructor: as many as a stage can have)
   std::vector<int> out_, h_init_, gates_, c_, c_init_;
 };
 

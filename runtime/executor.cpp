@@ -521,7 +521,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
   const auto [h0, h1] = projected || reset_before ? gemm_columns(r.gemm, tid) : std::pair{col0, col0 + cols};
   const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.kernel)];
   const std::int64_t N = r.batch, H = desc.hidden, S = r.state, ldh = r.ld_state, R = desc.reserve_gates() * H;
-  const std::int32_t* const lengths = b.lengths;
+  const std::int32_t* const lengths = b.lengths ? b.lengths + r.batch_begin : nullptr;
   float* const save = resolve(r.carry_save, b);
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);

@@ -209,11 +209,11 @@ TEST(Planner, ThreadsSplitHiddenUnitsWithoutGapsOrOverlap) {
     }
 }
 
-// The batch rows of the recurrence's lanes, in lane order, with what each lane's steps cover;
-// empty when the plan splits no forward recurrence by rows.
-std::vector<std::pair<std::int64_t, std::int64_t>> row_slices(const Plan& p) {
+// The batch rows of the recurrences' lanes in `stages` (forward or backward data), in lane
+// order, checking what each lane's steps cover; empty when no recurrence is split by rows.
+std::vector<std::pair<std::int64_t, std::int64_t>> row_slices(const Plan& p, const std::vector<Stage>& stages) {
   std::vector<std::pair<std::int64_t, std::int64_t>> slices;
-  for (const Stage& stage : p.forward)
+  for (const Stage& stage : stages)
     for (const auto& lane : stage.lanes)
       for (const Step& s : lane)
         if (const auto* r = std::get_if<RecurrenceStep>(&s); r && r->batch < p.shape.batch) {
@@ -227,9 +227,9 @@ std::vector<std::pair<std::int64_t, std::int64_t>> row_slices(const Plan& p) {
   return slices;
 }
 
-// A one-direction forward recurrence runs as a lane of batch rows per thread exactly where each
-// thread has at least 8 rows and all of W_hh fits in half of one core's L2; the lanes' rows
-// cover the batch without gaps or overlap.
+// A one-direction recurrence runs as a lane of batch rows per thread, forward and backward,
+// exactly where each thread has at least 8 rows and all of W_hh fits in half of one core's L2;
+// the lanes' rows cover the batch without gaps or overlap.
 TEST(Planner, RecurrenceSplitsByRowsWhereWhhFitsHalfOfL2) {
   const CacheSizes caches{48 * 1024, 2048 * 1024};
   struct Case {
@@ -253,7 +253,8 @@ TEST(Planner, RecurrenceSplitsByRowsWhereWhhFitsHalfOfL2) {
     for (Mode mode : {Mode::inference, Mode::training}) {
       const Plan p = make_plan(c.config, {20, c.batch}, mode, Isa::avx512, c.threads, {}, c.caches);
       SCOPED_TRACE(fmt::format("{} N={} threads={} L2={}", describe(c.config), c.batch, c.threads, c.caches.l2));
-      const auto slices = row_slices(p);
+      const auto slices = row_slices(p, p.forward);
+      EXPECT_EQ(row_slices(p, p.backward_data), mode == Mode::training ? slices : decltype(slices){});
       if (!c.rows) {
         EXPECT_TRUE(slices.empty());
         continue;
