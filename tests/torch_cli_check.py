@@ -40,7 +40,7 @@ for case in range(n_cases):
         I = rng.randint(1, 1100); H = rng.randint(1, 1100); T = rng.randint(1, 30); N = rng.randint(1, 70)
         L = rng.randint(1, 2)
     else:
-        I = rng.randint(1, 200); H = rng.randint(1, 200); T = rng.randint(1, 25); N = rng.randint(1, 40)
+        I = rng.randint(1, 200); H = rng.randint(1, 200); T = rng.randint(1, 25); N = rng.randint(1, 70)
         L = rng.randint(1, 3)
     bidir = rng.random() < 0.5
     bf = rng.random() < 0.3
