@@ -228,7 +228,7 @@ std::vector<std::pair<std::int64_t, std::int64_t>> row_slices(const Plan& p, con
 }
 
 // A one-direction recurrence runs as a lane of batch rows per thread, forward and backward,
-// exactly where each thread has at least 8 rows and all of W_hh fits in half of one core's L2;
+// exactly where each thread has at least 8 rows and all of W_hh fits in 3/4 of one core's L2;
 // the lanes' rows cover the batch without gaps or overlap.
 TEST(Planner, RecurrenceSplitsByRowsWhereWhhFitsHalfOfL2) {
   const CacheSizes caches{48 * 1024, 2048 * 1024};
@@ -241,10 +241,11 @@ TEST(Planner, RecurrenceSplitsByRowsWhereWhhFitsHalfOfL2) {
   };
   const Case cases[] = {
       {{CellKind::lstm, 64, 128, 1, false}, 64, 2, caches, true},   // W_hh 256 KiB
-      {{CellKind::lstm, 64, 256, 1, false}, 33, 2, caches, true},   // 1 MiB: half of L2
+      {{CellKind::lstm, 64, 256, 1, false}, 33, 2, caches, true},   // 1 MiB
       {{CellKind::gru, 64, 100, 2, false}, 50, 3, caches, true},
+      {{CellKind::gru, 64, 362, 1, false}, 64, 2, caches, true},    // W_hh just under 3/4 of L2
       {{CellKind::lstm, 64, 128, 1, false}, 15, 2, caches, false},  // 7 rows a thread
-      {{CellKind::lstm, 64, 257, 1, false}, 64, 2, caches, false},  // W_hh over half of L2
+      {{CellKind::gru, 64, 363, 1, false}, 64, 2, caches, false},   // W_hh over 3/4 of L2
       {{CellKind::lstm, 64, 128, 1, false}, 64, 2, {48 * 1024, 256 * 1024}, false},
       {{CellKind::lstm, 64, 128, 1, true}, 64, 2, caches, false},   // two directions: a lane each
       {{CellKind::lstm, 64, 128, 1, false}, 64, 1, caches, false},
