@@ -77,8 +77,10 @@ class Planner {
     const double l2_weights = l2_weight_bytes(caches);
     split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
                         w_hh_bytes / plan_.threads <= l2_weights;
-    // A one-direction recurrence is split by batch rows rather than by hidden units where every
-    // thread's L2 keeps all its recurrent weights (l2_weight_bytes): rows are independent, so
+    // A recurrence is split by batch rows rather than by hidden units where every thread's L2
+    // keeps all its recurrent weights (l2_weight_bytes), a lane of rows per thread: one
+    // direction's rows over all threads, or each of two directions' over half of them (they are
+    // otherwise a lane each, and threads beyond two would idle). Rows are independent, so
     // each thread then runs the whole time loop on its rows without meeting the others after
     // every step, and no h crosses between cores. A split by units makes every step wait for
     // the slower core (on a shared VM's vCPUs one is often 10-50% slower for milliseconds)
@@ -87,12 +89,11 @@ class Planner {
     // (GRU H=300, W_hh 1.05 MiB, N=64 inference: 0.87-0.91 of oneDNN split by units, 0.99-1.01
     // by rows; at 1.4 MiB the two measured the same.)
     const double recurrent_bytes = 4.0 * static_cast<double>(s_.GH * s_.S + s_.P * s_.H);
-    batch_slices_ = isa == Isa::avx512 && s_.D == 1 && plan_.threads > 1 &&
-                            s_.N >= kMinSliceRows * plan_.threads &&
-                            recurrent_bytes <= l2_weights
-                        ? plan_.threads
-                        : 1;
-    a_panels_.assign(static_cast<std::size_t>(std::max<std::int64_t>(s_.D, batch_slices_)), -1);
+    const int slices = plan_.threads / static_cast<int>(s_.D);
+    batch_slices_ =
+        isa == Isa::avx512 && slices > 1 && s_.N >= kMinSliceRows * slices && recurrent_bytes <= l2_weights ? slices
+                                                                                                            : 1;
+    a_panels_.assign(static_cast<std::size_t>(s_.D * batch_slices_), -1);
     b_panels_ = a_panels_;
   }
 
@@ -568,7 +569,7 @@ class Planner {
         }
         for (int i = 0; i < batch_slices_; ++i) {
           std::vector<Step> slice;
-          backward_lane(slice, l, d, s.N * i / batch_slices_, s.N * (i + 1) / batch_slices_, 1, i,
+          backward_lane(slice, l, d, s.N * i / batch_slices_, s.N * (i + 1) / batch_slices_, 1, d * batch_slices_ + i,
                         fmt::format(".s{}", i));
           stage.lanes.push_back(std::move(slice));
         }
@@ -783,7 +784,7 @@ class Planner {
   std::vector<int> reset_hs_;  // GRU with the reset before, training: r * h_prev per layer (reserve)
   bool dropout_ = false;  // training with dropout between layers
   bool split_directions_ = false;  // directions in turn on all threads, not as lanes (constructor)
-  int batch_slices_ = 1;           // forward recurrences as lanes of batch rows, a thread each (constructor)
+  int batch_slices_ = 1;           // recurrences as lanes of batch rows per direction, a thread each (constructor)
   int carry_save_[2] = {-1, -1}, y_seq_ = -1, dy_seq_ = -1;
   int cell_state_out_[2] = {-1, -1}, dcell_[2] = {-1, -1}, zeros_[2] = {-1, -1};  // projection
   std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)

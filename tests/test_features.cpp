@@ -4,7 +4,8 @@
 // forward and backward, against the double-precision reference (whose gradients are checked by
 // finite differences in test_reference_features). Sizes have vector tails
 // (H = 19, 115, 230) and odd batches; the AVX-512 plans run on one and two threads (the cases
-// that split are larger), and on two threads with a batch the planner splits by rows.
+// that split are larger), and with a batch the planner splits by rows (two threads for one
+// direction, four for two).
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -110,7 +111,8 @@ std::vector<FeatureCase> feature_cases() {
       {.name = "peephole_all", .reverse = true, .batch_first = true, .lengths = true, .clip = 0.6f, .dropout = 0.3f,
        .proj_size = 11, .gate_clip = 0.8f, .peephole = true},
   };
-  const Target targets[] = {{Isa::avx512, 1}, {Isa::avx512, 2}, {Isa::avx512, 2, true}, {Isa::reference, 1}};
+  const Target targets[] = {{Isa::avx512, 1}, {Isa::avx512, 2}, {Isa::avx512, 2, true}, {Isa::avx512, 4, true},
+                            {Isa::reference, 1}};
   std::vector<FeatureCase> cases;
   for (const Feature& f : features)
     for (CellKind cell :
@@ -121,8 +123,8 @@ std::vector<FeatureCase> feature_cases() {
         if (f.reverse && bidir && f.name == "reverse") continue;  // reverse is a unidirectional feature
         for (Mode mode : {Mode::inference, Mode::training})
           for (const Target& b : targets)
-            if (!(b.row_split && bidir))  // two directions run as two lanes whatever the batch
-              cases.push_back({f, cell, bidir, mode, b});
+            // Rows split on two threads for one direction, on four for two (two lanes each).
+            if (!b.row_split || b.threads == (bidir ? 4 : 2)) cases.push_back({f, cell, bidir, mode, b});
       }
     }
   return cases;

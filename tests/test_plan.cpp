@@ -227,9 +227,10 @@ std::vector<std::pair<std::int64_t, std::int64_t>> row_slices(const Plan& p, con
   return slices;
 }
 
-// A one-direction recurrence runs as a lane of batch rows per thread, forward and backward,
-// exactly where each thread has at least 8 rows and all of W_hh fits in 3/4 of one core's L2;
-// the lanes' rows cover the batch without gaps or overlap.
+// A direction's recurrence runs as lanes of batch rows, a thread each (one direction on all
+// threads, two on half of them each), forward and backward, exactly where each lane has at
+// least 8 rows and all of W_hh fits in 3/4 of one core's L2; the lanes' rows cover the batch
+// without gaps or overlap.
 TEST(Planner, RecurrenceSplitsByRowsWhereWhhFitsHalfOfL2) {
   const CacheSizes caches{48 * 1024, 2048 * 1024};
   struct Case {
@@ -248,6 +249,8 @@ TEST(Planner, RecurrenceSplitsByRowsWhereWhhFitsHalfOfL2) {
       {{CellKind::gru, 64, 363, 1, false}, 64, 2, caches, false},   // W_hh over 3/4 of L2
       {{CellKind::lstm, 64, 128, 1, false}, 64, 2, {48 * 1024, 256 * 1024}, false},
       {{CellKind::lstm, 64, 128, 1, true}, 64, 2, caches, false},   // two directions: a lane each
+      {{CellKind::lstm, 64, 128, 1, true}, 64, 3, caches, false},
+      {{CellKind::lstm, 64, 128, 2, true}, 64, 4, caches, true},    // two lanes of rows per direction
       {{CellKind::lstm, 64, 128, 1, false}, 64, 1, caches, false},
   };
   for (const Case& c : cases)
