@@ -24,6 +24,11 @@ Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offse
 // Measured on 2 cores against one: 20-40 MFLOP plans were 10-25% faster on two threads, 10-16
 // MFLOP ones as fast or slower.
 constexpr double kMinFlopsPerThread = 10e6;
+// ... unless its first layer's weights are this large per thread: a few rows (T*N of 1-8) make
+// the GEMMs weight-streaming bound, and two cores read memory nearly twice as fast as one
+// (LSTM I=500 H=1000 T=1 N=1 inference, 12 MFLOP and 24 MB of weights: 7.0 ms on one thread,
+// 0.47 of oneDNN).
+constexpr double kMinWeightBytesPerThread = 1 << 20;
 // Packed weights one core's L2 keeps from one time step to the next, beside h and the step's
 // gate inputs: three quarters of it (1.5 MiB of a 2 MiB L2).
 double l2_weight_bytes(const CacheSizes& caches) { return 0.75 * static_cast<double>(caches.l2); }
@@ -53,13 +58,24 @@ class Planner {
         layout_(config),
         plan_{config, shape, mode, isa, 1, caches, {}, {}, {}, -1, {}, {}, {}} {
     // OpenBLAS plans leave threading to OpenBLAS. Small problems run on one thread: waking the
-    // workers costs tens of microseconds per stage, more than a few MFLOP of work saves.
-    // Training does three times the forward GEMMs' work (and packs every weight twice).
+    // workers costs tens of microseconds per stage, more than a few MFLOP of work or a few
+    // hundred KB of weights read save. Training does three times the forward GEMMs' work, and
+    // moves the weights three times too (packs them twice, writes their gradients): GRU I=H=200
+    // T=2 N=2 training (1 MB of weights) ran 1.3x faster on two threads, LSTM I=H=128 T=1 N=4
+    // inference (0.5 MB) up to 2x slower.
     const double flops = 2.0 * static_cast<double>(shape.seq_len * shape.batch) * config.gates() *
                          static_cast<double>(config.hidden_size) *
                          static_cast<double>(config.input_size + config.hidden_size) * config.directions() *
                          (mode == Mode::training ? 3.0 : 1.0);
-    plan_.threads = isa == Isa::avx512 && flops >= kMinFlopsPerThread * threads ? threads : 1;
+    const double weight_bytes =
+        4.0 * static_cast<double>(config.directions()) *
+        static_cast<double>(config.gates() * config.hidden_size * (config.input_size + config.state_size()) +
+                            config.proj_size * config.hidden_size) *
+        (mode == Mode::training ? 3.0 : 1.0);
+    plan_.threads = isa == Isa::avx512 && (flops >= kMinFlopsPerThread * threads ||
+                                           weight_bytes >= kMinWeightBytesPerThread * threads)
+                        ? threads
+                        : 1;
     const std::int64_t H = config.hidden_size;
     const int G = config.gates();
     s_ = {shape.seq_len, shape.batch, H, G, G * H, config.directions(), config.num_layers,

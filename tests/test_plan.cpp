@@ -172,9 +172,15 @@ TEST(Planner, DirectionsTakeTurnsWhereHalfOfWhhFitsL2) {
   }
 }
 
+// Small problems run on one thread unless their weights are large (then they stream them).
 TEST(Planner, SmallProblemsRunOnOneThread) {
   EXPECT_EQ(make_plan({CellKind::lstm, 7, 8, 1, false}, {3, 2}, Mode::inference, Isa::avx512, 2).threads, 1);
   EXPECT_EQ(make_plan({CellKind::lstm, 800, 800, 1, false}, {300, 20}, Mode::inference, Isa::avx512, 2).threads, 2);
+  // 12 MFLOP, 24 MB of weights; 0.1 MFLOP, 0.5 MB; training moves 1 MB of weights three times.
+  EXPECT_EQ(make_plan({CellKind::lstm, 500, 1000, 2, false}, {1, 1}, Mode::inference, Isa::avx512, 2).threads, 2);
+  EXPECT_EQ(make_plan({CellKind::lstm, 128, 128, 1, false}, {1, 4}, Mode::inference, Isa::avx512, 2).threads, 1);
+  EXPECT_EQ(make_plan({CellKind::gru, 200, 200, 1, false}, {2, 2}, Mode::training, Isa::avx512, 2).threads, 2);
+  EXPECT_EQ(make_plan({CellKind::gru, 200, 200, 1, false}, {2, 2}, Mode::inference, Isa::avx512, 2).threads, 1);
 }
 
 TEST(Planner, AvxTwoUsesScalarGateKernelsAndSaysSo) {
