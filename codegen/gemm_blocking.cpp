@@ -36,7 +36,7 @@ constexpr std::int64_t kBLookahead = 4;
 }  // namespace
 
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
-                             const CacheSizes& caches) {
+                             const CacheSizes& caches, bool shared) {
   // Zen 4/5 and Intel cores sustain two zmm FMAs per cycle, and an FMA has a latency of 4. The
   // loads of a k step (m_r broadcasts of A, each from another row, and n_r vectors of B) run
   // at about 1.5 a cycle beside the FMAs, not the 2 the ports allow: a 25 x 1 tile (26 loads
@@ -48,15 +48,23 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   // Cost = cycles of the busiest thread, padding included: threads split each group's panels
   // (thread_panels()), and a group's last panel may be narrower (fewer vectors, cheaper), so
   // e.g. H = 200 in 64-column panels splits 128 : 72 columns and 32-column ones 96 : 104.
+  // A shared GEMM's threads claim (m block, panel) units as they go instead. Where a group has
+  // fewer panels than threads that matters: the split would leave a thread idle, the shared
+  // GEMM does not, so such a tile costs all its panels over the threads (RNN I=500 H=32 N=128:
+  // the projection's 32 columns were two 29 x 1 panels, a thread each, and are one 14 x 2
+  // panel, 1.14-1.31x faster). Tiles wider than the group are then left out: their extra
+  // vectors would be unused, though the fewer rows they take look as cheap to the model.
   auto per_k = [&](std::int64_t m_r, std::int64_t n_r, std::int64_t vectors) {
     const double fma = static_cast<double>(m_r * vectors) / 2.0, loads = static_cast<double>(m_r + vectors) / 1.5;
     return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r, caches) ? 0.0 : 2.0 * static_cast<double>(vectors)});
   };
   GemmBlocking best;
   double best_cost = std::numeric_limits<double>::max();
+  const std::int64_t group_vectors = (group + 15) / 16;
   for (std::int64_t n_r = 1; n_r <= 15; ++n_r) {
     const std::int64_t max_rows = x64::GemmEmitter::max_rows(static_cast<int>(n_r));
     if (max_rows < 1) break;
+    if (shared && n_r > group_vectors && best.m_r > 0) break;
     const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;
     const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
     GemmBlocking candidate;
@@ -65,15 +73,25 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
     candidate.threads = threads;
     const std::int64_t panels = candidate.panels_per_group();
     const std::int64_t last_vectors = (group - (panels - 1) * candidate.panel_columns() + 15) / 16;
-    double cost = 0.0;
-    for (int tid = 0; tid < threads; ++tid) {
-      double thread_cost = 0.0;
-      const auto [p0, p1] = candidate.thread_panels(tid);
+    auto panels_cost = [&](std::int64_t p0, std::int64_t p1) {
+      double c = 0.0;
       for (std::int64_t p = p0; p < p1; ++p)
-        thread_cost += static_cast<double>(row_blocks) * per_k(m_r, n_r, p == panels - 1 ? last_vectors : n_r);
-      cost = std::max(cost, thread_cost);
+        c += static_cast<double>(row_blocks) * per_k(m_r, n_r, p == panels - 1 ? last_vectors : n_r);
+      return c;
+    };
+    double cost = 0.0;
+    const bool pooled = shared && panels < threads;
+    if (pooled) {
+      cost = panels_cost(0, panels) / threads;
+    } else {
+      for (int tid = 0; tid < threads; ++tid) {
+        const auto [p0, p1] = candidate.thread_panels(tid);
+        cost = std::max(cost, panels_cost(p0, p1));
+      }
     }
-    if (cost < best_cost - 1e-9) {
+    // A tile costed over all threads that runs at the same rate as a split one differs from it
+    // only by how its rows pad M: it must be 1% cheaper to be taken.
+    if (cost < best_cost - (pooled ? 0.01 * best_cost : 1e-9)) {
       best_cost = cost;
       best.m_r = m_r;
       best.n_r = n_r;

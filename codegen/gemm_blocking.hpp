@@ -54,9 +54,10 @@ struct GemmBlocking {
 };
 
 // Cost-model choice for C[M, columns] = A[M, K] B[K, columns] split into `groups` of `group`,
-// blocked for `caches`.
+// blocked for `caches`. `shared`: the threads claim tiles as they go (a one-shot GEMM), rather
+// than each computing its panels of every group (a recurrence's step).
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
-                             const CacheSizes& caches = {});
+                             const CacheSizes& caches = {}, bool shared = false);
 
 // Floats of the A panels of one k block (blocking.pack_a): k_c rows of every row block.
 inline std::int64_t a_panel_elements(const GemmBlocking& b, std::int64_t m, std::int64_t k) {

@@ -825,7 +825,7 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
   if (group < 1 || g.n % group != 0)
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
   GemmBlocking& b = g.blocking;
-  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches);
+  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!prefetch_next);
   b.pack_a = g.trans_a;
   if (prefetch_next) b.prefetch = (b.n_r + b.row_blocks(g.m) - 1) / b.row_blocks(g.m);
   const std::int64_t tail_rows = g.m % b.m_r;

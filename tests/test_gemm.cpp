@@ -255,6 +255,25 @@ TEST(GemmBlocking, FollowsTheCaches) {
   }
 }
 
+// A one-shot GEMM's threads share its tiles: a group narrower than a panel per thread is one
+// panel of as many vectors as it has (H=32: 14 x 2), where the split gives each thread a panel
+// of its own (29 x 1, load-bound). Groups of a panel per thread or more tile as the split does.
+TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
+  for (const auto& [group, vectors] : {std::pair<std::int64_t, std::int64_t>{32, 2}, {20, 2}, {48, 3}}) {
+    const GemmBlocking shared = choose_blocking(6400, 500, group, 2, true, {}, true);
+    EXPECT_EQ(shared.n_r, vectors) << "group " << group;
+    EXPECT_GE(shared.m_r * shared.n_r, 24) << "group " << group;
+    EXPECT_EQ(choose_blocking(6400, 500, group, 2, true).panels_per_group(), 2) << "group " << group;
+  }
+  for (const std::int64_t group : {800, 512, 1024, 256})
+    for (int threads : {2, 3}) {
+      const GemmBlocking shared = choose_blocking(6000, 800, group, threads, true, {}, true);
+      const GemmBlocking split = choose_blocking(6000, 800, group, threads, true);
+      EXPECT_EQ(shared.m_r, split.m_r) << "group " << group;
+      EXPECT_EQ(shared.n_r, split.n_r) << "group " << group;
+    }
+}
+
 // Threads split each group's panels, and a group's last panel may be narrow: H = 200 in
 // 64-column panels gives the threads 128 and 72 columns (one waits for the other at every step;
 // measured 0.85x oneDNN on LSTM N=100), in 32-column panels 96 and 104. The model weighs each
