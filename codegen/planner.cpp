@@ -34,8 +34,8 @@ constexpr double kMinWeightBytesPerThread = 1 << 20;
 double l2_weight_bytes(const CacheSizes& caches) { return 0.75 * static_cast<double>(caches.l2); }
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
-// Batch rows each thread needs before a forward recurrence is split by rows (see the
-// constructor): fewer would leave the threads' GEMM tiles too short to keep the FMAs busy.
+// Batch rows each thread needs before a recurrence is split by rows (see the constructor):
+// fewer would leave the threads' GEMM tiles too short to keep the FMAs busy.
 constexpr std::int64_t kMinSliceRows = 8;
 
 // Index of `d` in `kernels`, appended if new.
@@ -186,14 +186,15 @@ class Planner {
     g.blocking.packed_b = g.blocking.packed_b || pack_b;
     g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent,
                             plan_.caches);
+    const auto lane_index = static_cast<std::size_t>(lane);
     if (g.blocking.pack_a)
-      g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_.at(static_cast<std::size_t>(lane)), "a_panels", lane,
+      g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_.at(lane_index), "a_panels", lane,
                                                                a_panel_elements(g.blocking, g.m, g.k)));
     if (pack_b) {
       const std::int64_t elements = packed_elements(g.blocking, g.n / group, g.k);
       const Operand panels = region_operand(
           plan_.workspace, own_panels ? region(fmt::format("b_panels.{}", g.what), false, elements)
-                                      : lane_region(b_panels_.at(static_cast<std::size_t>(lane)), "b_panels", lane, elements));
+                                      : lane_region(b_panels_.at(lane_index), "b_panels", lane, elements));
       pack_into->push_back(
           PackStep{"pack B of " + g.what, g.b, panels, g.k, g.n / group, g.blocking, false, g.ldb});
       g.b = panels;
@@ -661,7 +662,8 @@ class Planner {
       r.dh_proj = {region_operand(plan_.workspace, dh_proj_[ld], n0 * s.P), s.N * s.P};
       r.dcell = region_operand(plan_.workspace, dcell_[d], n0 * s.H);
       r.zeros = region_operand(plan_.workspace, zeros_[d], n0 * s.H);
-      lane.push_back(CopyStep{fmt::format("zeros d{}{}", d, rows_note), {}, r.zeros, rows, s.H, s.H, s.H, false, false});
+      lane.push_back(
+          CopyStep{fmt::format("zeros d{}{}", d, rows_note), {}, r.zeros, rows, s.H, s.H, s.H, false, false});
       r.projection_grad = generated(GemmStep{"projection gradient" + rows_note, false, false, rows, s.H, s.P, {},
                                              weight(l, d, ParamKind::weight_hr), r.dcell, s.P, s.H, s.H, 0.0f, {}},
                                     s.H, threads, true, lane_index, &lane, true);
