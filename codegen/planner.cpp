@@ -172,6 +172,11 @@ class Planner {
 
   int add_kernel_desc(const KernelDesc& d) { return append_kernel(plan_.kernels, d); }
 
+  // Batch rows [first, second) of lane i of a direction split by rows (batch_slices_ lanes).
+  std::pair<std::int64_t, std::int64_t> batch_slice(int i) const {
+    return {s_.N * i / batch_slices_, s_.N * (i + 1) / batch_slices_};
+  }
+
   // Chooses the tiling of a GEMM over column groups of `group` and registers its kernels.
   // `recurrent`: the GEMM runs at every time step with the same B, too large for L2, so its
   // kernels prefetch the next panel while computing this one. With `pack_into`, a plain B (a
@@ -436,8 +441,8 @@ class Planner {
         }
         for (int i = 0; i < batch_slices_; ++i) {
           std::vector<Step> slice;
-          forward_lane(slice, l, d, s.N * i / batch_slices_, s.N * (i + 1) / batch_slices_, 1,
-                       fmt::format(".s{}", i));
+          const auto [n0, n1] = batch_slice(i);
+          forward_lane(slice, l, d, n0, n1, 1, fmt::format(".s{}", i));
           stage.lanes.push_back(std::move(slice));
         }
       }
@@ -586,8 +591,8 @@ class Planner {
         }
         for (int i = 0; i < batch_slices_; ++i) {
           std::vector<Step> slice;
-          backward_lane(slice, l, d, s.N * i / batch_slices_, s.N * (i + 1) / batch_slices_, 1, d * batch_slices_ + i,
-                        fmt::format(".s{}", i));
+          const auto [n0, n1] = batch_slice(i);
+          backward_lane(slice, l, d, n0, n1, 1, d * batch_slices_ + i, fmt::format(".s{}", i));
           stage.lanes.push_back(std::move(slice));
         }
       }

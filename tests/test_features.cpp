@@ -34,8 +34,8 @@ struct Feature {
 struct Target {
   Isa isa;
   int threads;
-  // A batch large enough that a one-direction recurrence is split by batch rows (a lane per
-  // thread) rather than by hidden units.
+  // A batch large enough that the recurrences are split by batch rows (a lane per thread)
+  // rather than by hidden units.
   bool row_split = false;
 };
 
