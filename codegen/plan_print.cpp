@@ -40,15 +40,26 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
           {"threads", b.threads}, {"packed_b", b.packed_b}, {"kernels", kernels}};
 }
 
+const char* sequence_rows_name(GemmStep::SequenceRows r) {
+  switch (r) {
+    case GemmStep::SequenceRows::time_major: return "time_major";
+    case GemmStep::SequenceRows::batch_major: return "batch_major";
+    case GemmStep::SequenceRows::none: break;
+  }
+  return "none";
+}
+
 std::string gemm_text(const Plan& p, const GemmStep& g) {
   const std::string batch =
       g.batch > 1 ? fmt::format(" x{} batch (strides A {} B {} C {})", g.batch, g.a_batch_stride, g.b_batch_stride,
                                 g.c_batch_stride)
                   : "";
-  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}{}, A={} B={} C={} ldc={} ({})", g.what,
+  const char* skips =
+      g.sequence_rows == GemmStep::SequenceRows::none ? "" : ", skips the rows of finished sequences (variable lengths)";
+  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}{}, A={} B={} C={} ldc={} ({}){}", g.what,
                      g.m, g.n, g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb,
                      g.k, batch, g.a.buffer == Buffer::none ? "per step" : operand_text(p, g.a), operand_text(p, g.b),
-                     operand_text(p, g.c), g.ldc, blocking_text(g.blocking));
+                     operand_text(p, g.c), g.ldc, blocking_text(g.blocking), skips);
 }
 
 nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
@@ -56,7 +67,8 @@ nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
           {"k", g.k}, {"a", operand_json(p, g.a)}, {"b", operand_json(p, g.b)}, {"c", operand_json(p, g.c)},
           {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}, {"blocking", blocking_json(p, g.blocking)},
           {"batch", g.batch}, {"a_batch_stride", g.a_batch_stride}, {"b_batch_stride", g.b_batch_stride},
-          {"c_batch_stride", g.c_batch_stride}};
+          {"c_batch_stride", g.c_batch_stride}, {"sequence_rows", sequence_rows_name(g.sequence_rows)},
+          {"sequences", g.sequences}};
 }
 
 std::string step_text(const Plan& p, const Step& step) {

@@ -424,6 +424,9 @@ class Planner {
                             config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
                             ld_input(l), ld_input(l), s.GH, 0.0f, {}};
         if (batch_first_input(l)) projection = batch_first_rows(projection, true);
+        projection.sequence_rows =
+            batch_first_input(l) ? GemmStep::SequenceRows::batch_major : GemmStep::SequenceRows::time_major;
+        projection.sequences = s.N;
         // No thread needs its hidden units of every gate here (the recurrence does), so where H
         // is not a whole number of vectors the G gates are one group of G*H columns: panels
         // grouped by gate would pad every gate's last vector (H=50: 150 columns computed as 192).

@@ -14,9 +14,10 @@
 namespace rnnjit {
 namespace {
 
-void blas_gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta) {
+// The first `rows` rows of C (of g.m) through OpenBLAS.
+void blas_gemm(const GemmStep& g, std::int64_t rows, const float* a, const float* b, float* c, float beta) {
   cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a, static_cast<int>(g.lda), b,
+              static_cast<int>(rows), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a, static_cast<int>(g.lda), b,
               static_cast<int>(g.ldb), beta, c, static_cast<int>(g.ldc));
 }
 
@@ -134,6 +135,25 @@ __attribute__((target("avx512f"))) void pack_transposed_panel(float* dst, const 
 // Variable lengths: whether batch row n is past its sequence at time t.
 bool past_end(const std::int32_t* lengths, std::int64_t n, std::int64_t t) { return lengths && t >= lengths[n]; }
 
+// Variable lengths: the rows [0, live) of a batch of n hold every row still in its sequence at
+// time t (live is 1 + the last such row). A recurrence's per-step GEMMs compute those rows only:
+// with lengths sorted longest first (PyTorch's packed sequences, cuDNN's packed layout) they
+// shrink as sequences end. Whatever the kernels then make of a finished row's stale GEMM rows
+// is replaced by its carried state (forward) or carried gradients and zero gate gradients
+// (backward) before anything reads it.
+std::int64_t live_rows(const std::int32_t* lengths, std::int64_t n, std::int64_t t) {
+  while (lengths && n > 0 && t >= lengths[n - 1]) --n;
+  return n;
+}
+
+// Whether rows [r0, r1) of a time-major [T, n] GEMM (row t * n + i) hold a row of a sequence
+// still running at its t.
+bool holds_running_row(const std::int32_t* lengths, std::int64_t n, std::int64_t r0, std::int64_t r1) {
+  for (std::int64_t r = r0; r < r1; ++r)
+    if (r / n < lengths[r % n]) return true;
+  return false;
+}
+
 }  // namespace
 
 Executor::Executor(std::shared_ptr<const Plan> plan, std::vector<std::shared_ptr<const CompiledKernel>> kernels)
@@ -208,25 +228,32 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
     if (i > 0 && (g.blocking.pack_a || into_same_c) && threads > 1) ThreadTeam::instance().barrier();
     const float *ai = a + i * g.a_batch_stride, *bi = b + i * g.b_batch_stride;
     float* ci = c + i * g.c_batch_stride;
-    if (g.blocking.generated()) gemm(g, ai, bi, ci, beta_i, tid, threads, a_panels, /*shared=*/true);
-    else blas_rows(g, ai, bi, ci, beta_i, threads);
+    if (g.blocking.generated()) {
+      // Variable lengths: a batch-major product is one sequence, whose rows past its length
+      // are skipped; a time-major one skips row blocks of finished sequences as it goes.
+      const bool by_sequence = bind.lengths && g.sequence_rows != GemmStep::SequenceRows::none;
+      const bool batch_major = by_sequence && g.sequence_rows == GemmStep::SequenceRows::batch_major;
+      const std::int64_t rows = batch_major ? std::min<std::int64_t>(g.m, bind.lengths[i]) : g.m;
+      gemm(g, rows, by_sequence && !batch_major ? bind.lengths : nullptr, ai, bi, ci, beta_i, tid, threads, a_panels,
+           /*shared=*/true);
+    } else {
+      blas_rows(g, ai, bi, ci, beta_i, threads);
+    }
   }
 }
 
 void Executor::blas_rows(const GemmStep& g, const float* a, const float* b, float* c, float beta,
                          int threads) const {
   if (threads == 1) {
-    blas_gemm(g, a, b, c, beta);
+    blas_gemm(g, g.m, a, b, c, beta);
     return;
   }
   const std::int64_t rows = blas_chunk_rows(g.m, threads);
   const std::int64_t chunks = (g.m + rows - 1) / rows;
   SharedLoop loop = ThreadTeam::instance().shared_loop(chunks, threads);
   for (std::int64_t u = loop.next(); u >= 0; u = loop.next()) {
-    GemmStep part = g;
     const std::int64_t r0 = u * rows;
-    part.m = std::min(rows, g.m - r0);
-    blas_gemm(part, a + r0 * (g.trans_a ? 1 : g.lda), b, c + r0 * g.ldc, beta);
+    blas_gemm(g, std::min(rows, g.m - r0), a + r0 * (g.trans_a ? 1 : g.lda), b, c + r0 * g.ldc, beta);
   }
 }
 
@@ -292,13 +319,14 @@ void Executor::dropout(const DropoutStep& d, const Bindings& b, int tid, int thr
   }
 }
 
-void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
+void Executor::gemm(const GemmStep& g, std::int64_t rows, const std::int32_t* lengths, const float* a, const float* b,
+                    float* c, float beta, int tid, int threads,
                     float* a_panels, bool shared) const {
   const GemmBlocking& k = g.blocking;
   const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
-  const std::int64_t k_blocks = (g.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(g.m);
+  const std::int64_t k_blocks = (g.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(rows);
   const std::int64_t rows_per_block = k.m_c > 0 ? k.m_c / k.m_r : row_blocks;
   // Not a structured binding: clang before 16 cannot capture one in the lambda below.
   const std::pair<std::int64_t, std::int64_t> panels = k.thread_panels(tid);
@@ -324,6 +352,7 @@ void Executor::gemm(const GemmStep& g, const float* a, const float* b, float* c,
     args.k = std::min(k.k_c, g.k - k0);
     for (std::int64_t rb = rb0; rb < rb1; ++rb) {
       const std::int64_t r0 = rb * k.m_r;
+      if (lengths && !holds_running_row(lengths, g.sequences, r0, std::min(g.m, r0 + k.m_r))) continue;
       const int row_tail = g.m - r0 < k.m_r;
       args.a = k.pack_a ? a_panels + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
       args.c = c + r0 * g.ldc + grp * k.group + p * pc;
@@ -412,9 +441,10 @@ std::pair<std::int64_t, std::int64_t> Executor::gemm_columns(const GemmStep& g, 
   return {0, tid == 0 ? g.n : 0};  // OpenBLAS: one thread computes everything
 }
 
-void Executor::step_gemm(const GemmStep& g, const float* a, const float* b, float* c, int tid, int threads) const {
-  if (g.blocking.generated()) gemm(g, a, b, c, g.beta, tid, threads);
-  else if (tid == 0) blas_gemm(g, a, b, c, g.beta);
+void Executor::step_gemm(const GemmStep& g, std::int64_t rows, const float* a, const float* b, float* c, int tid,
+                         int threads) const {
+  if (g.blocking.generated()) gemm(g, rows, nullptr, a, b, c, g.beta, tid, threads);
+  else if (tid == 0) blas_gemm(g, rows, a, b, c, g.beta);
 }
 
 float* Executor::timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col) const {
@@ -457,6 +487,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     const float* h_prev = s == 0 ? h_init : at(r.h, prev, 0);
     float* const h_out = at(r.h, t, 0);
     float* const reset_h = reset_before ? at(r.reset_h, t, 0) : nullptr;
+    const std::int64_t live = live_rows(lengths, N, t);
     // What every gate kernel of this step reads or writes, from hidden unit c0 on.
     auto step_args = [&](std::int64_t c0) {
       GateForwardArgs a{};
@@ -468,7 +499,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       a.gates = at(r.gates, t, c0);
       return a;
     };
-    step_gemm(r.gemm, h_prev, w_hh, gh, tid, threads);
+    step_gemm(r.gemm, live, h_prev, w_hh, gh, tid, threads);
     if (kernel && reset_before) {
       GateForwardArgs args = step_args(col0);
       args.h_out = reset_h + col0;  // r * h_prev
@@ -477,7 +508,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     }
     if (reset_before) {
       if (threads > 1) ThreadTeam::instance().barrier();  // every unit's r * h_prev is in
-      step_gemm(r.gemm_n, reset_h, w_hn, gh_n, tid, threads);
+      step_gemm(r.gemm_n, live, reset_h, w_hn, gh_n, tid, threads);
       if (n_share.kernel) {
         GateForwardArgs args = step_args(n_share.col0);
         args.c_prev = z + n_share.col0;
@@ -500,7 +531,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     }
     if (projected) {  // h = (o * tanh(c)) W_hr^T once every thread's units are in
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.projection, at(r.cell_out, t, 0), w_hr, h_out, tid, threads);
+      step_gemm(r.projection, live, at(r.cell_out, t, 0), w_hr, h_out, tid, threads);
     }
     for (std::int64_t n = 0; n < N && lengths; ++n)
       if (past_end(lengths, n, t)) copy_floats(h_out + n * ldh + h0, h_prev + n * ldh + h0, h1 - h0);
@@ -547,6 +578,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
     const std::int64_t t = r.reverse ? s : T - 1 - s, prev = r.reverse ? t + 1 : t - 1;
     const bool first = r.reverse ? t == T - 1 : t == 0;  // the first step of the forward pass
     float* gates = at(r.gates, t, 0);
+    const std::int64_t live = live_rows(lengths, N, t);
     for (std::int64_t n = 0; n < N && lengths; ++n)
       if (past_end(lengths, n, t)) copy_floats(save + n * 2 * H + h0, dh_carry + n * S + h0, h1 - h0);
     if (projected) {
@@ -557,7 +589,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
         for (std::int64_t j = h0; j < h1; ++j)
           dhp[n * S + j] = past_end(lengths, n, t) ? 0.0f : dh_carry[n * S + j] + dy[n * ldh + j];
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.projection_grad, dhp, w_hr, dcell, tid, threads);
+      step_gemm(r.projection_grad, live, dhp, w_hr, dcell, tid, threads);
     }
     if (kernel) {
       args.dy = projected ? dcell + col0 : at(r.dy, t, col0);
@@ -580,7 +612,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       // d(r * h_prev) = dn W_hn once every dn is in, then dr and its share of dh_{t-1} (both
       // parts split like gemm_n, so each thread reads the d(r * h_prev) columns it computed).
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.gemm_n, gates + 2 * H, w_hn, d_reset_h, tid, threads);
+      step_gemm(r.gemm_n, live, gates + 2 * H, w_hn, d_reset_h, tid, threads);
       if (n_share.kernel) {
         const std::int64_t c0 = n_share.col0;
         args = {};
@@ -593,7 +625,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       }
     }
     if (threads > 1) ThreadTeam::instance().barrier();  // every thread's gate gradients are in
-    step_gemm(r.gemm, gates, w_hh, dh_carry, tid, threads);
+    step_gemm(r.gemm, live, gates, w_hh, dh_carry, tid, threads);
     for (std::int64_t n = 0; n < N && lengths; ++n)
       if (past_end(lengths, n, t)) copy_floats(dh_carry + n * S + h0, save + n * 2 * H + h0, h1 - h0);
   }

@@ -52,8 +52,11 @@ class Executor {
   // Thread `tid` of `threads` (of this lane) computes its panels of the GEMM (static: the same
   // columns every time, which a recurrence's gate kernel then reads without a barrier), or with
   // `shared`, whichever (m block, panel) units it claims first (ThreadTeam::shared_loop).
-  void gemm(const GemmStep& g, const float* a, const float* b, float* c, float beta, int tid, int threads,
-            float* a_panels = nullptr, bool shared = false) const;
+  // Only the row blocks that hold C's first `rows` rows (of g.m) are computed, and with
+  // `lengths` (time-major GemmStep::sequence_rows) of those only the ones that hold a row of a
+  // running sequence.
+  void gemm(const GemmStep& g, std::int64_t rows, const std::int32_t* lengths, const float* a, const float* b, float* c,
+            float beta, int tid, int threads, float* a_panels = nullptr, bool shared = false) const;
   // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads
   // claim as they go, each chunk one single-threaded OpenBLAS call.
   void blas_rows(const GemmStep& g, const float* a, const float* b, float* c, float beta, int threads) const;
@@ -74,8 +77,10 @@ class Executor {
   GateShare gate_share(const RecurrenceStep& r, int tid, int part = 0) const;
   // The output columns of a GEMM that thread `tid` computes.
   std::pair<std::int64_t, std::int64_t> gemm_columns(const GemmStep& g, int tid) const;
-  // One product of a recurrence's per-step GEMM (its own beta), on this thread's share.
-  void step_gemm(const GemmStep& g, const float* a, const float* b, float* c, int tid, int threads) const;
+  // One product of a recurrence's per-step GEMM (its own beta), on this thread's share, for
+  // the first `rows` rows of A and C (at least: a row block is computed whole).
+  void step_gemm(const GemmStep& g, std::int64_t rows, const float* a, const float* b, float* c, int tid,
+                 int threads) const;
   // The address of a time-indexed operand at time `time`, column `col` (null if unbound).
   float* timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col = 0) const;
   void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;

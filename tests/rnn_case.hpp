@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -46,14 +47,16 @@ struct RnnCase {
     if (c.cell == CellKind::lstm) fill(dcy, cell_state_elements(c, s), 1.0f);
   }
 
-  // Mixed lengths in [1, T] in no particular order, the longest being T.
-  void vary_lengths(unsigned seed = 7) {
+  // Mixed lengths in [1, T], the longest being T and the shortest 1: in no particular order, or
+  // sorted longest first (PyTorch's packed sequences), where the per-step GEMMs shrink.
+  void vary_lengths(unsigned seed = 7, bool longest_first = false) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<std::int32_t> u(1, static_cast<std::int32_t>(shape.seq_len));
     lengths.resize(static_cast<std::size_t>(shape.batch));
     for (std::int32_t& l : lengths) l = u(rng);
     lengths[static_cast<std::size_t>(shape.batch / 2)] = static_cast<std::int32_t>(shape.seq_len);
     lengths[0] = 1;
+    if (longest_first) std::sort(lengths.begin(), lengths.end(), std::greater<>());
   }
 
   bool lstm() const { return config.cell == CellKind::lstm; }

@@ -25,6 +25,7 @@ using test::Tensors;
 struct Feature {
   std::string name;
   bool reverse = false, batch_first = false, lengths = false;
+  bool longest_first = false;  // lengths sorted: the per-step GEMMs shrink as sequences end
   float clip = 0.0f, dropout = 0.0f;
   std::int64_t proj_size = 0;
   float gate_clip = 0.0f;
@@ -83,7 +84,7 @@ TEST_P(Features, MatchReference) {
   config.peephole = p.cell == CellKind::lstm && f.peephole;
   config.input_forget = p.cell == CellKind::lstm && f.input_forget;
   RnnCase rc(config, p.target.row_split ? Shape{9, 21} : split ? Shape{24, 10} : Shape{7, 5}, 3);
-  if (f.lengths) rc.vary_lengths();
+  if (f.lengths) rc.vary_lengths(7, f.longest_first);
   rc.dropout_seed = 0x5eed;
   Rnn rnn(config, {.backend = Backend::jit, .isa = p.target.isa, .threads = p.target.threads});
   Execution ex = rnn.prepare(rc.shape, p.mode);
@@ -101,9 +102,10 @@ std::vector<FeatureCase> feature_cases() {
       {.name = "dropout", .dropout = 0.3f},
       {.name = "batch_first", .batch_first = true},
       {.name = "lengths", .lengths = true},
+      {.name = "lengths_sorted", .lengths = true, .longest_first = true},
       {.name = "projection", .proj_size = 7},
-      {.name = "all", .reverse = true, .batch_first = true, .lengths = true, .clip = 0.6f, .dropout = 0.3f,
-       .proj_size = 11},
+      {.name = "all", .reverse = true, .batch_first = true, .lengths = true, .longest_first = true, .clip = 0.6f,
+       .dropout = 0.3f, .proj_size = 11},
       {.name = "gate_clip", .gate_clip = 0.4f},
       {.name = "peephole", .peephole = true},
       {.name = "input_forget", .input_forget = true},

@@ -78,6 +78,8 @@ for case in range(n_cases):
     if varlen:
         lengths = [rng.randint(1, T) for _ in range(N)]
         lengths[rng.randrange(N)] = T
+        if rng.random() < 0.5:  # longest first, as pack_padded_sequence wants them by default
+            lengths.sort(reverse=True)
     for name, t in [("x", x), ("h0", h0), ("c0", c0), ("dy", dy), ("dhy", dhy), ("dcy", dcy)]:
         np.save(f"{d}/{name}.npy", t.float().numpy())
     if lengths is not None:
