@@ -42,7 +42,7 @@ struct BenchFlags {
   int warmup = 2;
   bool json = false;
   bool peak = false;
-  bool mixed_lengths = false;
+  bool mixed_lengths = false, unsorted_lengths = false;
   std::vector<std::string> compare;
   std::string device = "cpu";
 };
@@ -160,6 +160,7 @@ int bench(const BenchFlags& f) {
     std::mt19937 rng(7);
     std::uniform_int_distribution<std::int32_t> u(1, static_cast<std::int32_t>(shape.seq_len));
     for (std::int64_t n = 0; n < shape.batch; ++n) d.lengths.push_back(n == 0 ? static_cast<std::int32_t>(shape.seq_len) : u(rng));
+    if (!f.unsorted_lengths) std::sort(d.lengths.begin(), d.lengths.end(), std::greater<>());
   }
   std::vector<Contender> contenders{
       device == Device::cuda ? Contender{"rnnjit", cuda_rnnjit_iteration(config, shape, mode, {d.w, d.x, d.dy, d.lengths})}
@@ -206,6 +207,7 @@ int bench(const BenchFlags& f) {
                      {"backend", std::string(to_string(options.backend))}, {"median_ms", ours.median()},
                      {"min_ms", ours.min()}, {"gflops", ours_gflops}, {"threads", threads},
                      {"config", describe(config)}, {"mixed_lengths", f.mixed_lengths},
+                     {"sorted_lengths", f.mixed_lengths && !f.unsorted_lengths},
                      {"device", std::string(to_string(device))}};
     if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
     if (bound_ms > 0)
@@ -218,8 +220,11 @@ int bench(const BenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return kExitOk;
   }
-  fmt::print("{} {}{} mode={} reps={} {} ({:.3f} GFLOP per iteration)\n", describe(config),
-             describe(shape), f.mixed_lengths ? " mixed lengths" : "", mode == Mode::training ? "train" : "infer",
+  const char* lengths = !f.mixed_lengths     ? ""
+                        : f.unsorted_lengths ? " mixed lengths (unsorted)"
+                                             : " mixed lengths (longest first)";
+  fmt::print("{} {}{} mode={} reps={} {} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape), lengths,
+             mode == Mode::training ? "train" : "infer",
              f.reps, device == Device::cuda ? std::string("device=cuda") : fmt::format("threads={}", threads),
              flops * 1e-9);
   if (peak > 0)
@@ -248,8 +253,11 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_flag("--peak", f->peak,
                "after the timed runs, also measure the FMA peak of the same threads and the rate they read each "
                "thread's share of W_hh at (the weight-streaming bound of the recurrence)");
-  sub.add_flag("--mixed-lengths", f->mixed_lengths,
-               "variable-length sequences: lengths drawn in [1, T] (the longest T); FLOPs stay the padded ones");
+  CLI::Option* mixed = sub.add_flag("--mixed-lengths", f->mixed_lengths,
+               "variable-length sequences: lengths drawn in [1, T] (the longest T), sorted longest first as "
+               "PyTorch packs them; FLOPs stay the padded ones");
+  sub.add_flag("--unsorted-lengths", f->unsorted_lengths, "with --mixed-lengths: leave the lengths in the order drawn")
+      ->needs(mixed);
   sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
                                           "gate loops, MXNet's design), reference; cudnn with --device cuda")
       ->delimiter(',');
