@@ -76,13 +76,16 @@ struct GemmStep {
   GemmBlocking blocking;  // generated GEMM tiling and its kernels; empty: OpenBLAS
   Operand a_panels;       // blocking.pack_a: workspace for k_c x (row blocks * m_r) floats
   std::int64_t batch = 1, a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
-  // Variable lengths, for a GEMM whose rows of finished sequences nothing reads (an input
-  // projection: the gate kernel's results there are replaced by the carried state): the row
-  // blocks of C made only of such rows are skipped. Rows are (t, n) pairs: time_major, row
-  // t * sequences + n; batch_major, row t of product n (batch-first x, a product per sequence).
+  // Variable lengths: C's row blocks made only of rows of finished sequences are not computed.
+  // Either nothing reads those rows (an input projection: the gate kernel's results there are
+  // replaced by the carried state), or, with finished_rows_zero, A's rows there are zero (gate
+  // gradients) and so are C's: stored as zeros where C is overwritten, left where C is added
+  // to (an input gradient). Rows are (t, n) pairs: time_major, row t * sequences + n;
+  // batch_major, row t of product n (batch-first x and dx, a product per sequence).
   enum class SequenceRows : std::uint8_t { none, time_major, batch_major };
   SequenceRows sequence_rows = SequenceRows::none;
   std::int64_t sequences = 0;  // N, with sequence_rows
+  bool finished_rows_zero = false;
 };
 
 // Packs a GEMM's B into the generated GEMM's panels (codegen/gemm_blocking.hpp) so that it

@@ -390,6 +390,14 @@ class Planner {
     return g;
   }
 
+  // A GEMM over layer l's T x N rows (of its input or input gradient) skips the rows of finished
+  // sequences (GemmStep::sequence_rows).
+  void skip_finished_rows(GemmStep& g, std::int64_t l, bool rows_of_a_are_zero) const {
+    g.sequence_rows = batch_first_input(l) ? GemmStep::SequenceRows::batch_major : GemmStep::SequenceRows::time_major;
+    g.sequences = s_.N;
+    g.finished_rows_zero = rows_of_a_are_zero;
+  }
+
   // The time loop of layer l, direction d (the reverse direction walks t = T-1..0).
   RecurrenceStep recurrence(Pass pass, std::int64_t l, int d) const {
     RecurrenceStep r;
@@ -424,9 +432,7 @@ class Planner {
                             config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
                             ld_input(l), ld_input(l), s.GH, 0.0f, {}};
         if (batch_first_input(l)) projection = batch_first_rows(projection, true);
-        projection.sequence_rows =
-            batch_first_input(l) ? GemmStep::SequenceRows::batch_major : GemmStep::SequenceRows::time_major;
-        projection.sequences = s.N;
+        skip_finished_rows(projection, l, false);
         // No thread needs its hidden units of every gate here (the recurrence does), so where H
         // is not a whole number of vectors the G gates are one group of G*H columns: panels
         // grouped by gate would pad every gate's last vector (H=50: 150 columns computed as 192).
@@ -611,6 +617,7 @@ class Planner {
                       shifted(weight(l, d, ParamKind::weight_ih), piece.row * in), dx_of_layer(l), s.R, in, in,
                       first ? 0.0f : 1.0f, {}};
           if (batch_first_input(l)) dx = batch_first_rows(dx, false);
+          skip_finished_rows(dx, l, true);
           lane.push_back(generated(dx, in, plan_.threads, false, 0, &lane));
           first = false;
         }

@@ -230,10 +230,18 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
     float* ci = c + i * g.c_batch_stride;
     if (g.blocking.generated()) {
       // Variable lengths: a batch-major product is one sequence, whose rows past its length
-      // are skipped; a time-major one skips row blocks of finished sequences as it goes.
+      // are skipped (or zeroed); a time-major one skips row blocks of finished sequences as it
+      // goes.
       const bool by_sequence = bind.lengths && g.sequence_rows != GemmStep::SequenceRows::none;
       const bool batch_major = by_sequence && g.sequence_rows == GemmStep::SequenceRows::batch_major;
       const std::int64_t rows = batch_major ? std::min<std::int64_t>(g.m, bind.lengths[i]) : g.m;
+      // The rows past the row blocks the GEMM computes (whole ones: not a row twice).
+      const std::int64_t computed = std::min(g.m, g.blocking.row_blocks(rows) * g.blocking.m_r);
+      if (computed < g.m && g.finished_rows_zero && beta_i == 0.0f) {
+        const auto [r0, r1] = share(g.m - computed, tid, threads);
+        for (std::int64_t r = computed + r0; r < computed + r1; ++r)
+          std::memset(ci + r * g.ldc, 0, static_cast<std::size_t>(g.n) * sizeof(float));
+      }
       gemm(g, rows, by_sequence && !batch_major ? bind.lengths : nullptr, ai, bi, ci, beta_i, tid, threads, a_panels,
            /*shared=*/true);
     } else {
@@ -352,8 +360,14 @@ void Executor::gemm(const GemmStep& g, std::int64_t rows, const std::int32_t* le
     args.k = std::min(k.k_c, g.k - k0);
     for (std::int64_t rb = rb0; rb < rb1; ++rb) {
       const std::int64_t r0 = rb * k.m_r;
-      if (lengths && !holds_running_row(lengths, g.sequences, r0, std::min(g.m, r0 + k.m_r))) continue;
       const int row_tail = g.m - r0 < k.m_r;
+      if (lengths && !holds_running_row(lengths, g.sequences, r0, row_tail ? g.m : r0 + k.m_r)) {
+        if (g.finished_rows_zero && !use_beta)  // the product is zero: C's tile is, too
+          for (std::int64_t r = r0; r < (row_tail ? g.m : r0 + k.m_r); ++r)
+            std::memset(c + r * g.ldc + grp * k.group + p * pc, 0,
+                        static_cast<std::size_t>(std::min(pc, k.group - p * pc)) * sizeof(float));
+        continue;
+      }
       args.a = k.pack_a ? a_panels + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
       args.c = c + r0 * g.ldc + grp * k.group + p * pc;
       args.prefetch = next && rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;

@@ -327,40 +327,48 @@ TEST_P(Numerics, NanDoesNotStickInAnExecution) {
 
 // ---- variable lengths ----
 
-// With lengths sorted longest first a step's GEMMs skip the rows past the last sequence still
-// running, so those rows of the step's buffers keep whatever was there: here NaN or zeros, in
-// the caller's workspace and reserve, refilled before every call. Nothing of it may reach a
-// result, and the two fillings must give the same bits (the reverse direction starts with most
-// rows finished, and N = 9 leaves row blocks with tails).
+// With lengths sorted longest first the GEMMs skip the rows of finished sequences, so those rows
+// of the step's buffers keep whatever was there: here NaN or zeros, in the caller's workspace
+// and reserve, refilled before every call. Nothing of it may reach a result, and the two
+// fillings must give the same bits; dx's rows past a length must be zeros though dx starts as
+// NaN (the input gradient stores them without computing them). 40 rows, most of them finished
+// by the last steps, leave whole row blocks of every GEMM finished; the reverse direction starts
+// with most rows finished; batch-first runs a product of T = 40 rows (two row blocks) per
+// sequence.
 TEST_P(Numerics, FinishedSequencesLeaveNoTraceOfTheWorkspace) {
-  RnnCase rc({cell(), 7, 20, 2, true}, {6, 9}, 11);
-  rc.vary_lengths(3, /*longest_first=*/true);
-  const Rnn rnn(rc.config, {Backend::jit, isa()});
-  Execution ex = rnn.prepare(rc.shape, Mode::training);
-  std::vector<std::byte> reserve(ex.reserve_size()), workspace(ex.workspace_size());
-  auto run_filled = [&](std::byte fill) {
-    Tensors t;
-    t.y = filled(static_cast<std::size_t>(y_elements(rc.config, rc.shape)), kNaN);
-    t.hy = filled(rc.hx.size(), kNaN);
-    t.cy = filled(rc.cx.size(), kNaN);
-    t.dx = filled(rc.x.size(), kNaN);
-    t.dhx = filled(rc.hx.size(), kNaN);
-    t.dcx = filled(rc.cx.size(), kNaN);
-    t.dw = filled(rc.w.size(), kNaN);
-    std::fill(reserve.begin(), reserve.end(), fill);
-    std::fill(workspace.begin(), workspace.end(), fill);
-    ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = rc.lengths},
-               reserve, workspace);
-    std::fill(workspace.begin(), workspace.end(), fill);
-    ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = t.dx, .dhx = t.dhx, .dcx = t.dcx},
-                     reserve, workspace);
-    std::fill(workspace.begin(), workspace.end(), fill);
-    ex.backward_weights({.x = rc.x, .dweights = t.dw}, reserve, workspace);
-    return t;
-  };
-  const Tensors nan_filled = run_filled(std::byte{0xff}), zero_filled = run_filled(std::byte{0});
-  expect_bitwise_equal(nan_filled, zero_filled, "workspace and reserve filled with NaN vs zeros");
-  expect_matches_reference(rc, zero_filled, true);
+  for (bool batch_first : {false, true}) {
+    SCOPED_TRACE(batch_first ? "batch-first" : "time-major");
+    RnnConfig config{cell(), 7, 20, 2, true};
+    config.batch_first = batch_first;
+    RnnCase rc(config, {40, 40}, 11);
+    rc.vary_lengths(3, /*longest_first=*/true);
+    const Rnn rnn(rc.config, {Backend::jit, isa()});
+    Execution ex = rnn.prepare(rc.shape, Mode::training);
+    std::vector<std::byte> reserve(ex.reserve_size()), workspace(ex.workspace_size());
+    auto run_filled = [&](std::byte fill) {
+      Tensors t;
+      t.y = filled(static_cast<std::size_t>(y_elements(rc.config, rc.shape)), kNaN);
+      t.hy = filled(rc.hx.size(), kNaN);
+      t.cy = filled(rc.cx.size(), kNaN);
+      t.dx = filled(rc.x.size(), kNaN);
+      t.dhx = filled(rc.hx.size(), kNaN);
+      t.dcx = filled(rc.cx.size(), kNaN);
+      t.dw = filled(rc.w.size(), kNaN);
+      std::fill(reserve.begin(), reserve.end(), fill);
+      std::fill(workspace.begin(), workspace.end(), fill);
+      ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = rc.lengths},
+                 reserve, workspace);
+      std::fill(workspace.begin(), workspace.end(), fill);
+      ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = t.dx, .dhx = t.dhx, .dcx = t.dcx},
+                       reserve, workspace);
+      std::fill(workspace.begin(), workspace.end(), fill);
+      ex.backward_weights({.x = rc.x, .dweights = t.dw}, reserve, workspace);
+      return t;
+    };
+    const Tensors nan_filled = run_filled(std::byte{0xff}), zero_filled = run_filled(std::byte{0});
+    expect_bitwise_equal(nan_filled, zero_filled, "workspace and reserve filled with NaN vs zeros");
+    expect_matches_reference(rc, zero_filled, true);
+  }
 }
 
 std::vector<NumericsCase> cases() {
