@@ -7,7 +7,9 @@ Each case draws a cell (LSTM with or without projection, GRU, RNN tanh/relu), si
 layers, direction, batch-first, variable lengths and 1 or 2 threads; builds PyTorch's module with
 random parameters, runs it in float64 on float32 data (forward, then backward of a random linear
 loss of y, hy and cy), and runs the same float32 files through the CLI: forward, backward data
-and every parameter's gradient must agree within 2e-4 of the largest magnitude. --big draws
+and every parameter's gradient must agree within 2e-4 of the largest magnitude, or within twice
+PyTorch's own float32 error where float32 cannot do better (ReLU networks: a pre-activation
+within rounding of 0 falls on the other side in float64). --big draws
 I, H up to 1100 and N up to 70 (blocked GEMMs, split steps). Exits 1 when a case disagrees.
 Needs torch and numpy; tests/test_reference_features.cpp runs it when both import.
 """
@@ -65,37 +67,48 @@ for case in range(n_cases):
         for name, p in m.named_parameters():
             p.uniform_(-2.0 / H ** 0.5, 2.0 / H ** 0.5)  # twice PyTorch's default range
             np.save(f"{d}/params/{name}.npy", p.detach().float().numpy())
-    m = m.double()
     xs = (N, T, I) if bf else (T, N, I)
-    x = torch.randn(*xs, dtype=torch.float32).double()
-    h0 = torch.randn(L * D, N, S, dtype=torch.float32).double()
-    c0 = torch.randn(L * D, N, H, dtype=torch.float32).double()
     ys = (N, T, D * S) if bf else (T, N, D * S)
-    dy = torch.randn(*ys, dtype=torch.float32).double()
-    dhy = torch.randn(L * D, N, S, dtype=torch.float32).double()
-    dcy = torch.randn(L * D, N, H, dtype=torch.float32).double()
+    data = {"x": torch.randn(*xs), "h0": torch.randn(L * D, N, S), "c0": torch.randn(L * D, N, H),
+            "dy": torch.randn(*ys), "dhy": torch.randn(L * D, N, S), "dcy": torch.randn(L * D, N, H)}
     lengths = None
     if varlen:
         lengths = [rng.randint(1, T) for _ in range(N)]
         lengths[rng.randrange(N)] = T
         if rng.random() < 0.5:  # longest first, as pack_padded_sequence wants them by default
             lengths.sort(reverse=True)
-    for name, t in [("x", x), ("h0", h0), ("c0", c0), ("dy", dy), ("dhy", dhy), ("dcy", dcy)]:
-        np.save(f"{d}/{name}.npy", t.float().numpy())
+    for name, t in data.items():
+        np.save(f"{d}/{name}.npy", t.numpy())
     if lengths is not None:
         np.save(f"{d}/len.npy", np.array(lengths, dtype=np.int32))
-    x.requires_grad_(True); h0.requires_grad_(True); c0.requires_grad_(True)
-    inp = x
-    if lengths is not None:
-        inp = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths), batch_first=bf, enforce_sorted=False)
-    if cell == "lstm":
-        out, (hy, cy) = m(inp, (h0, c0))
-    else:
-        out, hy = m(inp, h0); cy = None
-    if lengths is not None:
-        out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=bf, total_length=T)
-    loss = (out * dy).sum() + (hy * dhy).sum() + ((cy * dcy).sum() if cy is not None else 0)
-    loss.backward()
+
+    def torch_results(dtype):
+        """PyTorch's outputs and gradients, in `dtype`, on the float32 data, as float64 arrays."""
+        mt = m.to(dtype)
+        t = {k: v.to(dtype) for k, v in data.items()}
+        for k in ("x", "h0", "c0"):
+            t[k].requires_grad_(True)
+        inp = t["x"]
+        if lengths is not None:
+            inp = torch.nn.utils.rnn.pack_padded_sequence(inp, torch.tensor(lengths), batch_first=bf,
+                                                          enforce_sorted=False)
+        if cell == "lstm":
+            out, (hy, cy) = mt(inp, (t["h0"], t["c0"]))
+        else:
+            out, hy = mt(inp, t["h0"]); cy = None
+        if lengths is not None:
+            out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=bf, total_length=T)
+        mt.zero_grad()
+        loss = (out * t["dy"]).sum() + (hy * t["dhy"]).sum() + ((cy * t["dcy"]).sum() if cy is not None else 0)
+        loss.backward()
+        res = {"y": out, "hy": hy, "dx": t["x"].grad, "dh0": t["h0"].grad}
+        if cell == "lstm":
+            res.update({"cy": cy, "dc0": t["c0"].grad})
+        for name, p in mt.named_parameters():
+            res["grad_" + name] = p.grad
+        return {k: v.detach().double().numpy() for k, v in res.items()}
+
+    want, want32 = torch_results(torch.float64), torch_results(torch.float32)
     cmd = [RNNJIT, "run", "--cell", cell, "--input-size", str(I), "--hidden-size", str(H), "--layers", str(L),
            "--params", d + "/params", "--x", d + "/x.npy", "--h0", d + "/h0.npy", "--out", d + "/out",
            "--dy", d + "/dy.npy", "--dhy", d + "/dhy.npy", "--backend", "jit", "--threads", str(threads)]
@@ -109,22 +122,20 @@ for case in range(n_cases):
     if r.returncode != 0:
         print("FAIL run", desc, r.stderr.strip()); fails += 1; continue
     o = d + "/out/"
-    pairs = [("y", out), ("hy", hy), ("dx", x.grad), ("dh0", h0.grad)]
-    if cell == "lstm": pairs += [("cy", cy), ("dc0", c0.grad)]
-    for name, p in m.named_parameters():
-        pairs.append(("grad_" + name, p.grad))
     bad = []
-    for name, ref in pairs:
+    for name, ref in want.items():
         got = np.load(o + name + ".npy").astype(np.float64)
-        ref = ref.detach().numpy()
         if got.shape != ref.shape:
             bad.append(f"{name} shape {got.shape} vs {ref.shape}"); continue
         scale = max(1.0, np.abs(ref).max())
         err = np.abs(got - ref).max() / scale
+        # Where float32 itself cannot do better (a ReLU pre-activation within rounding of 0 takes
+        # the other side in float64 and its gradients differ), PyTorch's own float32 run shows it.
+        err32 = np.abs(want32[name] - ref).max() / scale
         key = name if not name.startswith("grad_") else "grad"
         worst[key] = max(worst.get(key, 0), err)
-        if err > 2e-4:
-            bad.append(f"{name} err {err:.2e}")
+        if err > max(2e-4, 2 * err32):
+            bad.append(f"{name} err {err:.2e} (PyTorch float32: {err32:.2e})")
     if bad:
         fails += 1
         print("FAIL", desc, "; ".join(bad))
