@@ -224,9 +224,8 @@ int bench(const BenchFlags& f) {
                         : f.unsorted_lengths ? " mixed lengths (unsorted)"
                                              : " mixed lengths (longest first)";
   fmt::print("{} {}{} mode={} reps={} {} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape), lengths,
-             mode == Mode::training ? "train" : "infer",
-             f.reps, device == Device::cuda ? std::string("device=cuda") : fmt::format("threads={}", threads),
-             flops * 1e-9);
+             mode == Mode::training ? "train" : "infer", f.reps,
+             device == Device::cuda ? std::string("device=cuda") : fmt::format("threads={}", threads), flops * 1e-9);
   if (peak > 0)
     fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it\n", peak, threads,
                100.0 * ours_gflops / peak);
@@ -254,8 +253,8 @@ CommandAction setup_bench(CLI::App& sub) {
                "after the timed runs, also measure the FMA peak of the same threads and the rate they read each "
                "thread's share of W_hh at (the weight-streaming bound of the recurrence)");
   CLI::Option* mixed = sub.add_flag("--mixed-lengths", f->mixed_lengths,
-               "variable-length sequences: lengths drawn in [1, T] (the longest T), sorted longest first as "
-               "PyTorch packs them; FLOPs stay the padded ones");
+                                    "variable-length sequences: lengths drawn in [1, T] (the longest T), sorted "
+                                    "longest first as PyTorch packs them; FLOPs stay the padded ones");
   sub.add_flag("--unsorted-lengths", f->unsorted_lengths, "with --mixed-lengths: leave the lengths in the order drawn")
       ->needs(mixed);
   sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
