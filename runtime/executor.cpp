@@ -146,15 +146,16 @@ std::int64_t live_rows(const std::int32_t* lengths, std::int64_t n, std::int64_t
   return n;
 }
 
-// Whether rows [r0, r1) of a time-major [T, n] GEMM (row t * n + i) hold a row of a sequence
-// still running at its t.
-bool holds_running_row(const std::int32_t* lengths, std::int64_t n, std::int64_t r0, std::int64_t r1) {
-  for (std::int64_t r = r0; r < r1; ++r)
-    if (r / n < lengths[r % n]) return true;
-  return false;
-}
 
 }  // namespace
+
+bool Executor::FinishedRows::all(std::int64_t r0, std::int64_t r1) const {
+  if (!lengths) return false;
+  if (sequence >= 0) return r0 >= lengths[sequence];
+  for (std::int64_t r = r0; r < r1; ++r)
+    if (r / sequences < lengths[r % sequences]) return false;
+  return true;
+}
 
 Executor::Executor(std::shared_ptr<const Plan> plan, std::vector<std::shared_ptr<const CompiledKernel>> kernels)
     : plan_(std::move(plan)), kernels_(std::move(kernels)) {}
@@ -229,21 +230,10 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
     const float *ai = a + i * g.a_batch_stride, *bi = b + i * g.b_batch_stride;
     float* ci = c + i * g.c_batch_stride;
     if (g.blocking.generated()) {
-      // Variable lengths: a batch-major product is one sequence, whose rows past its length
-      // are skipped (or zeroed); a time-major one skips row blocks of finished sequences as it
-      // goes.
-      const bool by_sequence = bind.lengths && g.sequence_rows != GemmStep::SequenceRows::none;
-      const bool batch_major = by_sequence && g.sequence_rows == GemmStep::SequenceRows::batch_major;
-      const std::int64_t rows = batch_major ? std::min<std::int64_t>(g.m, bind.lengths[i]) : g.m;
-      // The rows past the row blocks the GEMM computes (whole ones: not a row twice).
-      const std::int64_t computed = std::min(g.m, g.blocking.row_blocks(rows) * g.blocking.m_r);
-      if (computed < g.m && g.finished_rows_zero && beta_i == 0.0f) {
-        const auto [r0, r1] = share(g.m - computed, tid, threads);
-        for (std::int64_t r = computed + r0; r < computed + r1; ++r)
-          std::memset(ci + r * g.ldc, 0, static_cast<std::size_t>(g.n) * sizeof(float));
-      }
-      gemm(g, rows, by_sequence && !batch_major ? bind.lengths : nullptr, ai, bi, ci, beta_i, tid, threads, a_panels,
-           /*shared=*/true);
+      FinishedRows finished;
+      if (bind.lengths && g.sequence_rows != GemmStep::SequenceRows::none)
+        finished = {bind.lengths, g.sequences, g.sequence_rows == GemmStep::SequenceRows::batch_major ? i : -1};
+      gemm(g, g.m, finished, ai, bi, ci, beta_i, tid, threads, a_panels, /*shared=*/true);
     } else {
       blas_rows(g, ai, bi, ci, beta_i, threads);
     }
@@ -327,9 +317,8 @@ void Executor::dropout(const DropoutStep& d, const Bindings& b, int tid, int thr
   }
 }
 
-void Executor::gemm(const GemmStep& g, std::int64_t rows, const std::int32_t* lengths, const float* a, const float* b,
-                    float* c, float beta, int tid, int threads,
-                    float* a_panels, bool shared) const {
+void Executor::gemm(const GemmStep& g, std::int64_t rows, const FinishedRows& finished, const float* a,
+                    const float* b, float* c, float beta, int tid, int threads, float* a_panels, bool shared) const {
   const GemmBlocking& k = g.blocking;
   const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
@@ -361,9 +350,10 @@ void Executor::gemm(const GemmStep& g, std::int64_t rows, const std::int32_t* le
     for (std::int64_t rb = rb0; rb < rb1; ++rb) {
       const std::int64_t r0 = rb * k.m_r;
       const int row_tail = g.m - r0 < k.m_r;
-      if (lengths && !holds_running_row(lengths, g.sequences, r0, row_tail ? g.m : r0 + k.m_r)) {
+      const std::int64_t r1 = row_tail ? g.m : r0 + k.m_r;
+      if (finished.all(r0, r1)) {
         if (g.finished_rows_zero && !use_beta)  // the product is zero: C's tile is, too
-          for (std::int64_t r = r0; r < (row_tail ? g.m : r0 + k.m_r); ++r)
+          for (std::int64_t r = r0; r < r1; ++r)
             std::memset(c + r * g.ldc + grp * k.group + p * pc, 0,
                         static_cast<std::size_t>(std::min(pc, k.group - p * pc)) * sizeof(float));
         continue;
@@ -457,7 +447,7 @@ std::pair<std::int64_t, std::int64_t> Executor::gemm_columns(const GemmStep& g, 
 
 void Executor::step_gemm(const GemmStep& g, std::int64_t rows, const float* a, const float* b, float* c, int tid,
                          int threads) const {
-  if (g.blocking.generated()) gemm(g, rows, nullptr, a, b, c, g.beta, tid, threads);
+  if (g.blocking.generated()) gemm(g, rows, {}, a, b, c, g.beta, tid, threads);
   else if (tid == 0) blas_gemm(g, rows, a, b, c, g.beta);
 }
 

@@ -52,11 +52,19 @@ class Executor {
   // Thread `tid` of `threads` (of this lane) computes its panels of the GEMM (static: the same
   // columns every time, which a recurrence's gate kernel then reads without a barrier), or with
   // `shared`, whichever (m block, panel) units it claims first (ThreadTeam::shared_loop).
-  // Only the row blocks that hold C's first `rows` rows (of g.m) are computed, and with
-  // `lengths` (time-major GemmStep::sequence_rows) of those only the ones that hold a row of a
-  // running sequence.
-  void gemm(const GemmStep& g, std::int64_t rows, const std::int32_t* lengths, const float* a, const float* b, float* c,
-            float beta, int tid, int threads, float* a_panels = nullptr, bool shared = false) const;
+  // Variable lengths: the rows of one product of a GEMM that belong to finished sequences
+  // (GemmStep::sequence_rows); without lengths, none.
+  struct FinishedRows {
+    const std::int32_t* lengths = nullptr;
+    std::int64_t sequences = 0;  // time-major: row r is (t, n) = (r / sequences, r % sequences)
+    std::int64_t sequence = -1;  // batch-major: the product's sequence n, row r its time t
+    bool all(std::int64_t r0, std::int64_t r1) const;  // whether rows [r0, r1) all are
+  };
+  // Only the row blocks that hold C's first `rows` rows (of g.m) are computed, and of those
+  // only the ones with a row that is not `finished` (a block of finished rows is stored as
+  // zeros where GemmStep::finished_rows_zero says the product is zero and C is overwritten).
+  void gemm(const GemmStep& g, std::int64_t rows, const FinishedRows& finished, const float* a, const float* b,
+            float* c, float beta, int tid, int threads, float* a_panels = nullptr, bool shared = false) const;
   // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads
   // claim as they go, each chunk one single-threaded OpenBLAS call.
   void blas_rows(const GemmStep& g, const float* a, const float* b, float* c, float beta, int threads) const;
