@@ -486,6 +486,13 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
   const float* const bias_hh = resolve(r.bias_hh, b);
   const float* const peephole = resolve(r.peephole, b);
   const std::int64_t T = r.steps;
+  // Variable lengths: a finished row's kernel outputs that a weight gradient reads (r * h_prev
+  // for dW_hn, o * tanh(c) for dW_hr) are zeroed: its GEMM rows were skipped, so they may be
+  // anything, NaN included, and its zero gate gradient times NaN would be NaN.
+  auto zero_finished = [&](std::int64_t t, float* at_col0, std::int64_t ld, std::int64_t width) {
+    for (std::int64_t n = 0; n < N && lengths; ++n)
+      if (past_end(lengths, n, t)) std::memset(at_col0 + n * ld, 0, static_cast<std::size_t>(width) * sizeof(float));
+  };
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
     const float* h_prev = s == 0 ? h_init : at(r.h, prev, 0);
@@ -509,6 +516,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       args.h_out = reset_h + col0;  // r * h_prev
       args.c_out = z + col0;
       (*kernel)(&args);
+      zero_finished(t, args.h_out, ldh, cols);
     }
     if (reset_before) {
       if (threads > 1) ThreadTeam::instance().barrier();  // every unit's r * h_prev is in
@@ -532,6 +540,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       for (std::int64_t n = 0; n < N && lengths && args.c_out; ++n)
         if (past_end(lengths, n, t))
           copy_floats(args.c_out + n * H, c_in_place ? save + n * 2 * H + col0 : args.c_prev + n * H, cols);
+      if (projected) zero_finished(t, args.h_out, H, cols);
     }
     if (projected) {  // h = (o * tanh(c)) W_hr^T once every thread's units are in
       if (threads > 1) ThreadTeam::instance().barrier();

@@ -334,12 +334,20 @@ TEST_P(Numerics, NanDoesNotStickInAnExecution) {
 // NaN (the input gradient stores them without computing them). 40 rows, most of them finished
 // by the last steps, leave whole row blocks of every GEMM finished; the reverse direction starts
 // with most rows finished; batch-first runs a product of T = 40 rows (two row blocks) per
-// sequence.
+// sequence. The LSTM with a projection and the reset-before GRU keep kernel outputs that weight
+// gradients read (o * tanh(c) for dW_hr, r * h_prev for dW_hn).
 TEST_P(Numerics, FinishedSequencesLeaveNoTraceOfTheWorkspace) {
+  std::vector<RnnConfig> configs;
   for (bool batch_first : {false, true}) {
-    SCOPED_TRACE(batch_first ? "batch-first" : "time-major");
     RnnConfig config{cell(), 7, 20, 2, true};
     config.batch_first = batch_first;
+    configs.push_back(config);
+  }
+  if (cell() == CellKind::lstm) configs.push_back({.cell = cell(), .input_size = 7, .hidden_size = 20, .num_layers = 2,
+                                                   .bidirectional = true, .proj_size = 13});
+  if (cell() == CellKind::gru) configs.push_back({CellKind::gru_reset_before, 7, 20, 2, true});
+  for (const RnnConfig& config : configs) {
+    SCOPED_TRACE(describe(config));
     RnnCase rc(config, {40, 40}, 11);
     rc.vary_lengths(3, /*longest_first=*/true);
     const Rnn rnn(rc.config, {Backend::jit, isa()});
@@ -356,8 +364,9 @@ TEST_P(Numerics, FinishedSequencesLeaveNoTraceOfTheWorkspace) {
       t.dw = filled(rc.w.size(), kNaN);
       std::fill(reserve.begin(), reserve.end(), fill);
       std::fill(workspace.begin(), workspace.end(), fill);
-      ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = rc.lengths},
-                 reserve, workspace);
+      const ForwardIo io{
+          .x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = rc.lengths};
+      ex.forward(rc.w, io, reserve, workspace);
       std::fill(workspace.begin(), workspace.end(), fill);
       ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = t.dx, .dhx = t.dhx, .dcx = t.dcx},
                        reserve, workspace);
