@@ -140,7 +140,7 @@ struct Worst {
   std::size_t points = 0;
   void add(float x, float g, double e) {
     ++points;
-    if (!(e <= ulp)) {  // also takes a NaN error
+    if (!std::isnan(ulp) && !(e <= ulp)) {  // also takes a NaN error, which then stays
       ulp = e;
       at = x;
       got = g;

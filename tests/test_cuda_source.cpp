@@ -175,7 +175,10 @@ int check(const unsigned char (&bytes)[sizeof(rnnjit::KernelDesc)], Kernel kerne
   else rnnjit::gate_backward_reference(d, *reinterpret_cast<rnnjit::GateBackwardArgs*>(&b_));
   double worst = 0;
   for (int k = 0; k < 4; ++k)
-    for (int i = 0; i < n; ++i) worst = std::fmax(worst, std::fabs(out_a[k][i] - out_b[k][i]) / (1.0 + std::fabs(out_b[k][i])));
+    for (int i = 0; i < n; ++i) {
+      const double e = std::fabs(out_a[k][i] - out_b[k][i]) / (1.0 + std::fabs(out_b[k][i]));
+      if (std::isnan(e) || e > worst) worst = e;  // NaN stays: nothing compares above it (fmax would drop it)
+    }
   // A gate clip that clamps: forward, gates (or an RNN's h; the reset-before GRU's part 0: z,
   // also in inference) held exactly at an activation of a bound; backward, blocked gradients
   // (exact zeros where the twin has them too).

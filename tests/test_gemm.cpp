@@ -15,6 +15,7 @@
 #include "kernels/gemm_reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
+#include "tests/worst.hpp"
 
 namespace rnnjit {
 namespace {
@@ -98,7 +99,7 @@ void check(const GemmCase& c) {
         scale += std::abs(av * bv);
       }
       // A float dot product of k terms errs by at most about k * eps * sum |a b|.
-      worst = std::max(worst, std::abs(got - want) / (scale * static_cast<double>(c.k + 1) * 1.2e-7 + 1e-30));
+      worst = test::worst_of(worst, std::abs(got - want) / (scale * static_cast<double>(c.k + 1) * 1.2e-7 + 1e-30));
     }
   EXPECT_LE(worst, 1.0) << "error in units of the k*eps*sum|ab| bound";
 }

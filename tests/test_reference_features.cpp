@@ -154,6 +154,7 @@ void expect_near_all(const std::vector<double>& a, const std::vector<double>& b,
   for (std::size_t i = 0; i < a.size(); ++i) {
     const double err = std::abs(a[i] - b[i]) / std::max(1.0, std::abs(b[i]));
     if (!(err <= worst)) worst = err, at = i;
+    if (std::isnan(worst)) break;  // the worst there is: no later finite error may replace it
   }
   EXPECT_LE(worst, tol) << what << "[" << at << "]: " << a[at] << " vs " << b[at];
 }
