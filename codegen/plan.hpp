@@ -84,8 +84,17 @@ struct GemmStep {
   // batch_major, row t of product n (batch-first x and dx, a product per sequence).
   enum class SequenceRows : std::uint8_t { none, time_major, batch_major };
   SequenceRows sequence_rows = SequenceRows::none;
-  std::int64_t sequences = 0;  // N, with sequence_rows
+  std::int64_t sequences = 0;  // N, with sequence_rows or k_sequence_rows
   bool finished_rows_zero = false;
+  // Variable lengths, weight gradients: the sum over k runs over (t, n) rows, laid out as
+  // above, and the rows of finished sequences add nothing. B there holds whatever the caller
+  // left past a length (x's padding, NaN included: zero gate gradients times NaN are NaN), so
+  // it is never read: batch-major products stop at their sequence's length; a time-major B is
+  // zeroed there as it is packed (PackStep::sequences) or, unpacked, copied into b_masked
+  // (laid out as B) with those rows zeroed. GPU plans mask batch-major B into
+  // b_masked too (cuBLAS runs every product over the same k).
+  SequenceRows k_sequence_rows = SequenceRows::none;
+  Operand b_masked;
 };
 
 // Packs a GEMM's B into the generated GEMM's panels (codegen/gemm_blocking.hpp) so that it
@@ -98,6 +107,9 @@ struct PackStep {
   GemmBlocking blocking;  // n_r and group define the layout
   bool transpose = true;
   std::int64_t ld = 0;    // row stride of a plain (not transposed) src
+  // Variable lengths: a plain src's row kk is (t, n) = (kk / sequences, kk % sequences), and
+  // the rows of finished sequences are packed as zeros (GemmStep::k_sequence_rows); 0: none.
+  std::int64_t sequences = 0;
 };
 
 // dst[b, r, 0:cols] = src[b, r, 0:cols] for r < rows, b < blocks (rows ld_* apart, blocks

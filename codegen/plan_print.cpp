@@ -54,8 +54,13 @@ std::string gemm_text(const Plan& p, const GemmStep& g) {
       g.batch > 1 ? fmt::format(" x{} batch (strides A {} B {} C {})", g.batch, g.a_batch_stride, g.b_batch_stride,
                                 g.c_batch_stride)
                   : "";
-  const char* skips =
+  std::string skips =
       g.sequence_rows == GemmStep::SequenceRows::none ? "" : ", skips the rows of finished sequences (variable lengths)";
+  if (g.k_sequence_rows != GemmStep::SequenceRows::none)
+    skips += g.b_masked.buffer != Buffer::none
+                 ? fmt::format(", sums no K row of a finished sequence (variable lengths: B masked into {})",
+                               operand_text(p, g.b_masked))
+                 : std::string(", sums no K row of a finished sequence (variable lengths)");
   return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}{}, A={} B={} C={} ldc={} ({}){}", g.what,
                      g.m, g.n, g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb,
                      g.k, batch, g.a.buffer == Buffer::none ? "per step" : operand_text(p, g.a), operand_text(p, g.b),
@@ -68,7 +73,8 @@ nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
           {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}, {"blocking", blocking_json(p, g.blocking)},
           {"batch", g.batch}, {"a_batch_stride", g.a_batch_stride}, {"b_batch_stride", g.b_batch_stride},
           {"c_batch_stride", g.c_batch_stride}, {"sequence_rows", sequence_rows_name(g.sequence_rows)},
-          {"sequences", g.sequences}};
+          {"k_sequence_rows", sequence_rows_name(g.k_sequence_rows)}, {"sequences", g.sequences},
+          {"b_masked", operand_json(p, g.b_masked)}};
 }
 
 std::string step_text(const Plan& p, const Step& step) {
@@ -120,8 +126,9 @@ std::string step_text(const Plan& p, const Step& step) {
                                r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm), kernels, projection);
           },
           [&](const PackStep& k) {
-            return fmt::format("pack {}: W[{}x{}] {} -> B panels {} ({})", k.what, k.groups * k.blocking.group, k.k,
-                               operand_text(p, k.src), operand_text(p, k.dst), blocking_text(k.blocking));
+            return fmt::format("pack {}: W[{}x{}] {} -> B panels {} ({}){}", k.what, k.groups * k.blocking.group, k.k,
+                               operand_text(p, k.src), operand_text(p, k.dst), blocking_text(k.blocking),
+                               k.sequences > 0 ? ", rows of finished sequences as zeros (variable lengths)" : "");
           }},
       step);
 }
@@ -182,7 +189,7 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
           [&](const PackStep& k) {
             return nlohmann::json{{"kind", "pack"}, {"what", k.what}, {"src", operand_json(p, k.src)},
                                   {"dst", operand_json(p, k.dst)}, {"k", k.k}, {"groups", k.groups},
-                                  {"blocking", blocking_json(p, k.blocking)}};
+                                  {"sequences", k.sequences}, {"blocking", blocking_json(p, k.blocking)}};
           }},
       step);
 }

@@ -200,8 +200,9 @@ class Planner {
       const Operand panels = region_operand(
           plan_.workspace, own_panels ? region(fmt::format("b_panels.{}", g.what), false, elements)
                                       : lane_region(b_panels_.at(lane_index), "b_panels", lane, elements));
-      pack_into->push_back(
-          PackStep{"pack B of " + g.what, g.b, panels, g.k, g.n / group, g.blocking, false, g.ldb});
+      const bool time_major_k = g.k_sequence_rows == GemmStep::SequenceRows::time_major;
+      pack_into->push_back(PackStep{"pack B of " + g.what, g.b, panels, g.k, g.n / group, g.blocking, false, g.ldb,
+                                    time_major_k ? g.sequences : 0});
       g.b = panels;
       g.ldb = g.blocking.panel_columns();
     }
@@ -726,6 +727,8 @@ class Planner {
           GemmStep dw{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
                       shifted(gates, piece.col), layer_input(l), dweight(l, d, ParamKind::weight_ih, piece.row, in),
                       s.R, ld_input(l), in, 0.0f, {}, {}};
+          dw.sequences = s.N;
+          dw.k_sequence_rows = GemmStep::SequenceRows::time_major;
           if (batch_first_input(l)) {
             // Sum over batch rows n of gates(:, n)^T x[n]: T rows of each, B read in place.
             dw.k = s.T;
@@ -733,8 +736,18 @@ class Planner {
             dw.a_batch_stride = s.R;
             dw.lda = s.N * s.R;
             dw.b_batch_stride = s.T * in;
+            dw.k_sequence_rows = GemmStep::SequenceRows::batch_major;
           }
           dw = gemm(dw, in, d, batch_first_input(l) ? nullptr : &lane);
+          // A B that is not packed is masked into a copy: time-major, and on the GPU batch-major
+          // too (cuBLAS's products share one k). Its home: the lane's B scratch (no GEMM packs).
+          const bool time_major = dw.k_sequence_rows == GemmStep::SequenceRows::time_major;
+          if (!dw.blocking.packed_b && (time_major || plan_.isa == Isa::cuda)) {
+            const int scratch_lane = one_lane ? 0 : d;
+            const std::int64_t elements = (dw.batch - 1) * dw.b_batch_stride + (dw.k - 1) * dw.ldb + dw.n;  // as B
+            dw.b_masked = region_operand(plan_.workspace, lane_region(b_panels_.at(static_cast<std::size_t>(scratch_lane)),
+                                                                      "b_panels", scratch_lane, elements));
+          }
           lane.push_back(std::move(dw));
           // Every cell but the plain GRU adds b_ih and b_hh to the same pre-activations, so
           // both get the same gradient; the plain GRU's n gate puts r between b_hn and dn.

@@ -14,13 +14,6 @@
 namespace rnnjit {
 namespace {
 
-// The first `rows` rows of C (of g.m) through OpenBLAS.
-void blas_gemm(const GemmStep& g, std::int64_t rows, const float* a, const float* b, float* c, float beta) {
-  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(rows), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a, static_cast<int>(g.lda), b,
-              static_cast<int>(g.ldb), beta, c, static_cast<int>(g.ldc));
-}
-
 // OpenBLAS on one thread while `active`, restored after: while the lanes of a stage run at once
 // (a core each), and in plans split across threads, whose threads share each OpenBLAS GEMM by
 // rows (Executor::blas_rows). OpenBLAS's own workers would also poll for about 0.1 s after
@@ -220,38 +213,59 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
   const float* a = resolve(g.a, bind);
   const float* b = resolve(g.b, bind);
   float* c = resolve(g.c, bind);
-  float* a_panels = resolve(g.a_panels, bind);
+  const bool lengths = bind.lengths != nullptr;
+  if (lengths && g.k_sequence_rows == GemmStep::SequenceRows::time_major && g.b_masked.buffer != Buffer::none) {
+    // B with the rows of finished sequences zeroed, shared by rows among the threads.
+    float* masked = resolve(g.b_masked, bind);
+    const auto [k0, k1] = share(g.k, tid, threads);
+    for (std::int64_t kk = k0; kk < k1; ++kk) {
+      float* row = masked + kk * g.ldb;
+      if (past_end(bind.lengths, kk % g.sequences, kk / g.sequences))
+        std::memset(row, 0, static_cast<std::size_t>(g.n) * sizeof(float));
+      else
+        copy_floats(row, b + kk * g.ldb, g.n);
+    }
+    if (threads > 1) ThreadTeam::instance().barrier();
+    b = masked;
+  }
   for (std::int64_t i = 0; i < g.batch; ++i) {
     // Products into one C add up, the last one's tiles done first (threads claim the tiles of
     // each product afresh); the A panels of the last product must be consumed first.
     const bool into_same_c = g.c_batch_stride == 0, accumulates = i > 0 && into_same_c;
-    const float beta_i = accumulates ? 1.0f : beta;
     if (i > 0 && (g.blocking.pack_a || into_same_c) && threads > 1) ThreadTeam::instance().barrier();
-    const float *ai = a + i * g.a_batch_stride, *bi = b + i * g.b_batch_stride;
-    float* ci = c + i * g.c_batch_stride;
-    if (g.blocking.generated()) {
-      FinishedRows finished;
-      if (bind.lengths && g.sequence_rows != GemmStep::SequenceRows::none)
-        finished = {bind.lengths, g.sequences, g.sequence_rows == GemmStep::SequenceRows::batch_major ? i : -1};
-      gemm(g, g.m, finished, ai, bi, ci, beta_i, tid, threads, a_panels, /*shared=*/true);
-    } else {
-      blas_rows(g, ai, bi, ci, beta_i, threads);
-    }
+    GemmCall call{a + i * g.a_batch_stride, b + i * g.b_batch_stride, c + i * g.c_batch_stride,
+                  accumulates ? 1.0f : beta, g.m, g.k};
+    call.a_panels = resolve(g.a_panels, bind);
+    if (lengths && g.k_sequence_rows == GemmStep::SequenceRows::batch_major)
+      call.k = std::min<std::int64_t>(g.k, bind.lengths[i]);  // product i sums over sequence i's steps
+    if (lengths && g.sequence_rows != GemmStep::SequenceRows::none)
+      call.finished = {bind.lengths, g.sequences, g.sequence_rows == GemmStep::SequenceRows::batch_major ? i : -1};
+    if (g.blocking.generated()) gemm(g, call, tid, threads, /*shared=*/true);
+    else blas_rows(g, call, threads);
   }
 }
 
-void Executor::blas_rows(const GemmStep& g, const float* a, const float* b, float* c, float beta,
-                         int threads) const {
+void Executor::blas_gemm(const GemmStep& g, const GemmCall& call) {
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(call.rows), static_cast<int>(g.n), static_cast<int>(call.k), 1.0f, call.a,
+              static_cast<int>(g.lda), call.b, static_cast<int>(g.ldb), call.beta, call.c, static_cast<int>(g.ldc));
+}
+
+void Executor::blas_rows(const GemmStep& g, const GemmCall& call, int threads) const {
   if (threads == 1) {
-    blas_gemm(g, g.m, a, b, c, beta);
+    blas_gemm(g, call);
     return;
   }
-  const std::int64_t rows = blas_chunk_rows(g.m, threads);
-  const std::int64_t chunks = (g.m + rows - 1) / rows;
+  const std::int64_t rows = blas_chunk_rows(call.rows, threads);
+  const std::int64_t chunks = (call.rows + rows - 1) / rows;
   SharedLoop loop = ThreadTeam::instance().shared_loop(chunks, threads);
   for (std::int64_t u = loop.next(); u >= 0; u = loop.next()) {
     const std::int64_t r0 = u * rows;
-    blas_gemm(g, std::min(rows, g.m - r0), a + r0 * (g.trans_a ? 1 : g.lda), b, c + r0 * g.ldc, beta);
+    GemmCall chunk = call;
+    chunk.rows = std::min(rows, call.rows - r0);
+    chunk.a = call.a + r0 * (g.trans_a ? 1 : g.lda);
+    chunk.c = call.c + r0 * g.ldc;
+    blas_gemm(g, chunk);
   }
 }
 
@@ -317,13 +331,17 @@ void Executor::dropout(const DropoutStep& d, const Bindings& b, int tid, int thr
   }
 }
 
-void Executor::gemm(const GemmStep& g, std::int64_t rows, const FinishedRows& finished, const float* a,
-                    const float* b, float* c, float beta, int tid, int threads, float* a_panels, bool shared) const {
+void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int threads, bool shared) const {
+  const float* const a = call.a;
+  const float* const b = call.b;
+  float* const c = call.c;
+  float* const a_panels = call.a_panels;
+  const float beta = call.beta;
   const GemmBlocking& k = g.blocking;
   const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
-  const std::int64_t k_blocks = (g.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(rows);
+  const std::int64_t k_blocks = (call.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(call.rows);
   const std::int64_t rows_per_block = k.m_c > 0 ? k.m_c / k.m_r : row_blocks;
   // Not a structured binding: clang before 16 cannot capture one in the lambda below.
   const std::pair<std::int64_t, std::int64_t> panels = k.thread_panels(tid);
@@ -346,12 +364,12 @@ void Executor::gemm(const GemmStep& g, std::int64_t rows, const FinishedRows& fi
     const int col_tail = k.group - p * pc < pc, use_beta = kb > 0 || beta != 0.0f;
     GemmArgs args{};
     args.b = chunk_b(kb, grp, p);
-    args.k = std::min(k.k_c, g.k - k0);
+    args.k = std::min(k.k_c, call.k - k0);
     for (std::int64_t rb = rb0; rb < rb1; ++rb) {
       const std::int64_t r0 = rb * k.m_r;
       const int row_tail = g.m - r0 < k.m_r;
       const std::int64_t r1 = row_tail ? g.m : r0 + k.m_r;
-      if (finished.all(r0, r1)) {
+      if (call.finished.all(r0, r1)) {
         if (g.finished_rows_zero && !use_beta)  // the product is zero: C's tile is, too
           for (std::int64_t r = r0; r < r1; ++r)
             std::memset(c + r * g.ldc + grp * k.group + p * pc, 0,
@@ -369,7 +387,7 @@ void Executor::gemm(const GemmStep& g, std::int64_t rows, const FinishedRows& fi
   const std::int64_t m_blocks = (row_blocks + rows_per_block - 1) / rows_per_block, units = m_blocks * groups * ppg;
   ThreadTeam& team = ThreadTeam::instance();
   for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
-    const std::int64_t k0 = kb * k.k_c, kn = std::min(k.k_c, g.k - k0);
+    const std::int64_t k0 = kb * k.k_c, kn = std::min(k.k_c, call.k - k0);
     if (k.pack_a) {
       // All threads copy a share of this k block's rows of A into the row-block panels, 64
       // rows at a time and within them panel by panel: the 64 rows stay in L2 while every
@@ -416,12 +434,16 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
     // dst[kk][c] = B[kk][column c]: row by row of B, each row read once and in order, its
     // pieces written to every panel (a panel at a time would read B in column strips, a new
     // page at every row).
+    // Variable lengths: the rows of finished sequences are packed as zeros (width 0).
     const auto [k0, k1] = share(p.k, tid, threads);
-    for (std::int64_t kk = k0; kk < k1; ++kk)
+    for (std::int64_t kk = k0; kk < k1; ++kk) {
+      const bool finished = p.sequences > 0 && past_end(b.lengths, kk % p.sequences, kk / p.sequences);
       for (std::int64_t q = 0; q < panels; ++q) {
         const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
-        copy_panel_row(out + (q * p.k + kk) * pc, w + kk * p.ld + grp * k.group + col0, std::min(pc, k.group - col0), pc);
+        copy_panel_row(out + (q * p.k + kk) * pc, w + kk * p.ld + grp * k.group + col0,
+                       finished ? 0 : std::min(pc, k.group - col0), pc);
       }
+    }
     return;
   }
   // dst[kk][c] = W[column c][kk]: a panel reads pc whole rows of W.
@@ -447,8 +469,9 @@ std::pair<std::int64_t, std::int64_t> Executor::gemm_columns(const GemmStep& g, 
 
 void Executor::step_gemm(const GemmStep& g, std::int64_t rows, const float* a, const float* b, float* c, int tid,
                          int threads) const {
-  if (g.blocking.generated()) gemm(g, rows, {}, a, b, c, g.beta, tid, threads);
-  else if (tid == 0) blas_gemm(g, rows, a, b, c, g.beta);
+  const GemmCall call{a, b, c, g.beta, rows, g.k};
+  if (g.blocking.generated()) gemm(g, call, tid, threads);
+  else if (tid == 0) blas_gemm(g, call);
 }
 
 float* Executor::timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col) const {

@@ -49,9 +49,6 @@ class Executor {
   std::byte* region_bytes(int region, const Bindings& b) const;
   // Thread `tid` of `threads` does its share of each step, meeting the others after each.
   void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads) const;
-  // Thread `tid` of `threads` (of this lane) computes its panels of the GEMM (static: the same
-  // columns every time, which a recurrence's gate kernel then reads without a barrier), or with
-  // `shared`, whichever (m block, panel) units it claims first (ThreadTeam::shared_loop).
   // Variable lengths: the rows of one product of a GEMM that belong to finished sequences
   // (GemmStep::sequence_rows); without lengths, none.
   struct FinishedRows {
@@ -60,14 +57,30 @@ class Executor {
     std::int64_t sequence = -1;  // batch-major: the product's sequence n, row r its time t
     bool all(std::int64_t r0, std::int64_t r1) const;  // whether rows [r0, r1) all are
   };
-  // Only the row blocks that hold C's first `rows` rows (of g.m) are computed, and of those
-  // only the ones with a row that is not `finished` (a block of finished rows is stored as
-  // zeros where GemmStep::finished_rows_zero says the product is zero and C is overwritten).
-  void gemm(const GemmStep& g, std::int64_t rows, const FinishedRows& finished, const float* a, const float* b,
-            float* c, float beta, int tid, int threads, float* a_panels = nullptr, bool shared = false) const;
+  // One product of a GEMM step: C = op(A) op(B) + beta C over C's first `rows` rows (of g.m)
+  // and the first `k` of g.k (B, when packed, keeps g.k rows per panel).
+  struct GemmCall {
+    const float* a = nullptr;
+    const float* b = nullptr;
+    float* c = nullptr;
+    float beta = 0.0f;
+    std::int64_t rows = 0, k = 0;
+    // Of the row blocks that hold the first `rows` rows, those made only of `finished` rows are
+    // not computed (stored as zeros where GemmStep::finished_rows_zero says the product is zero
+    // and C is overwritten).
+    FinishedRows finished;
+    float* a_panels = nullptr;  // g.blocking.pack_a: A's panels go here
+  };
+  // Thread `tid` of `threads` (of this lane) computes its panels of a generated GEMM (static:
+  // the same columns every time, which a recurrence's gate kernel then reads without a
+  // barrier), or with `shared`, whichever (m block, panel) units it claims first
+  // (ThreadTeam::shared_loop).
+  void gemm(const GemmStep& g, const GemmCall& call, int tid, int threads, bool shared = false) const;
+  // A product through OpenBLAS (every row: blocks of finished rows are computed too).
+  static void blas_gemm(const GemmStep& g, const GemmCall& call);
   // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads
   // claim as they go, each chunk one single-threaded OpenBLAS call.
-  void blas_rows(const GemmStep& g, const float* a, const float* b, float* c, float beta, int threads) const;
+  void blas_rows(const GemmStep& g, const GemmCall& call, int threads) const;
   // Every product of a (possibly batched) GEMM step, generated or OpenBLAS.
   void batched_gemm(const GemmStep& g, const Bindings& b, float beta, int tid, int threads) const;
   void copy(const CopyStep& c, const Bindings& b, int tid, int threads) const;

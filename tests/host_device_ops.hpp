@@ -1,13 +1,11 @@
 // rnnjit tests: DeviceOps on host memory, so that the GPU executor's plan walk
 // (runtime/cuda/plan_runner.hpp) runs without a GPU. Each operation does what its CUDA
 // counterpart does, written plainly: the GEMMs go through the column-major form the cuBLAS
-// calls are given (runtime/cuda/column_major.hpp) into OpenBLAS's column-major sgemm; the gate
+// calls are given (runtime/cuda/column_major.hpp) into a plain loop over every term; the gate
 // kernels are their scalar twins (kernels/gate_reference.hpp, which the generated CUDA source
 // is checked against in test_cuda_source); the data-movement kernels are loops. It also counts
 // calls, so tests can check the walk's shape (launches per step, lanes per stage).
 #pragma once
-
-#include <cblas.h>
 
 #include <cstring>
 #include <vector>
@@ -33,13 +31,25 @@ class HostDeviceOps final : public cuda::DeviceOps {
   }
   void end_stage(int) override {}
 
-  // Through the same column-major form that the cuBLAS calls use (runtime/cuda/column_major.hpp).
+  // Through the same column-major form that the cuBLAS calls use (runtime/cuda/column_major.hpp),
+  // into a loop that adds every term, as cuBLAS does: 0 * NaN makes NaN here too (OpenBLAS's
+  // sgemm, which this used before, dropped such terms for some of these shapes, so a walk that
+  // read x's NaN padding went unnoticed).
   void gemm(int, const cuda::GemmCall& g) override {
     ++gemms;
-    for (std::int64_t i = 0; i < g.batch; ++i) {
-      const cuda::ColumnMajorGemm c = cuda::column_major(g, i);
-      cblas_sgemm(CblasColMajor, c.trans_first ? CblasTrans : CblasNoTrans, c.trans_second ? CblasTrans : CblasNoTrans,
-                  c.m, c.n, c.k, 1.0f, c.first, c.ld_first, c.second, c.ld_second, c.beta, c.c, c.ldc);
+    for (std::int64_t b = 0; b < g.batch; ++b) {
+      const cuda::ColumnMajorGemm c = cuda::column_major(g, b);
+      auto first = [&](int i, int p) { return c.trans_first ? c.first[p + i * c.ld_first] : c.first[i + p * c.ld_first]; };
+      auto second = [&](int p, int j) {
+        return c.trans_second ? c.second[j + p * c.ld_second] : c.second[p + j * c.ld_second];
+      };
+      for (int j = 0; j < c.n; ++j)
+        for (int i = 0; i < c.m; ++i) {
+          double sum = 0.0;
+          for (int p = 0; p < c.k; ++p) sum += static_cast<double>(first(i, p)) * second(p, j);
+          float& out = c.c[i + j * c.ldc];
+          out = static_cast<float>(c.beta == 0.0f ? sum : c.beta * out + sum);  // beta 0: C is not read
+        }
     }
   }
   void gate_forward(int, int kernel, const GateForwardArgs& args) override {

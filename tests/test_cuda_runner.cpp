@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "codegen/cuda/gpu_plan.hpp"
@@ -265,9 +266,9 @@ TEST(GpuWalkShapes, LstmFeaturesTailsAndOneStep) {
 // (forward: h, and c, in place in inference; backward: dh_carry, dc_carry, zero gate gradients),
 // y is zero past them, hy/cy are each element's state at its own last step and the reverse
 // direction starts there; training must give dx (zero past the lengths), dhx, dcx and every
-// weight gradient of the double reference. Every cell (the reset-before GRU's two kernels a
-// step too), uni- and bidirectional, reverse, projection, peepholes, batch-first, dropout,
-// inference and training.
+// weight gradient of the double reference, though x past the lengths is NaN (dW_ih must sum
+// none of it). Every cell (the reset-before GRU's two kernels a step too), uni- and
+// bidirectional, reverse, projection, peepholes, batch-first, dropout, inference and training.
 struct LengthsCase {
   std::string feature;
   CellKind cell;
@@ -291,7 +292,9 @@ TEST_P(GpuWalkLengths, MatchTheReference) {
   rc.vary_lengths();
   rc.lengths[1] = 4;  // mixed: 1, 4, 7 and the random ones
   const bool train = c.mode == Mode::training;
-  const Walked walked = walk(rc, c.mode);
+  RnnCase poisoned = rc;
+  poisoned.fill_padding(std::numeric_limits<float>::quiet_NaN());
+  const Walked walked = walk(poisoned, c.mode);
   const Tensors want = rc.reference(train);
   test::expect_matches(walked.t, want, rc, train);
   EXPECT_GT(walked.past_end_launches, 0);

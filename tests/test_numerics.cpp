@@ -327,33 +327,46 @@ TEST_P(Numerics, NanDoesNotStickInAnExecution) {
 
 // ---- variable lengths ----
 
-// With lengths sorted longest first the GEMMs skip the rows of finished sequences, so those rows
-// of the step's buffers keep whatever was there: here NaN or zeros, in the caller's workspace
-// and reserve, refilled before every call. Nothing of it may reach a result, and the two
-// fillings must give the same bits; dx's rows past a length must be zeros though dx starts as
-// NaN (the input gradient stores them without computing them). 40 rows, most of them finished
-// by the last steps, leave whole row blocks of every GEMM finished; the reverse direction starts
-// with most rows finished; batch-first runs a product of T = 40 rows (two row blocks) per
-// sequence. The LSTM with a projection and the reset-before GRU keep kernel outputs that weight
-// gradients read (o * tanh(c) for dW_hr, r * h_prev for dW_hn).
+// The GEMMs skip the rows of finished sequences (with lengths sorted longest first, most of
+// them), so those rows of the step's buffers keep whatever was there: here NaN or zeros, in the
+// caller's workspace and reserve, refilled before every call, and x's padding NaN or as drawn.
+// Nothing of it may reach a result, and the two fillings must give the same bits; dx's rows past
+// a length must be zeros though dx starts as NaN (the input gradient stores them without
+// computing them), and dW_ih must sum no padding row of x. 40 rows, most of them finished by the
+// last steps, leave whole row blocks of every GEMM finished; the reverse direction starts with
+// most rows finished; batch-first runs a product of T = 40 rows (two row blocks) per sequence.
+// The LSTM with a projection and the reset-before GRU keep kernel outputs that weight gradients
+// read (o * tanh(c) for dW_hr, r * h_prev for dW_hn). T = 5, N = 3 gives dW_ih so few K rows
+// that its B is not packed (masked into a copy instead).
 TEST_P(Numerics, FinishedSequencesLeaveNoTraceOfTheWorkspace) {
-  std::vector<RnnConfig> configs;
+  struct Setup {
+    RnnConfig config;
+    Shape shape;
+    bool longest_first;
+  };
+  std::vector<Setup> setups;
   for (bool batch_first : {false, true}) {
     RnnConfig config{cell(), 7, 20, 2, true};
     config.batch_first = batch_first;
-    configs.push_back(config);
+    for (bool longest_first : {true, false}) setups.push_back({config, {40, 40}, longest_first});
+    setups.push_back({config, {5, 3}, false});
   }
-  if (cell() == CellKind::lstm) configs.push_back({.cell = cell(), .input_size = 7, .hidden_size = 20, .num_layers = 2,
-                                                   .bidirectional = true, .proj_size = 13});
-  if (cell() == CellKind::gru) configs.push_back({CellKind::gru_reset_before, 7, 20, 2, true});
-  for (const RnnConfig& config : configs) {
-    SCOPED_TRACE(describe(config));
-    RnnCase rc(config, {40, 40}, 11);
-    rc.vary_lengths(3, /*longest_first=*/true);
+  if (cell() == CellKind::lstm)
+    setups.push_back({{.cell = cell(), .input_size = 7, .hidden_size = 20, .num_layers = 2, .bidirectional = true,
+                       .proj_size = 13},
+                      {40, 40},
+                      true});
+  if (cell() == CellKind::gru) setups.push_back({{CellKind::gru_reset_before, 7, 20, 2, true}, {40, 40}, true});
+  for (const Setup& setup : setups) {
+    SCOPED_TRACE(describe(setup.config) + (setup.longest_first ? ", sorted lengths" : ", unsorted lengths"));
+    RnnCase rc(setup.config, setup.shape, 11);
+    rc.vary_lengths(3, setup.longest_first);
+    RnnCase poisoned = rc;
+    poisoned.fill_padding(kNaN);
     const Rnn rnn(rc.config, {Backend::jit, isa()});
     Execution ex = rnn.prepare(rc.shape, Mode::training);
     std::vector<std::byte> reserve(ex.reserve_size()), workspace(ex.workspace_size());
-    auto run_filled = [&](std::byte fill) {
+    auto run_filled = [&](std::byte fill, const std::vector<float>& x) {
       Tensors t;
       t.y = filled(static_cast<std::size_t>(y_elements(rc.config, rc.shape)), kNaN);
       t.hy = filled(rc.hx.size(), kNaN);
@@ -365,17 +378,17 @@ TEST_P(Numerics, FinishedSequencesLeaveNoTraceOfTheWorkspace) {
       std::fill(reserve.begin(), reserve.end(), fill);
       std::fill(workspace.begin(), workspace.end(), fill);
       const ForwardIo io{
-          .x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = rc.lengths};
+          .x = x, .hx = rc.hx, .cx = rc.cx, .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = rc.lengths};
       ex.forward(rc.w, io, reserve, workspace);
       std::fill(workspace.begin(), workspace.end(), fill);
       ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = t.dx, .dhx = t.dhx, .dcx = t.dcx},
                        reserve, workspace);
       std::fill(workspace.begin(), workspace.end(), fill);
-      ex.backward_weights({.x = rc.x, .dweights = t.dw}, reserve, workspace);
+      ex.backward_weights({.x = x, .dweights = t.dw}, reserve, workspace);
       return t;
     };
-    const Tensors nan_filled = run_filled(std::byte{0xff}), zero_filled = run_filled(std::byte{0});
-    expect_bitwise_equal(nan_filled, zero_filled, "workspace and reserve filled with NaN vs zeros");
+    const Tensors nan_filled = run_filled(std::byte{0xff}, poisoned.x), zero_filled = run_filled(std::byte{0}, rc.x);
+    expect_bitwise_equal(nan_filled, zero_filled, "workspace, reserve and x's padding NaN vs zeros and x as drawn");
     expect_matches_reference(rc, zero_filled, true);
   }
 }

@@ -68,9 +68,10 @@ void PlanRunner::run(const std::vector<Stage>& stages, const DeviceBindings& b, 
 
 void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, int lane, bool accumulate) const {
   if (const auto* g = std::get_if<GemmStep>(&s)) {
-    ops.gemm(lane, GemmCall{g->trans_a, g->trans_b, g->m, g->n, g->k, resolve(g->a, b), g->lda, resolve(g->b, b), g->ldb,
-                            resolve(g->c, b), g->ldc, accumulate && g->beta == 0.0f ? 1.0f : g->beta, g->batch,
-                            g->a_batch_stride, g->b_batch_stride, g->c_batch_stride});
+    ops.gemm(lane, GemmCall{g->trans_a, g->trans_b, g->m, g->n, g->k, resolve(g->a, b), g->lda,
+                            masked_b(*g, b, ops, lane), g->ldb, resolve(g->c, b), g->ldc,
+                            accumulate && g->beta == 0.0f ? 1.0f : g->beta, g->batch, g->a_batch_stride,
+                            g->b_batch_stride, g->c_batch_stride});
   } else if (const auto* c = std::get_if<CopyStep>(&s)) {
     float* dst = resolve(c->dst, b);
     if (!dst) return;  // an optional output the caller did not ask for
@@ -105,6 +106,21 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
   }
 }
 
+const float* PlanRunner::masked_b(const GemmStep& g, const DeviceBindings& b, DeviceOps& ops, int lane) const {
+  const float* src = resolve(g.b, b);
+  const bool time_major = g.k_sequence_rows == GemmStep::SequenceRows::time_major;
+  const std::int64_t steps = time_major ? g.k / g.sequences : g.k;
+  if (g.b_masked.buffer == Buffer::none || shortest(b, steps) >= steps) return src;
+  if (!b.device_lengths) throw Error("variable lengths without their device copy");
+  float* masked = resolve(g.b_masked, b);
+  // Row (t, n) of B: time-major t * N + n, batch-major row t of product n.
+  const std::int64_t n_stride = time_major ? g.ldb : g.b_batch_stride, t_stride = time_major ? g.sequences * g.ldb : g.ldb;
+  ops.copy(lane, CopyCall{src, masked, g.batch, g.k, g.n, g.ldb, g.ldb, g.b_batch_stride, g.b_batch_stride});
+  ops.rows_past_end(lane, PastEndCall{b.device_lengths, 0, nullptr, masked, g.sequences, g.n, 0, n_stride, steps, 0,
+                                      t_stride});
+  return masked;
+}
+
 void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindings& b, float* c, DeviceOps& ops,
                            int lane) const {
   ops.gemm(lane, GemmCall{g.trans_a, g.trans_b, g.m, g.n, g.k, a, g.lda, resolve(g.b, b), g.ldb, c, g.ldc, g.beta});
@@ -116,7 +132,8 @@ void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindin
 // kernel (r * h_prev into reset_h, z), gh's n columns from reset_h, the part-1 kernel (h). As the
 // CPU executor, less the thread split. Variable lengths, only at steps where some row is past its
 // end: such a row carries its state (h, and c, from the previous step; an in-place c, inference,
-// is saved in carry_save before the kernel), by masked row copies after the step.
+// is saved in carry_save before the kernel), by masked row copies after the step, and its kernel
+// outputs that a weight gradient reads (o * tanh(c), r * h_prev) are zeroed.
 void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
   if (r.gemm_n.n > 0) return forward_reset_before(r, b, ops, lane);
   const bool projected = r.projection.n > 0;
@@ -143,6 +160,8 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
     ops.gate_forward(lane, r.kernel, args);
     if (carry && args.c_out)
       past_end(b, ops, lane, t, c_in_place ? save + H : args.c_prev, c_in_place ? 2 * H : H, args.c_out, H, H);
+    // dW_hr reads o * tanh(c): zero where the kernel made it of x's padding (NaN, maybe).
+    if (carry && projected) past_end(b, ops, lane, t, nullptr, 0, args.h_out, H, H);
     if (projected) step_gemm(r.projection, timed(r.cell_out, t, b), b, h_out, ops, lane);
     if (carry) past_end(b, ops, lane, t, h_prev, ldh, h_out, ldh, r.state);
   }
@@ -176,6 +195,8 @@ void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindi
     args.h_out = reset_h;  // r * h_prev
     args.c_out = z;
     ops.gate_forward(lane, r.kernel, args);
+    // dW_hn reads r * h_prev: zero where the kernel made it of x's padding (NaN, maybe).
+    if (t >= first_past) past_end(b, ops, lane, t, nullptr, 0, reset_h, r.ld_state, r.state);
     step_gemm(r.gemm_n, reset_h, b, gh_n, ops, lane);
     args.c_prev = z;
     args.h_out = timed(r.h, t, b);

@@ -132,6 +132,9 @@ class PlanRunner {
   float* timed(const Timed& t, std::int64_t time, const DeviceBindings& b) const;
   // The first time at which some row is past its end (T, or more: none).
   std::int64_t shortest(const DeviceBindings& b, std::int64_t steps) const;
+  // A weight gradient's B with the rows of finished sequences zeroed in its b_masked copy
+  // (GemmStep::k_sequence_rows), or B itself when no row is past its end.
+  const float* masked_b(const GemmStep& g, const DeviceBindings& b, DeviceOps& ops, int lane) const;
   // ops.rows_past_end over the N rows of one step t (nothing when src and dst are null).
   void past_end(const DeviceBindings& b, DeviceOps& ops, int lane, std::int64_t t, const float* src, std::int64_t ld_src,
                 float* dst, std::int64_t ld_dst, std::int64_t cols) const;
