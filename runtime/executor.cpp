@@ -142,8 +142,7 @@ std::int64_t live_rows(const std::int32_t* lengths, std::int64_t n, std::int64_t
 
 }  // namespace
 
-bool Executor::FinishedRows::all(std::int64_t r0, std::int64_t r1) const {
-  if (!lengths) return false;
+bool Executor::FinishedRows::all_past_end(std::int64_t r0, std::int64_t r1) const {
   if (sequence >= 0) return r0 >= lengths[sequence];
   for (std::int64_t r = r0; r < r1; ++r)
     if (r / sequences < lengths[r % sequences]) return false;

@@ -55,7 +55,9 @@ class Executor {
     const std::int32_t* lengths = nullptr;
     std::int64_t sequences = 0;  // time-major: row r is (t, n) = (r / sequences, r % sequences)
     std::int64_t sequence = -1;  // batch-major: the product's sequence n, row r its time t
-    bool all(std::int64_t r0, std::int64_t r1) const;  // whether rows [r0, r1) all are
+    // Whether rows [r0, r1) all are (inline: a GEMM asks at every tile, mostly without lengths).
+    bool all(std::int64_t r0, std::int64_t r1) const { return lengths && all_past_end(r0, r1); }
+    bool all_past_end(std::int64_t r0, std::int64_t r1) const;
   };
   // One product of a GEMM step: C = op(A) op(B) + beta C over C's first `rows` rows (of g.m)
   // and the first `k` of g.k (B, when packed, keeps g.k rows per panel).

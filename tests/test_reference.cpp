@@ -555,18 +555,6 @@ AllResults run_all(const Problem& p) {
   return {d(y), d(hy), d(cy), d(dx), d(dh0), d(dc0), d(dw)};
 }
 
-void expect_close(const std::vector<double>& a, const std::vector<double>& b, double tol, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  double worst = 0;
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double err = std::abs(a[i] - b[i]) / std::max(1.0, std::abs(b[i]));
-    if (!(err <= worst)) worst = err, at = i;
-    if (std::isnan(worst)) break;  // the worst there is: no later finite error may replace it
-  }
-  EXPECT_LE(worst, tol) << what << "[" << at << "]: " << a[at] << " vs " << b[at];
-}
-
 class FloatVsDouble : public ::testing::TestWithParam<CellKind> {};
 
 TEST_P(FloatVsDouble, Agree) {
@@ -576,13 +564,13 @@ TEST_P(FloatVsDouble, Agree) {
   // Dot products accumulate in double in both; what differs is float storage and float cell
   // math: a few ulps per step, carried through T=6 steps and 2 layers (and summed over T*N
   // for the weight gradients).
-  expect_close(f.y, d.y, 2e-5, "y");
-  expect_close(f.hy, d.hy, 2e-5, "hy");
-  if (GetParam() == CellKind::lstm) expect_close(f.cy, d.cy, 2e-5, "cy");
-  expect_close(f.dx, d.dx, 1e-4, "dx");
-  expect_close(f.dh0, d.dh0, 1e-4, "dh0");
-  if (GetParam() == CellKind::lstm) expect_close(f.dc0, d.dc0, 1e-4, "dc0");
-  expect_close(f.dw, d.dw, 1e-4, "dw");
+  test::expect_near_all(f.y, d.y, 2e-5, "y");
+  test::expect_near_all(f.hy, d.hy, 2e-5, "hy");
+  if (GetParam() == CellKind::lstm) test::expect_near_all(f.cy, d.cy, 2e-5, "cy");
+  test::expect_near_all(f.dx, d.dx, 1e-4, "dx");
+  test::expect_near_all(f.dh0, d.dh0, 1e-4, "dh0");
+  if (GetParam() == CellKind::lstm) test::expect_near_all(f.dc0, d.dc0, 1e-4, "dc0");
+  test::expect_near_all(f.dw, d.dw, 1e-4, "dw");
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, FloatVsDouble,

@@ -33,6 +33,7 @@
 #include "kernels/reference.hpp"
 #include "rnnjit/npy.hpp"
 #include "rnnjit/weights.hpp"
+#include "tests/worst.hpp"
 
 namespace rnnjit {
 namespace {
@@ -145,18 +146,6 @@ Results run(const Problem& p, bool backward = true, Reserve<double>* keep = null
                                    r.dx.data(), r.dh0.data(), p.lstm() ? r.dc0.data() : nullptr);
   reference::backward_weights<double>(p.cfg, p.shape, rs, r.dw.data());
   return r;
-}
-
-void expect_near_all(const std::vector<double>& a, const std::vector<double>& b, double tol, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  double worst = 0;
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double err = std::abs(a[i] - b[i]) / std::max(1.0, std::abs(b[i]));
-    if (!(err <= worst)) worst = err, at = i;
-    if (std::isnan(worst)) break;  // the worst there is: no later finite error may replace it
-  }
-  EXPECT_LE(worst, tol) << what << "[" << at << "]: " << a[at] << " vs " << b[at];
 }
 
 // Every LSTM cell value before the clamp, f*c_{t-1} + i*g, of every processed (ld, t, n, k).
@@ -509,7 +498,7 @@ void check_varlen_against_solo(const RnnConfig& cfg, std::uint64_t seed) {
     }
     for (std::size_t i = 0; i < dw_sum.size(); ++i) dw_sum[i] += one.dw[i];
   }
-  expect_near_all(all.dw, dw_sum, 1e-12, "dw");
+  test::expect_near_all(all.dw, dw_sum, 1e-12, "dw");
 }
 
 TEST_P(PerCell, VarlenElementEqualsItsOwnRun) {
@@ -635,7 +624,7 @@ TEST_P(PerCell, ReverseEqualsForwardOnReversedInput) {
   EXPECT_EQ(rr.dx, flip(fr.dx, I));
   EXPECT_EQ(rr.dh0, fr.dh0);
   EXPECT_EQ(rr.dc0, fr.dc0);
-  expect_near_all(rr.dw, fr.dw, 1e-13, "dw");  // the same terms summed in another order
+  test::expect_near_all(rr.dw, fr.dw, 1e-13, "dw");  // the same terms summed in another order
 }
 
 // Dropout is for training only: inference with a dropout config is inference without it.
@@ -779,13 +768,13 @@ TEST(ReferenceFloat, AllFeaturesAgreeWithDouble) {
     reference::backward_data<float>(c, p.shape, w.data(), rs, ry.data(), rhy.data(), lstm ? rcy.data() : nullptr,
                                     dx.data(), dh0.data(), lstm ? dc0.data() : nullptr);
     reference::backward_weights<float>(c, p.shape, rs, dw.data());
-    expect_near_all(back(y), d.y, 2e-5, "y");
-    expect_near_all(back(hy), d.hy, 2e-5, "hy");
-    expect_near_all(back(cy), d.cy, 2e-5, "cy");
-    expect_near_all(back(dx), d.dx, 1e-4, "dx");
-    expect_near_all(back(dh0), d.dh0, 1e-4, "dh0");
-    expect_near_all(back(dc0), d.dc0, 1e-4, "dc0");
-    expect_near_all(back(dw), d.dw, 1e-4, "dw");
+    test::expect_near_all(back(y), d.y, 2e-5, "y");
+    test::expect_near_all(back(hy), d.hy, 2e-5, "hy");
+    test::expect_near_all(back(cy), d.cy, 2e-5, "cy");
+    test::expect_near_all(back(dx), d.dx, 1e-4, "dx");
+    test::expect_near_all(back(dh0), d.dh0, 1e-4, "dh0");
+    test::expect_near_all(back(dc0), d.dc0, 1e-4, "dc0");
+    test::expect_near_all(back(dw), d.dw, 1e-4, "dw");
   }
 }
 
@@ -1034,15 +1023,15 @@ TEST(ReferenceTorch, VarlenAndProjection) {
     const Results r = run(p);
     // Torch ran in float64 on the same float32 inputs; its results were rounded to float32.
     const double tol = 1e-5;
-    expect_near_all(get_any("y.npy"), r.y, tol, "y");
-    expect_near_all(get_any("hy.npy"), r.hy, tol, "hy");
-    expect_near_all(get_any("dx.npy"), r.dx, tol, "dx");
-    expect_near_all(get_any("dh0.npy"), r.dh0, tol, "dh0");
+    test::expect_near_all(get_any("y.npy"), r.y, tol, "y");
+    test::expect_near_all(get_any("hy.npy"), r.hy, tol, "hy");
+    test::expect_near_all(get_any("dx.npy"), r.dx, tol, "dx");
+    test::expect_near_all(get_any("dh0.npy"), r.dh0, tol, "dh0");
     if (p.lstm()) {
-      expect_near_all(get_any("cy.npy"), r.cy, tol, "cy");
-      expect_near_all(get_any("dc0.npy"), r.dc0, tol, "dc0");
+      test::expect_near_all(get_any("cy.npy"), r.cy, tol, "cy");
+      test::expect_near_all(get_any("dc0.npy"), r.dc0, tol, "dc0");
     }
-    expect_near_all(get("dw.npy", p.w.size()), r.dw, tol, "dw");
+    test::expect_near_all(get("dw.npy", p.w.size()), r.dw, tol, "dw");
   }
   fs::remove_all(root);
 }
