@@ -153,6 +153,10 @@ class Planner {
   Operand weight(std::int64_t l, int d, ParamKind k) const {
     return buffer_operand(Buffer::weights, layout_.block(l, d, k).offset);
   }
+  // b_ih or b_hh of layer l, direction d: zeros where the network has no biases.
+  Operand bias(std::int64_t l, int d, ParamKind k) const {
+    return config_.bias ? weight(l, d, k) : region_operand(plan_.workspace, zero_bias_);
+  }
   Operand dweight(std::int64_t l, int d, ParamKind k, std::int64_t row = 0, std::int64_t ld = 0) const {
     return buffer_operand(Buffer::dweights, layout_.block(l, d, k).offset + row * ld);
   }
@@ -425,6 +429,12 @@ class Planner {
     // only the recurrences.
     const bool own_projection_stage =
         ((s.D == 2 && lane_threads() == 1) || batch_slices_ > 1) && plan_.threads > 1 && generate_gemms();
+    if (!config_.bias) {  // the gate kernels add a bias: zeros, in the caller's workspace every call
+      zero_bias_ = region("zero_bias", false, s.GH);
+      plan_.forward.push_back(Stage{{{CopyStep{"zero biases (no bias parameters)", {},
+                                               region_operand(plan_.workspace, zero_bias_), 1, s.GH, s.GH, s.GH,
+                                               false, false}}}});
+    }
     for (std::int64_t l = 0; l < s.L; ++l) {
       Stage stage, projections{{{}}};
       for (int d = 0; d < s.D; ++d) {
@@ -524,8 +534,8 @@ class Planner {
                                                   weight(l, d, ParamKind::weight_hr), {}, s.H, s.H, ldh, 0.0f, {}},
                                          fmt::format("w_hr.l{}.d{}{}", l, d, slice), true, s.P, 1, threads);
     }
-    r.bias_ih = weight(l, d, ParamKind::bias_ih);
-    r.bias_hh = weight(l, d, ParamKind::bias_hh);
+    r.bias_ih = bias(l, d, ParamKind::bias_ih);
+    r.bias_hh = bias(l, d, ParamKind::bias_hh);
     if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
     r.h_init = h_init;
     if (s.lstm) {
@@ -749,6 +759,7 @@ class Planner {
                                                                       "b_panels", scratch_lane, elements));
           }
           lane.push_back(std::move(dw));
+          if (!config_.bias) continue;
           // Every cell but the plain GRU adds b_ih and b_hh to the same pre-activations, so
           // both get the same gradient; the plain GRU's n gate puts r between b_hn and dn.
           ColumnSumStep db{fmt::format("db_ih{} l{} d{}", s.gru ? "" : " and db_hh", l, d), shifted(gates, piece.col),
@@ -786,7 +797,7 @@ class Planner {
                              s.H, d, &lane);
           lane.push_back(std::move(dw));
         }
-        if (s.gru)
+        if (s.gru && config_.bias)
           lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
                                        s.T * s.N, s.GH, s.R, 0.0f});
         if (config_.peephole) plan_peephole_gradient(lane, l, d);
@@ -835,6 +846,7 @@ class Planner {
   int cell_state_out_[2] = {-1, -1}, dcell_[2] = {-1, -1}, zeros_[2] = {-1, -1};  // projection
   std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)
   std::vector<int> dropped_, dropout_mask_;  // per layer below the top (reserve)
+  int zero_bias_ = -1;                        // no bias parameters: G*H zeros (workspace)
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
   int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1};
   std::vector<int> a_panels_, b_panels_;  // per lane (constructor: as many as a stage can have)

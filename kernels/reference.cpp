@@ -43,8 +43,8 @@ template <typename T>
 struct LayerWeights {
   const T* w_ih;  // [G*H, in]
   const T* w_hh;  // [G*H, S]
-  const T* b_ih;  // [G*H]
-  const T* b_hh;  // [G*H]
+  const T* b_ih;  // [G*H] (null: no biases)
+  const T* b_hh;  // [G*H] (null: no biases)
   const T* w_hr;  // [P, H] (LSTM with projection; else null)
   const T* peep;  // [3, H] P_i, P_f, P_o (LSTM with peepholes; else null)
   i64 in;         // I_l
@@ -55,8 +55,8 @@ LayerWeights<T> layer_weights(const WeightLayout& layout, const T* w, i64 layer,
   const RnnConfig& config = layout.config();
   return {w + layout.block(layer, dir, ParamKind::weight_ih).offset,
           w + layout.block(layer, dir, ParamKind::weight_hh).offset,
-          w + layout.block(layer, dir, ParamKind::bias_ih).offset,
-          w + layout.block(layer, dir, ParamKind::bias_hh).offset,
+          config.bias ? w + layout.block(layer, dir, ParamKind::bias_ih).offset : nullptr,
+          config.bias ? w + layout.block(layer, dir, ParamKind::bias_hh).offset : nullptr,
           config.proj_size > 0 ? w + layout.block(layer, dir, ParamKind::weight_hr).offset : nullptr,
           config.peephole ? w + layout.block(layer, dir, ParamKind::weight_peephole).offset : nullptr,
           config.layer_input_size(layer)};
@@ -223,9 +223,9 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           T* cp = c_state.data() + n * H;  // c_{t-1} [H] (LSTM)
           // Both GEMV halves, kept apart because GRU needs W_hn h + b_hn on its own.
           for (i64 j = 0; j < GH; ++j) {
-            Acc a = lw.b_ih[j];
+            Acc a = lw.b_ih ? lw.b_ih[j] : 0;
             for (i64 k = 0; k < in_width; ++k) a += Acc(lw.w_ih[j * in_width + k]) * Acc(xt[k]);
-            Acc b = lw.b_hh[j];
+            Acc b = lw.b_hh ? lw.b_hh[j] : 0;
             for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(hp[k]);
             gx[sz(j)] = a;
             gh[sz(j)] = b;
@@ -235,7 +235,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
             // replaces W_hn h + b_hn (S = H: no projection on a GRU).
             for (i64 k = 0; k < H; ++k) reset_h[sz(k)] = sigmoid(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]))) * hp[k];
             for (i64 j = 2 * H; j < GH; ++j) {
-              Acc b = lw.b_hh[j];
+              Acc b = lw.b_hh ? lw.b_hh[j] : 0;
               for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(reset_h[sz(k)]);
               gh[sz(j)] = b;
             }
@@ -490,8 +490,8 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
       const std::vector<T>& dgh = reserve.dgh[uld];
       T* dw_ih = dw + layout.block(l, d, ParamKind::weight_ih).offset;
       T* dw_hh = dw + layout.block(l, d, ParamKind::weight_hh).offset;
-      T* db_ih = dw + layout.block(l, d, ParamKind::bias_ih).offset;
-      T* db_hh = dw + layout.block(l, d, ParamKind::bias_hh).offset;
+      T* db_ih = config.bias ? dw + layout.block(l, d, ParamKind::bias_ih).offset : nullptr;
+      T* db_hh = config.bias ? dw + layout.block(l, d, ParamKind::bias_hh).offset : nullptr;
       for (i64 j = 0; j < GH; ++j) {
         // dW_ih = sum_t dgx_t^T x_t, db_ih = sum_t dgx_t (and the same on the recurrent side
         // with h_{t-1}, the state before step t in this direction's processing order), over
@@ -516,8 +516,8 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
         }
         for (i64 k = 0; k < in_width; ++k) dw_ih[j * in_width + k] = static_cast<T>(a_ih[sz(k)]);
         for (i64 k = 0; k < S; ++k) dw_hh[j * S + k] = static_cast<T>(a_hh[sz(k)]);
-        db_ih[j] = static_cast<T>(b_ih);
-        db_hh[j] = static_cast<T>(b_hh);
+        if (db_ih) db_ih[j] = static_cast<T>(b_ih);
+        if (db_hh) db_hh[j] = static_cast<T>(b_hh);
       }
       if (config.peephole) {
         // dP_i = sum dgates_i c_{t-1}, dP_f = sum dgates_f c_{t-1}, dP_o = sum dgates_o c_t.

@@ -164,6 +164,7 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
   config.gate_clip = c.gate_clip;
   config.peephole = c.peephole != 0;
   config.input_forget = c.input_forget != 0;
+  config.bias = c.no_bias == 0;
   rnnjit::validate(config);  // names the field
   return config;
 }
@@ -191,6 +192,7 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.gate_clip = config.gate_clip;
   c.peephole = config.peephole ? 1 : 0;
   c.input_forget = config.input_forget ? 1 : 0;
+  c.no_bias = config.bias ? 0 : 1;
   return c;
 }
 

@@ -29,6 +29,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(std::bit_cast<std::uint32_t>(k.config.gate_clip));
   mix(k.config.peephole);
   mix(k.config.input_forget);
+  mix(k.config.bias);
   mix(static_cast<std::uint64_t>(k.shape.seq_len));
   mix(static_cast<std::uint64_t>(k.shape.batch));
   mix(static_cast<std::uint64_t>(k.mode));

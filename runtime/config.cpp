@@ -119,6 +119,7 @@ std::string describe(const RnnConfig& c) {
   if (c.gate_clip > 0.0f) s += fmt::format(" gate_clip={}", c.gate_clip);
   if (c.peephole) s += " peephole";
   if (c.input_forget) s += " input_forget";
+  if (!c.bias) s += " no_bias";
   return s;
 }
 

@@ -15,7 +15,8 @@ std::string param_name(ParamKind kind, std::int64_t layer, int direction) {
 WeightLayout::WeightLayout(const RnnConfig& config) : config_(config) {
   validate(config);
   const std::int64_t gh = config.gates() * config.hidden_size;
-  kinds_ = {ParamKind::weight_ih, ParamKind::weight_hh, ParamKind::bias_ih, ParamKind::bias_hh};
+  kinds_ = {ParamKind::weight_ih, ParamKind::weight_hh};
+  if (config.bias) kinds_.insert(kinds_.end(), {ParamKind::bias_ih, ParamKind::bias_hh});
   if (config.proj_size > 0) kinds_.push_back(ParamKind::weight_hr);
   if (config.peephole) kinds_.push_back(ParamKind::weight_peephole);
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
@@ -44,6 +45,8 @@ const ParamBlock& WeightLayout::block(std::int64_t layer, int direction, ParamKi
   return blocks_[static_cast<std::size_t>((layer * config_.directions() + direction) * per_direction +
                                           (position - kinds_.begin()))];
 }
+
+bool WeightLayout::has(ParamKind kind) const { return std::find(kinds_.begin(), kinds_.end(), kind) != kinds_.end(); }
 
 const ParamBlock& WeightLayout::find(const std::string& name) const {
   for (const ParamBlock& b : blocks_)

@@ -62,6 +62,7 @@ rnnjit_config_t c_config(const RnnConfig& c, int threads = 0) {
   out.gate_clip = c.gate_clip;
   out.peephole = c.peephole ? 1 : 0;
   out.input_forget = c.input_forget ? 1 : 0;
+  out.no_bias = c.bias ? 0 : 1;
   return out;
 }
 
@@ -1415,8 +1416,8 @@ TEST(CApiOnnxEquations, HandCheckedScalarCasesWithClipPeepholesAndInputForget) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// gate_clip, peephole and input_forget through the native C API (the JIT backend) against the
-// C++ API's reference backend on the same canonical weights, forward and backward.
+// gate_clip, peephole, input_forget and no_bias through the native C API (the JIT backend)
+// against the C++ API's reference backend on the same canonical weights, forward and backward.
 
 struct FeatureCase {
   const char* name;
@@ -1538,6 +1539,10 @@ std::vector<FeatureCase> feature_cases() {
        {5, 3}},
       {"RnnReluGateClipBidirectional", {.cell = C::rnn_relu, .input_size = 7, .hidden_size = 19, .bidirectional = true,
                                         .gate_clip = 0.2f}, {5, 3}},
+      {"LstmNoBiasGateClipBidirectionalLengths", {.cell = C::lstm, .input_size = 5, .hidden_size = 19, .num_layers = 2,
+                                                  .bidirectional = true, .gate_clip = 0.4f, .bias = false}, {5, 3}, true},
+      {"GruNoBiasGateClip", {.cell = C::gru, .input_size = 5, .hidden_size = 17, .gate_clip = 0.3f, .bias = false},
+       {4, 2}},
   };
 }
 

@@ -210,6 +210,27 @@ TEST(WeightLayout, OtherCellsGateCounts) {
   }
 }
 
+// PyTorch's bias=False: the same blocks less the biases, so its state_dict names match.
+TEST(WeightLayout, NoBiasHasNoBiasBlocks) {
+  RnnConfig c = lstm(5, 3, 2, true);
+  const WeightLayout with(c);
+  c.bias = false;
+  const WeightLayout without(c);
+  std::vector<std::string> expected;
+  for (const ParamBlock& b : with.blocks())
+    if (b.kind != ParamKind::bias_ih && b.kind != ParamKind::bias_hh) expected.push_back(b.name);
+  std::vector<std::string> names;
+  for (const ParamBlock& b : without.blocks()) names.push_back(b.name);
+  EXPECT_EQ(names, expected);
+  const i64 gh = 4 * 3;
+  EXPECT_EQ(without.total_elements(), with.total_elements() - 2 * 2 * 2 * gh);
+  EXPECT_TRUE(with.has(ParamKind::bias_ih));
+  EXPECT_FALSE(without.has(ParamKind::bias_ih));
+  EXPECT_FALSE(without.has(ParamKind::bias_hh));
+  EXPECT_THROW(without.block(0, 0, ParamKind::bias_hh), Error);
+  expect_error([&] { without.find("bias_ih_l0"); }, {"no parameter named 'bias_ih_l0'", "no_bias"});
+}
+
 TEST(WeightLayout, UnknownNamesThrow) {
   const RnnConfig c = lstm(5, 3, 2, false);
   const WeightLayout layout(c);

@@ -2,7 +2,7 @@
 // the GPU plans of every cell (the reset-before GRU's two GEMMs and kernels a step included),
 // uni- and bidirectional, 1-2 layers, inference and training, with
 // the features the CUDA executor supports (reverse, clip, dropout, batch-first, projection,
-// ONNX's gate clip, LSTM peepholes and coupled input/forget gates, variable sequence lengths),
+// ONNX's gate clip, LSTM peepholes and coupled input/forget gates, no biases, variable sequence lengths),
 // on host memory through
 // HostDeviceOps (tests/host_device_ops.hpp), and must agree with the double-precision reference
 // (training: dx, dhx, dcx and every weight gradient, the peepholes' dP included). What the CUDA
@@ -148,6 +148,7 @@ RnnConfig config_of(const WalkCase& c) {
   config.gate_clip = has({"gate_clip", "lstm_onnx"}) ? 0.7f : 0.0f;
   config.peephole = lstm && has({"peephole", "lstm_onnx"});
   config.input_forget = lstm && has({"input_forget", "lstm_onnx"});
+  config.bias = !has({"no_bias"});
   return config;
 }
 
@@ -176,7 +177,7 @@ TEST_P(GpuWalk, MatchesTheReference) {
 std::vector<WalkCase> walk_cases() {
   std::vector<WalkCase> cases;
   for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
-                              "peephole", "input_forget", "lstm_onnx", "all"})
+                              "peephole", "input_forget", "lstm_onnx", "no_bias", "all"})
     for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
                           CellKind::gru_reset_before})
       for (bool bidir : {false, true})

@@ -30,6 +30,7 @@ struct Feature {
   std::int64_t proj_size = 0;
   float gate_clip = 0.0f;
   bool peephole = false, input_forget = false;  // LSTM only
+  bool no_bias = false;
 };
 
 struct Target {
@@ -83,6 +84,7 @@ TEST_P(Features, MatchReference) {
   config.gate_clip = f.gate_clip;
   config.peephole = p.cell == CellKind::lstm && f.peephole;
   config.input_forget = p.cell == CellKind::lstm && f.input_forget;
+  config.bias = !f.no_bias;
   RnnCase rc(config, p.target.row_split ? Shape{9, 21} : split ? Shape{24, 10} : Shape{7, 5}, 3);
   if (f.lengths) rc.vary_lengths(7, f.longest_first);
   rc.dropout_seed = 0x5eed;
@@ -105,10 +107,11 @@ std::vector<FeatureCase> feature_cases() {
       {.name = "lengths_sorted", .lengths = true, .longest_first = true},
       {.name = "projection", .proj_size = 7},
       {.name = "all", .reverse = true, .batch_first = true, .lengths = true, .longest_first = true, .clip = 0.6f,
-       .dropout = 0.3f, .proj_size = 11},
+       .dropout = 0.3f, .proj_size = 11, .no_bias = true},
       {.name = "gate_clip", .gate_clip = 0.4f},
       {.name = "peephole", .peephole = true},
       {.name = "input_forget", .input_forget = true},
+      {.name = "no_bias", .no_bias = true},
       {.name = "onnx", .reverse = true, .lengths = true, .gate_clip = 0.7f, .peephole = true, .input_forget = true},
       {.name = "peephole_all", .reverse = true, .batch_first = true, .lengths = true, .clip = 0.6f, .dropout = 0.3f,
        .proj_size = 11, .gate_clip = 0.8f, .peephole = true},

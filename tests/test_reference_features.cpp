@@ -69,6 +69,7 @@ std::string config_name(const RnnConfig& c) {
   if (c.gate_clip > 0) s += "_gclip";
   if (c.peephole) s += "_peep";
   if (c.input_forget) s += "_cifg";
+  if (!c.bias) s += "_nobias";
   return s;
 }
 
@@ -420,6 +421,12 @@ std::vector<FdCase> fd_cases() {
     c.gate_clip = 0.5f;
     c.peephole = c.input_forget = cell == CellKind::lstm;
     add(c, 3, 3, {3, 1, 2});
+  }
+  // No bias parameters (PyTorch's bias=False): the layout has no bias blocks to check.
+  for (CellKind cell : {CellKind::lstm, CellKind::gru, CellKind::gru_reset_before, CellKind::rnn_tanh}) {
+    c = make_config(cell, 3, 4, 2, true);
+    c.bias = false;
+    add(c, 4, 3, {4, 2, 3});
   }
   return cases;
 }

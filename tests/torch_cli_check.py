@@ -4,7 +4,7 @@
 Usage: torch_cli_check.py RNN_JIT [--cases N] [--seed S] [--big]
 
 Each case draws a cell (LSTM with or without projection, GRU, RNN tanh/relu), sizes with tails,
-layers, direction, batch-first, variable lengths (x NaN past them) and 1 or 2 threads; builds PyTorch's module with
+layers, direction, batch-first, bias or not, variable lengths (x NaN past them) and 1 or 2 threads; builds PyTorch's module with
 random parameters, runs it in float64 on float32 data (forward, then backward of a random linear
 loss of y, hy and cy), and runs the same float32 files through the CLI: forward, backward data
 and every parameter's gradient must agree within 2e-4 of the largest magnitude, or within twice
@@ -51,9 +51,10 @@ for case in range(n_cases):
         proj = rng.randint(1, H - 1)
     varlen = rng.random() < 0.3
     threads = rng.choice([1, 2])
+    bias = rng.random() >= 0.2
     D = 2 if bidir else 1
     S = proj or H
-    kw = dict(input_size=I, hidden_size=H, num_layers=L, bidirectional=bidir, batch_first=bf)
+    kw = dict(input_size=I, hidden_size=H, num_layers=L, bidirectional=bidir, batch_first=bf, bias=bias)
     if cell == "lstm":
         m = torch.nn.LSTM(proj_size=proj, **kw)
     elif cell == "gru":
@@ -117,11 +118,12 @@ for case in range(n_cases):
            "--dy", d + "/dy.npy", "--dhy", d + "/dhy.npy", "--backend", "jit", "--threads", str(threads)]
     if bidir: cmd.append("--bidirectional")
     if bf: cmd.append("--batch-first")
+    if not bias: cmd.append("--no-bias")
     if proj: cmd += ["--proj-size", str(proj)]
     if cell == "lstm": cmd += ["--c0", d + "/c0.npy", "--dcy", d + "/dcy.npy"]
     if lengths is not None: cmd += ["--seq-lengths", d + "/len.npy"]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    desc = f"case {case}: {cell} I={I} H={H} L={L} D={D} P={proj} T={T} N={N} bf={bf} varlen={lengths is not None} thr={threads}"
+    desc = f"case {case}: {cell} I={I} H={H} L={L} D={D} P={proj} T={T} N={N} bf={bf} varlen={lengths is not None} bias={bias} thr={threads}"
     if r.returncode != 0:
         print("FAIL run", desc, r.stderr.strip()); fails += 1; continue
     o = d + "/out/"

@@ -10,8 +10,8 @@
 // clip, batch-first. Refused with an Error (cudnn_peer_refusal): the reset-before GRU (ONNX's
 // default GRU; cuDNN's is linear-before-reset only), the reverse-only direction (cuDNN has none),
 // dropout in training (cuDNN draws its own masks, so results could not agree), ONNX's gate clip,
-// LSTM peepholes and coupled input/forget gates (cuDNN has none of them), and variable lengths
-// (rnnjit's CUDA executor has none).
+// LSTM peepholes and coupled input/forget gates (cuDNN has none of them), networks without
+// biases (not wired to CUDNN_RNN_NO_BIAS), and variable lengths (rnnjit's CUDA executor has none).
 // Every pointer is a device address; h/c pointers may be null (zeros in, not written out).
 #pragma once
 
@@ -57,6 +57,7 @@ inline std::string cudnn_peer_refusal(const RnnConfig& config, Mode mode) {
     return "the cuDNN peer has no gate_clip (cuDNN clips only the LSTM cell state, not every gate's pre-activation)";
   if (config.peephole) return "the cuDNN peer has no peephole (cuDNN's LSTM has no peephole connections)";
   if (config.input_forget) return "the cuDNN peer has no input_forget (cuDNN's LSTM has no coupled input and forget gates)";
+  if (!config.bias) return "the cuDNN peer runs networks with biases only (bias=false is not wired to CUDNN_RNN_NO_BIAS)";
   return {};
 }
 

@@ -48,7 +48,7 @@ extern "C" {
 
 /* Kept equal to the CMake project's version (the build checks it). */
 #define RNNJIT_VERSION_MAJOR 0
-#define RNNJIT_VERSION_MINOR 3
+#define RNNJIT_VERSION_MINOR 4
 #define RNNJIT_VERSION_PATCH 0
 
 typedef enum rnnjit_status {
@@ -106,6 +106,9 @@ typedef struct rnnjit_config {
    * after the others of each layer and direction. */
   int32_t peephole;
   int32_t input_forget;         /* LSTM, nonzero: f = 1 - i (ONNX's input_forget=1); f's weights stay, unused */
+  /* Nonzero: no bias parameters (PyTorch's bias=False): the weights have no bias_ih/bias_hh
+   * blocks and the gates add no bias. */
+  int32_t no_bias;
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
@@ -122,7 +125,7 @@ typedef struct rnnjit_tensor_sizes {
 const char* rnnjit_last_error(void);
 /* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
 const char* rnnjit_status_string(int32_t status);
-/* "0.3.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
+/* "0.4.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
 const char* rnnjit_version(void);
 
 /* ---- network ---- */

@@ -81,6 +81,7 @@ void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
   app.add_flag("--peephole", f.peephole,
                "LSTM peepholes (ONNX's P): parameters weight_peephole_l{k}[_reverse] [3, H], rows i, f, o");
   app.add_flag("--input-forget", f.input_forget, "LSTM: f = 1 - i (ONNX's input_forget)");
+  app.add_flag("--no-bias", f.no_bias, "no bias parameters (PyTorch's bias=False): no bias_ih/bias_hh blocks");
   if (required) {
     cell->required();
     in->required();
@@ -122,6 +123,7 @@ RnnConfig build_config(const ConfigFlags& f) {
   c.gate_clip = f.gate_clip;
   c.peephole = f.peephole;
   c.input_forget = f.input_forget;
+  c.bias = !f.no_bias;
   try {
     validate(c);
   } catch (const Error& e) {

@@ -74,6 +74,7 @@ struct ConfigFlags {
   float gate_clip = 0.0f;
   bool peephole = false;
   bool input_forget = false;
+  bool no_bias = false;
 };
 // With required = true, --cell, --input-size and --hidden-size must be given; otherwise the
 // values already in `flags` are the defaults.

@@ -60,6 +60,9 @@ struct RnnConfig {
   // LSTM only: f = 1 - i (coupled input and forget gates, ONNX's input_forget); the forget
   // gate's weights and biases stay in the layout, unused (their gradients are 0).
   bool input_forget = false;
+  // false: no bias parameters (PyTorch's bias=False, cuDNN's CUDNN_RNN_NO_BIAS): the weight
+  // layout has no bias_ih/bias_hh blocks and the gates add no bias.
+  bool bias = true;
 
   int directions() const { return bidirectional ? 2 : 1; }
   int gates() const { return gate_count(cell); }

@@ -2,7 +2,7 @@
 //
 // Per layer, per direction (forward, then reverse), in PyTorch's state_dict order:
 //   weight_ih_l{k}[_reverse] [G*H, I_l]   weight_hh_l{k}[_reverse] [G*H, H]
-//   bias_ih_l{k}[_reverse]   [G*H]        bias_hh_l{k}[_reverse]   [G*H]
+//   bias_ih_l{k}[_reverse]   [G*H]        bias_hh_l{k}[_reverse]   [G*H]   (unless config.bias is false)
 //   weight_hr_l{k}[_reverse] [P, H]       (LSTM with projection only; weight_hh is then [G*H, P])
 //   weight_peephole_l{k}[_reverse] [3, H] (LSTM with peepholes only: rows P_i, P_f, P_o)
 // I_l is input_size for l = 0 and D*S above (S = P with a projection, else H).
@@ -40,6 +40,8 @@ class WeightLayout {
   std::int64_t total_elements() const { return total_; }
   const std::vector<ParamBlock>& blocks() const { return blocks_; }
   const ParamBlock& block(std::int64_t layer, int direction, ParamKind kind) const;
+  // Whether the layout has blocks of this kind (biases: unless config.bias is false).
+  bool has(ParamKind kind) const;
   // Throws Error("no parameter named 'x' in <config>") for unknown names.
   const ParamBlock& find(const std::string& name) const;
 
