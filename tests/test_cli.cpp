@@ -162,7 +162,22 @@ class RunFilesTest : public CliTest {
 TEST_F(RunFilesTest, MissingParameterFileExitsOne) {
   const std::string missing = (dir_ / "params" / "bias_hh_l1_reverse.npy").string();
   fs::remove(missing);
-  expect_error(args(), 1, {missing, "missing parameter"});
+  expect_error(args(), 1, {missing, "missing parameter", "a network without biases takes --no-bias"});
+}
+
+// --no-bias reads no bias files, and bias files beside it are an error (the network and the
+// parameters disagree), not silently ignored.
+TEST_F(RunFilesTest, NoBiasReadsNoBiasFilesAndRefusesThem) {
+  std::vector<std::string> a = args();
+  a.push_back("--no-bias");
+  const std::string bias = (dir_ / "params" / "bias_ih_l0.npy").string();
+  expect_error(a, 1, {bias, "a bias parameter, but --no-bias says the network has none"});
+  const WeightLayout layout(m_.config);
+  for (const ParamBlock& b : layout.blocks())
+    if (b.kind == ParamKind::bias_ih || b.kind == ParamKind::bias_hh) fs::remove(dir_ / "params" / (b.name + ".npy"));
+  const CliResult r = cli(a);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(path("out") + "/y.npy"));
 }
 
 TEST_F(RunFilesTest, MissingParamsDirectoryExitsOne) {

@@ -99,12 +99,23 @@ int run(const RunFlags& f) {
   for (const ParamBlock& b : layout.blocks()) {
     const std::string path = (fs::path(f.params) / (b.name + ".npy")).string();
     std::error_code ec;
+    const bool bias = b.kind == ParamKind::bias_ih || b.kind == ParamKind::bias_hh;
     if (!fs::is_regular_file(path, ec))
-      throw Error(fmt::format("{}: missing parameter file for '{}' ({} expects shape {})", path, b.name,
-                              describe(config), npy::shape_string(b.shape)));
+      throw Error(fmt::format("{}: missing parameter file for '{}' ({} expects shape {}{})", path, b.name,
+                              describe(config), npy::shape_string(b.shape),
+                              bias ? "; a network without biases takes --no-bias" : ""));
     const std::vector<float> values = npy::read_f32(path, b.shape);
     std::copy(values.begin(), values.end(), weights.begin() + b.offset);
   }
+  // Bias files beside --no-bias: the network and the parameters disagree, so say so.
+  for (std::int64_t l = 0; l < config.num_layers && !config.bias; ++l)
+    for (int d = 0; d < config.directions(); ++d)
+      for (ParamKind kind : {ParamKind::bias_ih, ParamKind::bias_hh}) {
+        const std::string path = (fs::path(f.params) / (param_name(kind, l, d) + ".npy")).string();
+        std::error_code ec;
+        if (fs::exists(path, ec))
+          throw Error(fmt::format("{}: a bias parameter, but --no-bias says the network has none", path));
+      }
 
   const std::vector<float> h0 = read_optional(f.h0, state_shape);
   const std::vector<float> c0 = read_optional(f.c0, cell_shape);
