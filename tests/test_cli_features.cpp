@@ -244,6 +244,7 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
                {"--compare onednn: the oneDNN peer runs plain configurations only", "--gate-clip",
                 "--peephole is supported"});
   expect_error(with({"--input-forget"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only"});
+  expect_error(with({"--no-bias"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only", "--no-bias"});
 }
 
 // bench --peak also measures the weight-streaming bound of the recurrence: every step reads its
