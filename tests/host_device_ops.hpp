@@ -33,8 +33,8 @@ class HostDeviceOps final : public cuda::DeviceOps {
 
   // Through the same column-major form that the cuBLAS calls use (runtime/cuda/column_major.hpp),
   // into a loop that adds every term, as cuBLAS does: 0 * NaN makes NaN here too (OpenBLAS's
-  // sgemm, which this used before, dropped such terms for some of these shapes, so a walk that
-  // read x's NaN padding went unnoticed).
+  // sgemm drops such terms for some of these shapes, which would hide a walk that reads x's NaN
+  // padding).
   void gemm(int, const cuda::GemmCall& g) override {
     ++gemms;
     for (std::int64_t b = 0; b < g.batch; ++b) {
