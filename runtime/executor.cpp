@@ -128,6 +128,11 @@ __attribute__((target("avx512f"))) void pack_transposed_panel(float* dst, const 
 // Variable lengths: whether batch row n is past its sequence at time t.
 bool past_end(const std::int32_t* lengths, std::int64_t n, std::int64_t t) { return lengths && t >= lengths[n]; }
 
+// The same for row r of a time-major layout of `sequences` rows a step: (t, n) = (r / N, r % N).
+bool row_past_end(const std::int32_t* lengths, std::int64_t sequences, std::int64_t r) {
+  return past_end(lengths, r % sequences, r / sequences);
+}
+
 // Variable lengths: the rows [0, live) of a batch of n hold every row still in its sequence at
 // time t (live is 1 + the last such row). A recurrence's per-step GEMMs compute those rows only:
 // with lengths sorted longest first (PyTorch's packed sequences, cuDNN's packed layout) they
@@ -145,7 +150,7 @@ std::int64_t live_rows(const std::int32_t* lengths, std::int64_t n, std::int64_t
 bool Executor::FinishedRows::all_past_end(std::int64_t r0, std::int64_t r1) const {
   if (sequence >= 0) return r0 >= lengths[sequence];
   for (std::int64_t r = r0; r < r1; ++r)
-    if (r / sequences < lengths[r % sequences]) return false;
+    if (!row_past_end(lengths, sequences, r)) return false;
   return true;
 }
 
@@ -212,6 +217,7 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
   const float* a = resolve(g.a, bind);
   const float* b = resolve(g.b, bind);
   float* c = resolve(g.c, bind);
+  float* const a_panels = resolve(g.a_panels, bind);
   const bool lengths = bind.lengths != nullptr;
   if (lengths && g.k_sequence_rows == GemmStep::SequenceRows::time_major && g.b_masked.buffer != Buffer::none) {
     // B with the rows of finished sequences zeroed, shared by rows among the threads.
@@ -219,7 +225,7 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
     const auto [k0, k1] = share(g.k, tid, threads);
     for (std::int64_t kk = k0; kk < k1; ++kk) {
       float* row = masked + kk * g.ldb;
-      if (past_end(bind.lengths, kk % g.sequences, kk / g.sequences))
+      if (row_past_end(bind.lengths, g.sequences, kk))
         std::memset(row, 0, static_cast<std::size_t>(g.n) * sizeof(float));
       else
         copy_floats(row, b + kk * g.ldb, g.n);
@@ -234,7 +240,7 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
     if (i > 0 && (g.blocking.pack_a || into_same_c) && threads > 1) ThreadTeam::instance().barrier();
     GemmCall call{a + i * g.a_batch_stride, b + i * g.b_batch_stride, c + i * g.c_batch_stride,
                   accumulates ? 1.0f : beta, g.m, g.k};
-    call.a_panels = resolve(g.a_panels, bind);
+    call.a_panels = a_panels;
     if (lengths && g.k_sequence_rows == GemmStep::SequenceRows::batch_major)
       call.k = std::min<std::int64_t>(g.k, bind.lengths[i]);  // product i sums over sequence i's steps
     if (lengths && g.sequence_rows != GemmStep::SequenceRows::none)
@@ -436,7 +442,7 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
     // Variable lengths: the rows of finished sequences are packed as zeros (width 0).
     const auto [k0, k1] = share(p.k, tid, threads);
     for (std::int64_t kk = k0; kk < k1; ++kk) {
-      const bool finished = p.sequences > 0 && past_end(b.lengths, kk % p.sequences, kk / p.sequences);
+      const bool finished = p.sequences > 0 && row_past_end(b.lengths, p.sequences, kk);
       for (std::int64_t q = 0; q < panels; ++q) {
         const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
         copy_panel_row(out + (q * p.k + kk) * pc, w + kk * p.ld + grp * k.group + col0,
