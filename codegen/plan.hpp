@@ -112,8 +112,9 @@ struct PackStep {
   std::int64_t sequences = 0;
 };
 
-// dst[b, r, 0:cols] = src[b, r, 0:cols] for r < rows, b < blocks (rows ld_* apart, blocks
-// block_* apart: [T, N, w] <-> [N, T, w] is blocks = T, rows = N); a `none` source writes zeros.
+// dst[b, r, 0:cols] = src[b, r, 0:cols] (or += with accumulate) for r < rows, b < blocks (rows
+// ld_* apart, blocks block_* apart: [T, N, w] <-> [N, T, w] is blocks = T, rows = N); a `none`
+// source writes zeros.
 struct CopyStep {
   std::string what;
   Operand src, dst;
@@ -121,6 +122,7 @@ struct CopyStep {
   bool optional_src = false;  // the caller may omit src (then zeros); e.g. hx
   bool optional_dst = false;  // the caller may omit dst (then skipped); e.g. hy
   std::int64_t blocks = 1, block_src = 0, block_dst = 0;
+  bool accumulate = false;  // dst += src (sum_directions: y = h_fwd + h_bwd)
 };
 
 // Variable-length sequences: zeroes row (t, n) of dst, at dst + t*t_stride + n*n_stride, for
@@ -177,7 +179,7 @@ struct RecurrenceStep {
   std::int64_t batch = 0;  // N: the rows this step runs (all of the call's, or a lane's slice)
   std::int64_t batch_begin = 0;  // the call's row its first row is (its sequence length's index)
   std::int64_t state = 0;  // S, the width of h (P with a projection, else H)
-  std::int64_t ld_state = 0;  // row stride of h, h_init and dy (D*S)
+  std::int64_t ld_state = 0;  // row stride of h, h_init and dy (D*S: both directions' h side by side)
   int kernel = -1;         // index into Plan::kernels (OpenBLAS plans: one thread, all H columns)
   // Every step is split across threads: thread i runs the gate kernel thread_kernels[i] (-1:
   // none) on the hidden units from thread_units[i] (its share of the GEMM that produces or

@@ -306,8 +306,14 @@ void Executor::copy(const CopyStep& c, const Bindings& b, int tid, int threads) 
   for (std::int64_t i = r0; i < r1; ++i) {
     const std::int64_t blk = i / c.rows, r = i % c.rows;
     float* row = dst + blk * c.block_dst + r * c.ld_dst;
-    if (src) copy_floats(row, src + blk * c.block_src + r * c.ld_src, c.cols);
-    else std::memset(row, 0, static_cast<std::size_t>(c.cols) * sizeof(float));
+    const float* from = src ? src + blk * c.block_src + r * c.ld_src : nullptr;
+    if (!from) {
+      if (!c.accumulate) std::memset(row, 0, static_cast<std::size_t>(c.cols) * sizeof(float));
+    } else if (c.accumulate) {
+      for (std::int64_t j = 0; j < c.cols; ++j) row[j] += from[j];
+    } else {
+      copy_floats(row, from, c.cols);
+    }
   }
 }
 

@@ -64,8 +64,11 @@ class HostDeviceOps final : public cuda::DeviceOps {
     ++copies;
     for (std::int64_t b = 0; b < c.blocks; ++b)
       for (std::int64_t r = 0; r < c.rows; ++r)
-        for (std::int64_t j = 0; j < c.cols; ++j)
-          c.dst[b * c.block_dst + r * c.ld_dst + j] = c.src ? c.src[b * c.block_src + r * c.ld_src + j] : 0.0f;
+        for (std::int64_t j = 0; j < c.cols; ++j) {
+          float& to = c.dst[b * c.block_dst + r * c.ld_dst + j];
+          const float v = c.src ? c.src[b * c.block_src + r * c.ld_src + j] : 0.0f;
+          to = c.accumulate ? to + v : v;
+        }
   }
   void column_sum(int, const cuda::ColumnSumCall& c) override {
     ++column_sums;

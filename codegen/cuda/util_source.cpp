@@ -25,12 +25,16 @@ RNNJIT_HD inline bool rnnjit_dropout_keep(unsigned long long seed, long long lay
 #define RNNJIT_GRID_LOOP(i, count) \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (count); i += (long long)gridDim.x * blockDim.x)
 
-// dst[b, r, c] = src[b, r, c] (or 0 when src is null) for b < blocks, r < rows, c < cols.
+// dst[b, r, c] = src[b, r, c] (or 0 when src is null), or with accumulate dst[b, r, c] += it,
+// for b < blocks, r < rows, c < cols.
 extern "C" __global__ void rnnjit_copy(const float* src, float* dst, long long blocks, long long rows, long long cols,
-                                       long long ld_src, long long ld_dst, long long block_src, long long block_dst) {
+                                       long long ld_src, long long ld_dst, long long block_src, long long block_dst,
+                                       long long accumulate) {
   RNNJIT_GRID_LOOP(i, blocks * rows * cols) {
     const long long row = i / cols, c = i - row * cols, b = row / rows, r = row - b * rows;
-    dst[b * block_dst + r * ld_dst + c] = src ? src[b * block_src + r * ld_src + c] : 0.0f;
+    const long long at = b * block_dst + r * ld_dst + c;
+    const float v = src ? src[b * block_src + r * ld_src + c] : 0.0f;
+    dst[at] = accumulate ? dst[at] + v : v;
   }
 }
 

@@ -99,8 +99,8 @@ void CudaOps::copy(int lane, const CopyCall& c) {
   const float* src = c.src;
   float* dst = c.dst;
   std::int64_t blocks = c.blocks, rows = c.rows, cols = c.cols, ld_src = c.ld_src, ld_dst = c.ld_dst,
-               block_src = c.block_src, block_dst = c.block_dst;
-  void* params[] = {&src, &dst, &blocks, &rows, &cols, &ld_src, &ld_dst, &block_src, &block_dst};
+               block_src = c.block_src, block_dst = c.block_dst, accumulate = c.accumulate ? 1 : 0;
+  void* params[] = {&src, &dst, &blocks, &rows, &cols, &ld_src, &ld_dst, &block_src, &block_dst, &accumulate};
   launch_util(lane, copy_, blocks * rows * cols, params);
 }
 

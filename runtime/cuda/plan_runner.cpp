@@ -76,7 +76,7 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
     float* dst = resolve(c->dst, b);
     if (!dst) return;  // an optional output the caller did not ask for
     ops.copy(lane, CopyCall{resolve(c->src, b), dst, c->blocks, c->rows, c->cols, c->ld_src, c->ld_dst, c->block_src,
-                            c->block_dst});
+                            c->block_dst, c->accumulate});
   } else if (const auto* m = std::get_if<MaskStep>(&s)) {
     // Zeroes rows past the sequence lengths: one launch over all T steps, only when some row is.
     if (shortest(b, m->steps) >= m->steps) return;

@@ -54,11 +54,13 @@ struct GemmCall {
   std::int64_t batch = 1, a_stride = 0, b_stride = 0, c_stride = 0;
 };
 
-// dst[blk, r, c] = src[blk, r, c], or 0 when src is null (CopyStep's layout).
+// dst[blk, r, c] = src[blk, r, c], or 0 when src is null, or dst += src with accumulate (CopyStep's
+// layout).
 struct CopyCall {
   const float* src = nullptr;
   float* dst = nullptr;
   std::int64_t blocks = 1, rows = 0, cols = 0, ld_src = 0, ld_dst = 0, block_src = 0, block_dst = 0;
+  bool accumulate = false;  // dst += src
 };
 
 // A ColumnSumStep resolved: sums of src's rows (times factor's, when not null) into dst.
