@@ -6,7 +6,8 @@
 //   src_iter   [1, D, N, H]  ldnc   hx + l*D*N*H (rnnjit's [L*D, N, H] is ldnc already)
 //   weights    [1, D, I_l, G, H] / [1, D, H, G, H]: user copy in ldigo, primitive's in format any
 //   bias       [1, D, G', H] ldgo   G' = G, or 4 for lbr_gru (vanilla gru: b_ih + b_hh per gate)
-//   dst_layer  [T, N, D*H]   tnc    y for the top layer; bidirectional_concat = [fwd, rev] as rnnjit
+//   dst_layer  [T, N, Y]     tnc    y for the top layer; Y = D*H, bidirectional_concat = [fwd, rev] as
+//                                   rnnjit, or with sum_directions Y = H, bidirectional_sum
 //   dst_iter   [1, D, N, H]  ldnc   hy + l*D*N*H
 #include "bench/onednn_peer.hpp"
 
@@ -127,7 +128,7 @@ struct Reorder {
   void run(const dnnl::stream& s) { prim.execute(s, src, dst); }
 };
 
-// The primitives of one layer shape (layer 0, and the layers above it when D*H differs from I).
+// The primitives of one layer shape (layer 0, and the layers above it when Y differs from I).
 struct Prims {
   i64 input = 0;
   dnnl::rnn_primitive_desc_base fwd_pd, bwd_pd;
@@ -144,7 +145,7 @@ struct OnednnRnn::Impl {
   Mode mode;
   int threads;
   WeightLayout layout;
-  i64 T, N, H, D, G, GB, L;
+  i64 T, N, H, D, Y, G, GB, L;  // Y: a layer's output width (D*H, or H summed)
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream strm{eng};
   std::vector<Prims> prims;  // [0]: layer 0; [1]: layers above (when their shape differs)
@@ -164,7 +165,7 @@ struct OnednnRnn::Impl {
   std::vector<Layer> layers;
 
   // Layer outputs between layers (training: all kept for backward; inference: two, ping-pong),
-  // and gradients between layers (two, ping-pong). [T, N, D*H] each, allocated by oneDNN (aligned).
+  // and gradients between layers (two, ping-pong). [T, N, Y] each, allocated by oneDNN (aligned).
   std::vector<memory> act, dact;
   std::vector<float> zeros;                  // [D, N, H]: missing hx/cx/dhy/dcy
   std::vector<float> hy_own, cy_own;         // [L, D, N, H]: hy/cy when the caller gives none
@@ -187,6 +188,7 @@ struct OnednnRnn::Impl {
     N = s.batch;
     H = c.hidden_size;
     D = c.directions();
+    Y = c.output_size();
     G = c.gates();
     GB = bias_gates(c.cell);
     L = c.num_layers;
@@ -201,9 +203,10 @@ struct OnednnRnn::Impl {
 
   // The forward and (training) backward primitives for layers of input width `input`.
   Prims build(i64 input) const {
-    const auto dir =
-        D == 2 ? dnnl::rnn_direction::bidirectional_concat : dnnl::rnn_direction::unidirectional_left2right;
-    const auto src_layer = md({T, N, input}, tag::tnc), dst_layer = md({T, N, D * H}, tag::tnc);
+    const auto dir = D == 1                ? dnnl::rnn_direction::unidirectional_left2right
+                     : cfg.sum_directions ? dnnl::rnn_direction::bidirectional_sum
+                                          : dnnl::rnn_direction::bidirectional_concat;
+    const auto src_layer = md({T, N, input}, tag::tnc), dst_layer = md({T, N, Y}, tag::tnc);
     const auto iter = md(iter_dims(), tag::ldnc);
     const auto wl = md({1, D, input, G, H}, tag::any), wi = md({1, D, H, G, H}, tag::any);
     const auto bias = md({1, D, GB, H}, tag::ldgo);
@@ -292,12 +295,12 @@ struct OnednnRnn::Impl {
 
   void setup() {
     prims.push_back(build(cfg.input_size));
-    if (L > 1 && D * H != cfg.input_size) prims.push_back(build(D * H));
+    if (L > 1 && Y != cfg.input_size) prims.push_back(build(Y));
     const i64 state = D * N * H;
     zeros.assign(static_cast<std::size_t>(state), 0.0f);
     hy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
     if (lstm()) cy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
-    const auto between = md({T, N, D * H}, tag::tnc);
+    const auto between = md({T, N, Y}, tag::tnc);
     for (i64 i = 0; i < (training() ? L - 1 : std::min<i64>(L - 1, 2)); ++i) act.emplace_back(between, eng);
     if (training()) {
       for (i64 i = 0; i < std::min<i64>(L - 1, 2); ++i) dact.emplace_back(between, eng);
@@ -319,7 +322,7 @@ struct OnednnRnn::Impl {
       ly.wi_fwd = in_format(ly.wi_user, query(p.fwd_pd, DNNL_ARG_WEIGHTS_ITER), &ly.fwd_reorders, false);
 
       const auto none = [&](const memory::desc& d) { return memory(d, eng, DNNL_MEMORY_NONE); };
-      const auto src_layer = md({T, N, in}, tag::tnc), dst_layer = md({T, N, D * H}, tag::tnc);
+      const auto src_layer = md({T, N, in}, tag::tnc), dst_layer = md({T, N, Y}, tag::tnc);
       const auto iter = md(iter_dims(), tag::ldnc);
       Args& fa = ly.fwd_args;
       fa[DNNL_ARG_SRC_LAYER] = none(src_layer);

@@ -46,7 +46,8 @@ struct Sizes {
   std::int64_t T, N, H, G, GH, D, L, R;  // R: reserve gate columns (reserve_gates * H)
   bool lstm, gru;
   bool reset_before = false;  // GRU with the reset before n's recurrent product (two kernels a step)
-  std::int64_t S = 0, W = 0, P = 0;  // S: width of h (P or H); W = D*S: a row of a layer's output
+  std::int64_t S = 0, W = 0, P = 0;  // S: width of h (P or H); W = D*S: both directions' h side by side
+  std::int64_t Y = 0;  // a row of a layer's output (y, the input above): W, or S with sum_directions
 };
 
 class Planner {
@@ -83,6 +84,7 @@ class Planner {
     s_.reset_before = config.cell == CellKind::gru_reset_before;
     s_.S = config.state_size();
     s_.W = s_.D * s_.S;
+    s_.Y = config.output_size();
     s_.P = config.proj_size;
     dropout_ = mode == Mode::training && config.dropout > 0.0f && config.num_layers > 1;
     // Two directions run as two lanes at once, a thread each, unless a direction's W_hh is too
@@ -293,10 +295,15 @@ class Planner {
       plan_.lengths_region = plan_.workspace.add("seq_lengths", Space::reserve, static_cast<std::size_t>(s.N) * 4);
       if (dropout_)
         for (std::int64_t l = 0; l + 1 < s.L; ++l) {
-          dropped_.push_back(region(fmt::format("dropped.l{}", l), true, s.T * s.N * s.W));
+          dropped_.push_back(region(fmt::format("dropped.l{}", l), true, s.T * s.N * s.Y));
           dropout_mask_.push_back(plan_.workspace.add(fmt::format("dropout_mask.l{}", l), Space::reserve,
-                                                      static_cast<std::size_t>(s.T * s.N * s.W)));
+                                                      static_cast<std::size_t>(s.T * s.N * s.Y)));
         }
+      // The sums the layer above reads (below the top layer); kept for its dW_ih unless that
+      // reads their dropped copy.
+      if (config_.sum_directions)
+        for (std::int64_t l = 0; l + 1 < s.L; ++l)
+          summed_.push_back(region(fmt::format("summed.l{}", l), !dropout_, s.T * s.N * s.Y));
       for (std::int64_t l = 0; l < s.L; ++l) {
         // [h_init of a forward direction; the T steps' h; h_init of a reverse direction], N
         // rows of W each: the h every step of a direction reads is then one run of T*N rows,
@@ -319,10 +326,13 @@ class Planner {
     } else {
       // Inference: layers below the top alternate between two output buffers; the top layer
       // writes y. The LSTM cell state is updated in place in one [N, H] buffer per direction.
+      // With sum_directions every layer's recurrences write one buffer of both directions' h,
+      // whose sums go to the two output buffers or y.
       if (s.L > 1)
         for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
-          pingpong_[i] = region(fmt::format("layer_out.{}", i), false, s.T * s.N * s.W);
-      if (config_.batch_first) y_seq_ = region("y_seq", false, s.T * s.N * s.W);
+          pingpong_[i] = region(fmt::format("layer_out.{}", i), false, s.T * s.N * s.Y);
+      if (config_.sum_directions) directions_out_ = region("directions_out", false, s.T * s.N * s.W);
+      else if (config_.batch_first) y_seq_ = region("y_seq", false, s.T * s.N * s.W);
       const int h_init = region("h_init", false, s.N * s.W);
       h_init_.assign(static_cast<std::size_t>(s.L), h_init);
       if (s.lstm)
@@ -345,23 +355,49 @@ class Planner {
     }
     if (s.L > 1)
       for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
-        dlayer_[i] = region(fmt::format("dlayer.{}", i), false, s.T * s.N * s.W);
-    if (config_.batch_first) dy_seq_ = region("dy_seq", false, s.T * s.N * s.W);
+        dlayer_[i] = region(fmt::format("dlayer.{}", i), false, s.T * s.N * s.Y);
+    if (config_.sum_directions) dy_directions_ = region("dy_directions", false, s.T * s.N * s.W);
+    else if (config_.batch_first) dy_seq_ = region("dy_seq", false, s.T * s.N * s.W);
   }
 
-  // Output [T, N, D*H] of layer l (where forward writes it and backward reads it).
-  // Sequence-major [T, N, D*H]; batch-first y is written from it by plan_outputs().
+  // The h of layer l's directions, [T, N, W] with direction d at column d*S (where forward
+  // writes it and backward reads it), sequence-major; batch-first y is written from it by
+  // plan_outputs(). Without sum_directions it is the layer's output.
   Operand layer_output(std::int64_t l) const {
     if (training())
       return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)], h_init_before() * s_.N * s_.W);
+    if (config_.sum_directions) return region_operand(plan_.workspace, directions_out_);
     if (l == s_.L - 1) return config_.batch_first ? region_operand(plan_.workspace, y_seq_) : buffer_operand(Buffer::y);
     return region_operand(plan_.workspace, pingpong_[l % 2]);
+  }
+  // What the layer above l reads of it, [T, N, Y]: its output, or with sum_directions the sums.
+  Operand output_above(std::int64_t l) const {
+    if (!config_.sum_directions) return layer_output(l);
+    return region_operand(plan_.workspace, training() ? summed_[static_cast<std::size_t>(l)] : pingpong_[l % 2]);
   }
   // What layer l reads: x, the layer below's output, or (training with dropout) its dropped copy.
   Operand layer_input(std::int64_t l) const {
     if (l == 0) return buffer_operand(Buffer::x);
     if (dropout_) return region_operand(plan_.workspace, dropped_[static_cast<std::size_t>(l - 1)]);
-    return layer_output(l - 1);
+    return output_above(l - 1);
+  }
+  // sum_directions: dst = h of direction 0 + h of direction 1 of layer l, for every (t, n) row;
+  // dst's rows are [T, N, S], or batch-first [N, T, S] (y).
+  void sum_directions(std::vector<Step>& lane, std::int64_t l, Operand dst, bool batch_first_dst) const {
+    const auto& s = s_;
+    for (int d = 0; d < s.D; ++d) {
+      CopyStep c{fmt::format("sum of directions l{}: {}h d{}", l, d > 0 ? "+ " : "", d),
+                 shifted(layer_output(l), d * s.S), dst, s.T * s.N, s.S, s.W, s.S, false, false};
+      if (batch_first_dst) {  // T blocks of N rows: from row (t, n) of the output to y's row (n, t)
+        c.rows = s.N;
+        c.ld_dst = s.T * s.S;
+        c.blocks = s.T;
+        c.block_src = s.N * s.W;
+        c.block_dst = s.S;
+      }
+      c.accumulate = d > 0;
+      lane.push_back(std::move(c));
+    }
   }
   // h_init of layer l, direction d ([N, S] at column d*S, rows W apart). Training keeps it in
   // the layer's output region, right before step 0 (forward) or after step T-1 (reverse): the
@@ -468,11 +504,16 @@ class Planner {
       }
       if (own_projection_stage) plan_.forward.push_back(std::move(projections));
       plan_.forward.push_back(std::move(stage));
+      if (config_.sum_directions && l + 1 < s.L) {
+        std::vector<Step> sums;
+        sum_directions(sums, l, output_above(l), false);
+        plan_.forward.push_back(Stage{{std::move(sums)}});
+      }
       if (dropout_ && l + 1 < s.L)
         plan_.forward.push_back(Stage{{{DropoutStep{fmt::format("dropout l{}", l), Pass::forward, l, config_.dropout,
-                                                    layer_output(l), layer_input(l + 1),
+                                                    output_above(l), layer_input(l + 1),
                                                     dropout_mask_[static_cast<std::size_t>(l)],
-                                                    s.T * s.N * s.W}}}});
+                                                    s.T * s.N * s.Y}}}});
     }
   }
 
@@ -561,20 +602,23 @@ class Planner {
     const std::int64_t ldh = s.W;
     std::vector<Step> lane;
     const Operand top = layer_output(s.L - 1);
-    if (config_.batch_first)
+    if (config_.sum_directions)
+      sum_directions(lane, s.L - 1, buffer_operand(Buffer::y), config_.batch_first);
+    else if (config_.batch_first)
       lane.push_back(CopyStep{"y [N, T] <- top layer output [T, N]", top, buffer_operand(Buffer::y), s.N, ldh, ldh,
                               s.T * ldh, false, false, s.T, s.N * ldh, ldh});
     else if (training())
       lane.push_back(CopyStep{"y <- top layer output", top, buffer_operand(Buffer::y), s.T * s.N, ldh, ldh, ldh, false,
                               false});
-    lane.push_back(MaskStep{"y past the sequence lengths", buffer_operand(Buffer::y), s.T, s.N, ldh,
-                            config_.batch_first ? ldh : s.N * ldh, config_.batch_first ? s.T * ldh : ldh});
+    lane.push_back(MaskStep{"y past the sequence lengths", buffer_operand(Buffer::y), s.T, s.N, s.Y,
+                            config_.batch_first ? s.Y : s.N * s.Y, config_.batch_first ? s.T * s.Y : s.Y});
     plan_.forward.push_back(Stage{{std::move(lane)}});
   }
 
-  // Batch-first dy is first copied into sequence-major rows, which the gate kernels read.
+  // Batch-first dy is first copied into sequence-major rows, which the gate kernels read (with
+  // sum_directions, spread_dy() does it).
   void plan_dy() {
-    if (!config_.batch_first) return;
+    if (!config_.batch_first || config_.sum_directions) return;
     const std::int64_t ldh = s_.W;
     plan_.backward_data.push_back(Stage{{{CopyStep{"dy [T, N] <- dy [N, T]", buffer_operand(Buffer::dy),
                                                    region_operand(plan_.workspace, dy_seq_), s_.N, ldh, s_.T * ldh,
@@ -590,9 +634,35 @@ class Planner {
     return {{0, s_.GH, 0}};
   }
 
+  // The gradient of layer l's output, [T, N, Y]: the layer above's input gradient, or dy.
   Operand dy_of_layer(std::int64_t l) const {
     if (l < s_.L - 1) return region_operand(plan_.workspace, dlayer_[l % 2]);
-    return config_.batch_first ? region_operand(plan_.workspace, dy_seq_) : buffer_operand(Buffer::dy);
+    return config_.batch_first && !config_.sum_directions ? region_operand(plan_.workspace, dy_seq_)
+                                                          : buffer_operand(Buffer::dy);
+  }
+  // What layer l's backward recurrences read as the gradient of their h ([T, N, W], direction d
+  // at column d*S): dy_of_layer(), or with sum_directions its copy for each direction.
+  Operand dy_of_directions(std::int64_t l) const {
+    return config_.sum_directions ? region_operand(plan_.workspace, dy_directions_) : dy_of_layer(l);
+  }
+  // sum_directions: both directions' h get the whole gradient of their sum.
+  void spread_dy(std::int64_t l) {
+    const auto& s = s_;
+    const bool batch_first_dy = l == s.L - 1 && config_.batch_first;
+    std::vector<Step> lane;
+    for (int d = 0; d < s.D; ++d) {
+      CopyStep c{fmt::format("dy of l{} d{} <- dy of the sum", l, d), dy_of_layer(l),
+                 shifted(dy_of_directions(l), d * s.S), s.T * s.N, s.S, s.S, s.W, false, false};
+      if (batch_first_dy) {  // T blocks of N rows: from dy's row (n, t) to row (t, n)
+        c.rows = s.N;
+        c.ld_src = s.T * s.S;
+        c.blocks = s.T;
+        c.block_src = s.S;
+        c.block_dst = s.N * s.W;
+      }
+      lane.push_back(std::move(c));
+    }
+    plan_.backward_data.push_back(Stage{{std::move(lane)}});
   }
   Operand dx_of_layer(std::int64_t l) const {
     return l == 0 ? buffer_operand(Buffer::dx) : region_operand(plan_.workspace, dlayer_[(l - 1) % 2]);
@@ -601,6 +671,7 @@ class Planner {
   void plan_backward_data() {
     const auto& s = s_;
     for (std::int64_t l = s.L - 1; l >= 0; --l) {
+      if (config_.sum_directions) spread_dy(l);
       Stage stage;
       for (int d = 0; d < s.D; ++d) {
         if (batch_slices_ == 1) {
@@ -637,7 +708,7 @@ class Planner {
         plan_.backward_data.push_back(Stage{{{DropoutStep{fmt::format("dropout l{} backward", l - 1), Pass::backward,
                                                           l - 1, config_.dropout, {}, dx_of_layer(l),
                                                           dropout_mask_[static_cast<std::size_t>(l - 1)],
-                                                          s.T * s.N * s.W}}}});
+                                                          s.T * s.N * s.Y}}}});
     }
   }
 
@@ -695,7 +766,7 @@ class Planner {
                                     s.H, threads, true, lane_index, &lane, true);
     }
     split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : s.reset_before ? r.gemm_n : r.gemm);
-    r.dy = {shifted(dy_of_layer(l), d * s.S + n0 * ldh), s.N * ldh};
+    r.dy = {shifted(dy_of_directions(l), d * s.S + n0 * ldh), s.N * ldh};
     r.h = {shifted(layer_output(l), d * s.S + n0 * ldh), s.N * ldh};
     r.h_init = shifted(h_init_operand(l, d), n0 * ldh);
     r.dh_carry = dh;
@@ -847,6 +918,10 @@ class Planner {
   std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)
   std::vector<int> dropped_, dropout_mask_;  // per layer below the top (reserve)
   int zero_bias_ = -1;                        // no bias parameters: G*H zeros (workspace)
+  // sum_directions: the directions' h of a layer, [T, N, W] (inference: every layer's), their
+  // sums read by the layer above (training) and the output gradient read by both directions.
+  int directions_out_ = -1, dy_directions_ = -1;
+  std::vector<int> summed_;
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
   int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1};
   std::vector<int> a_panels_, b_panels_;  // per lane (constructor: as many as a stage can have)

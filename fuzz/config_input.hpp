@@ -87,17 +87,20 @@ ConfigInput decode_config_input(Provider& in) {
   c.config.gate_clip = kFloats[in.template ConsumeIntegralInRange<int>(0, 7)];
   c.config.peephole = in.ConsumeBool();
   c.config.input_forget = in.ConsumeBool();
+  c.config.bias = !in.ConsumeBool();
+  c.config.sum_directions = in.ConsumeBool();
   return c;
 }
 
 inline std::string describe_input(const ConfigInput& c) {
   return fmt::format("regime {} cell {} I={} H={} L={} bidirectional={} T={} N={} {} isa {} threads {} reverse={} "
-                     "batch_first={} clip={} dropout={} proj_size={} gate_clip={} peephole={} input_forget={}",
+                     "batch_first={} clip={} dropout={} proj_size={} gate_clip={} peephole={} input_forget={} bias={} "
+                     "sum_directions={}",
                      c.regime, static_cast<int>(c.config.cell), c.config.input_size, c.config.hidden_size,
                      c.config.num_layers, c.config.bidirectional, c.shape.seq_len, c.shape.batch, to_string(c.mode),
                      to_string(c.isa), c.threads, c.config.reverse, c.config.batch_first, c.config.clip,
                      c.config.dropout, c.config.proj_size, c.config.gate_clip, c.config.peephole,
-                     c.config.input_forget);
+                     c.config.input_forget, c.config.bias, c.config.sum_directions);
 }
 
 // Planning is metadata only, but its cost still grows with sizes, layers and threads: plan what
@@ -133,7 +136,7 @@ inline std::string check_config_input(const ConfigInput& in) {
   constexpr std::int64_t kLimit = std::int64_t{1} << 34;
   const WeightLayout layout(c);
   if (layout.total_elements() <= 0 || layout.total_elements() > kLimit) return "weight count out of range";
-  const int blocks_per_direction = 4 + (c.proj_size > 0) + c.peephole;
+  const int blocks_per_direction = 2 + (c.bias ? 2 : 0) + (c.proj_size > 0) + c.peephole;
   if (layout.blocks().size() != static_cast<std::size_t>(blocks_per_direction * c.num_layers * c.directions()))
     return "wrong number of parameter blocks";
   if (!shape_ok) return {};

@@ -56,6 +56,8 @@ void build_from_flags(CLI::App& sub, const CommandAction& action) {
   take(sub, "--hidden-size", config.hidden_size);
   take(sub, "--layers", config.layers);
   take(sub, "--bidirectional", config.bidirectional);
+  take(sub, "--direction", config.direction);
+  take(sub, "--no-bias", config.no_bias);
   take(sub, "--seq", shape.seq);
   take(sub, "--batch", shape.batch);
   take(sub, "--mode", shape.mode);

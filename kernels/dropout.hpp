@@ -8,8 +8,8 @@
 namespace rnnjit {
 
 // Whether element `element` of layer `layer`'s output is kept (probability 1 - p). The element
-// index is the position in the output laid out sequence-major, [T, N, D*S]:
-// element = (t*N + n)*D*S + j, whatever the caller's batch layout.
+// index is the position in the output laid out sequence-major, [T, N, Y] (Y = config.output_size()):
+// element = (t*N + n)*Y + j, whatever the caller's batch layout.
 inline bool dropout_keep(std::uint64_t seed, std::int64_t layer, std::int64_t element, float p) {
   // splitmix64 over a counter made of the three inputs: one multiply-xorshift chain per element.
   std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(layer + 1) +

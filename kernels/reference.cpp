@@ -180,7 +180,10 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
     if (gru) reserve->gru_hn.assign(lds, std::vector<T>(sz(TT * N * H)));
   }
 
-  const i64 out_width = D * S;
+  // A direction's h goes to its own columns of a layer's output, or (sum_directions) adds to
+  // the one set of S columns.
+  const i64 out_width = config.output_size();
+  const bool summed = config.sum_directions;
   std::vector<T> layer_in = to_seq_major(x, TT, N, config.input_size, config.batch_first);
   std::vector<T> layer_out(sz(TT * N * out_width));
   std::vector<T> h_state(sz(N * S)), c_state(sz(N * H));  // per element: the state before its next step
@@ -191,7 +194,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   for (i64 l = 0; l < L; ++l) {
     const i64 in_width = config.layer_input_size(l);
     if (l > 0 && dropout) {
-      // layer_in is layer l-1's output, sequence-major, element index (t*N + n)*D*S + j.
+      // layer_in is layer l-1's output, sequence-major, element index (t*N + n)*out_width + j.
       std::vector<T> factor(layer_in.size());
       for (std::size_t e = 0; e < layer_in.size(); ++e) {
         factor[e] = dropout_keep(options.dropout_seed, l - 1, static_cast<i64>(e), config.dropout) ? dropout_factor
@@ -291,7 +294,8 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
               h = static_cast<T>(a);
             }
             hp[p] = h;
-            layer_out[sz(row * out_width + d * S + p)] = h;
+            T& out = layer_out[sz(row * out_width + (summed ? 0 : d * S) + p)];
+            out = summed ? out + h : h;
             if (reserve) reserve->h[uld][sz(row * S + p)] = h;
           }
           if (lstm) std::copy(c_new.begin(), c_new.end(), cp);
@@ -323,7 +327,9 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   const T clip_value = static_cast<T>(config.clip);
   const bool clip = config.clip > 0.0f;
   const GateClip<T> gclip = gate_clip_of<T>(config);
-  const i64 out_width = D * S;
+  // Both directions read the gradient of a summed output (sum_directions) whole.
+  const i64 out_width = config.output_size();
+  const i64 dir_cols = config.sum_directions ? 0 : S;
   // Rows of W_hh whose product is with h_{t-1} itself: all but n's with the reset before.
   const i64 h_rows = reset_before ? 2 * H : GH;
   const std::vector<i64>& lengths = reserve.lengths;
@@ -333,7 +339,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   reserve.dh.clear();
   if (proj) reserve.dh.assign(sz(L * D), std::vector<T>(sz(TT * N * P)));
 
-  // Gradient w.r.t. the current layer's output [T, N, D*S], sequence-major. Rows past an
+  // Gradient w.r.t. the current layer's output [T, N, out_width], sequence-major. Rows past an
   // element's length are never read (dy there is ignored).
   std::vector<T> dout(sz(TT * N * out_width), T(0));
   if (dy) dout = to_seq_major(dy, TT, N, out_width, config.batch_first);
@@ -369,7 +375,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
           T* dhn = dh_next.data() + n * S;
           T* dcn = dc_next.data() + n * H;
           // Total gradient reaching h_t: from this layer's output and from the next step.
-          for (i64 p = 0; p < S; ++p) dh_total[sz(p)] = dhn[p] + dout[sz(row * out_width + d * S + p)];
+          for (i64 p = 0; p < S; ++p) dh_total[sz(p)] = dhn[p] + dout[sz(row * out_width + d * dir_cols + p)];
           // Gradient reaching the cell's output (r_t = o*tanh(c_t) through h_t = W_hr r_t).
           for (i64 k = 0; k < H; ++k) {
             if (!proj) {

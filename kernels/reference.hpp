@@ -37,7 +37,7 @@ struct Reserve {
   // layer's output after dropout above.
   std::vector<std::vector<T>> inputs;
   // dropout[l] (l >= 1, training with dropout > 0 only, else empty): the factor applied to
-  // layer l-1's output [T, N, D*S] to make inputs[l]: 0 (dropped) or T(dropout_scale(p)).
+  // layer l-1's output [T, N, Y] to make inputs[l]: 0 (dropped) or T(dropout_scale(p)).
   std::vector<std::vector<T>> dropout;
   std::vector<std::vector<T>> h;       // [ld] h_t          [T, N, S]
   std::vector<std::vector<T>> c;       // [ld] LSTM c_t     [T, N, H] (after clipping; empty for other cells)
@@ -55,8 +55,8 @@ struct Reserve {
 };
 
 // Forward pass. w is the canonical buffer (rnnjit/weights.hpp). x [T, N, I] (batch_first:
-// [N, T, I]); h0 [L*D, N, S] and c0 [L*D, N, H] may be null (zeros); y [T, N, D*S] (batch_first:
-// [N, T, D*S]), hy [L*D, N, S], cy [L*D, N, H] may be null (not written); cy and c0 are used for
+// [N, T, I]); h0 [L*D, N, S] and c0 [L*D, N, H] may be null (zeros); y [T, N, Y] (batch_first:
+// [N, T, Y]; Y = config.output_size()), hy [L*D, N, S], cy [L*D, N, H] may be null (not written); cy and c0 are used for
 // LSTM only. Validates config, shape and options.seq_lengths (throws Error).
 // With reserve != nullptr this is forward training: it fills *reserve and applies dropout
 // between layers (config.dropout, options.dropout_seed); inference never drops.

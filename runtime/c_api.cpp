@@ -150,8 +150,10 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
     case RNNJIT_DIRECTION_FORWARD: config.bidirectional = false; break;
     case RNNJIT_DIRECTION_BIDIRECTIONAL: config.bidirectional = true; break;
     case RNNJIT_DIRECTION_REVERSE: config.reverse = true; break;
+    case RNNJIT_DIRECTION_BIDIRECTIONAL_SUM: config.bidirectional = config.sum_directions = true; break;
     default:
-      invalid(fmt::format("config.direction is {}, not one of RNNJIT_DIRECTION_FORWARD, _BIDIRECTIONAL, _REVERSE",
+      invalid(fmt::format("config.direction is {}, not one of RNNJIT_DIRECTION_FORWARD, _BIDIRECTIONAL, _REVERSE, "
+                          "_BIDIRECTIONAL_SUM",
                           c.direction));
   }
   config.input_size = c.input_size;
@@ -181,9 +183,10 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.input_size = config.input_size;
   c.hidden_size = config.hidden_size;
   c.num_layers = config.num_layers;
-  c.direction = config.bidirectional ? RNNJIT_DIRECTION_BIDIRECTIONAL
-                : config.reverse     ? RNNJIT_DIRECTION_REVERSE
-                                     : RNNJIT_DIRECTION_FORWARD;
+  c.direction = config.sum_directions ? RNNJIT_DIRECTION_BIDIRECTIONAL_SUM
+                : config.bidirectional ? RNNJIT_DIRECTION_BIDIRECTIONAL
+                : config.reverse       ? RNNJIT_DIRECTION_REVERSE
+                                       : RNNJIT_DIRECTION_FORWARD;
   c.threads = 0;
   c.proj_size = config.proj_size;
   c.cell_clip = config.clip;

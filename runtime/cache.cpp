@@ -30,6 +30,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(k.config.peephole);
   mix(k.config.input_forget);
   mix(k.config.bias);
+  mix(k.config.sum_directions);
   mix(static_cast<std::uint64_t>(k.shape.seq_len));
   mix(static_cast<std::uint64_t>(k.shape.batch));
   mix(static_cast<std::uint64_t>(k.mode));

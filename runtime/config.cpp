@@ -84,6 +84,8 @@ void validate(const RnnConfig& c) {
     throw Error(fmt::format("dropout must be in [0, 1), got {}", c.dropout));
   if (c.reverse && c.bidirectional)
     throw Error("reverse applies to unidirectional networks (a bidirectional one already reads both ways)");
+  if (c.sum_directions && !c.bidirectional)
+    throw Error("sum_directions applies to bidirectional networks (it sums their two directions)");
   const std::int64_t gh = checked_mul(c.gates(), c.hidden_size, "gates*hidden_size");
   if (gh > kMaxDim) throw Error(fmt::format("gates*hidden_size = {} exceeds {}", gh, kMaxDim));
   const std::int64_t widest_input = std::max(c.input_size, c.directions() * c.state_size());
@@ -120,12 +122,13 @@ std::string describe(const RnnConfig& c) {
   if (c.peephole) s += " peephole";
   if (c.input_forget) s += " input_forget";
   if (!c.bias) s += " no_bias";
+  if (c.sum_directions) s += " sum_directions";
   return s;
 }
 
 std::int64_t x_elements(const RnnConfig& c, const Shape& s) { return s.seq_len * s.batch * c.input_size; }
 std::int64_t y_elements(const RnnConfig& c, const Shape& s) {
-  return s.seq_len * s.batch * c.directions() * c.state_size();
+  return s.seq_len * s.batch * c.output_size();
 }
 std::int64_t state_elements(const RnnConfig& c, const Shape& s) {
   return c.num_layers * c.directions() * s.batch * c.state_size();

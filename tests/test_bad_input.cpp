@@ -125,6 +125,8 @@ TEST(BadConfig, FeatureFieldsNameTheirValue) {
   expect_error([&] { validate(with([](RnnConfig& c) { c.dropout = -0.5f; })); }, "dropout must be in [0, 1), got -0.5");
   expect_error([&] { validate(with([](RnnConfig& c) { c.reverse = c.bidirectional = true; })); },
                "reverse applies to unidirectional networks (a bidirectional one already reads both ways)");
+  expect_error([&] { validate(with([](RnnConfig& c) { c.sum_directions = true; })); },
+               "sum_directions applies to bidirectional networks (it sums their two directions)");
 }
 
 TEST(BadLengths, SequenceLengthsAreCheckedByCountAndRange) {

@@ -51,9 +51,10 @@ rnnjit_config_t c_config(const RnnConfig& c, int threads = 0) {
   out.input_size = c.input_size;
   out.hidden_size = c.hidden_size;
   out.num_layers = c.num_layers;
-  out.direction = c.bidirectional ? RNNJIT_DIRECTION_BIDIRECTIONAL
-                  : c.reverse     ? RNNJIT_DIRECTION_REVERSE
-                                  : RNNJIT_DIRECTION_FORWARD;
+  out.direction = c.sum_directions ? RNNJIT_DIRECTION_BIDIRECTIONAL_SUM
+                  : c.bidirectional ? RNNJIT_DIRECTION_BIDIRECTIONAL
+                  : c.reverse       ? RNNJIT_DIRECTION_REVERSE
+                                    : RNNJIT_DIRECTION_FORWARD;
   out.threads = threads;
   out.proj_size = c.proj_size;
   out.cell_clip = c.clip;
@@ -1416,7 +1417,7 @@ TEST(CApiOnnxEquations, HandCheckedScalarCasesWithClipPeepholesAndInputForget) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// gate_clip, peephole, input_forget and no_bias through the native C API (the JIT backend)
+// gate_clip, peephole, input_forget, no_bias and summed directions through the native C API (the JIT backend)
 // against the C++ API's reference backend on the same canonical weights, forward and backward.
 
 struct FeatureCase {
@@ -1543,6 +1544,12 @@ std::vector<FeatureCase> feature_cases() {
                                                   .bidirectional = true, .gate_clip = 0.4f, .bias = false}, {5, 3}, true},
       {"GruNoBiasGateClip", {.cell = C::gru, .input_size = 5, .hidden_size = 17, .gate_clip = 0.3f, .bias = false},
        {4, 2}},
+      {"LstmSumDirectionsGateClipLengths", {.cell = C::lstm, .input_size = 5, .hidden_size = 19, .num_layers = 2,
+                                            .bidirectional = true, .gate_clip = 0.4f, .sum_directions = true},
+       {5, 3}, true},
+      {"RnnTanhSumDirectionsGateClipBatchFirst", {.cell = C::rnn_tanh, .input_size = 7, .hidden_size = 5,
+                                                  .num_layers = 3, .bidirectional = true, .batch_first = true,
+                                                  .gate_clip = 0.3f, .sum_directions = true}, {5, 3}},
   };
 }
 

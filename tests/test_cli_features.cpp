@@ -90,11 +90,11 @@ class CliOnnxFeatures : public test::CliFixture {
   void run_and_compare(const test::RnnCase& rc, const std::vector<std::string>& flags) {
     const RnnConfig& c = rc.config;
     const i64 T = rc.shape.seq_len, N = rc.shape.batch, LD = c.num_layers * c.directions(), H = c.hidden_size;
-    const i64 S = c.state_size(), I = c.input_size, DS = c.directions() * S;
+    const i64 S = c.state_size(), I = c.input_size, Y = c.output_size();
     write_params(rc);
     npy::write_f32(path("x.npy"), {T, N, I}, rc.x);
     npy::write_f32(path("h0.npy"), {LD, N, S}, rc.hx);
-    npy::write_f32(path("dy.npy"), {T, N, DS}, rc.dy);
+    npy::write_f32(path("dy.npy"), {T, N, Y}, rc.dy);
     std::vector<std::string> args = {"run", "--input-size", std::to_string(I), "--hidden-size", std::to_string(H),
                                      "--layers", std::to_string(c.num_layers), "--params", path("params"), "--x",
                                      path("x.npy"), "--h0", path("h0.npy"), "--dy", path("dy.npy"), "--out",
@@ -120,7 +120,7 @@ class CliOnnxFeatures : public test::CliFixture {
       return npy::read_f32(path("out/" + f), shape);
     };
     const double tol = rc.tolerance(false), gtol = rc.tolerance(true);
-    test::expect_close(out("y.npy", {T, N, DS}), want.y, tol, "y");
+    test::expect_close(out("y.npy", {T, N, Y}), want.y, tol, "y");
     test::expect_close(out("hy.npy", {LD, N, S}), want.hy, tol, "hy");
     if (rc.lstm()) test::expect_close(out("cy.npy", {LD, N, H}), want.cy, tol, "cy");
     test::expect_close(out("dx.npy", {T, N, I}), want.dx, gtol, "dx");
@@ -165,6 +165,15 @@ TEST_F(CliOnnxFeatures, RunWithAllThreeAndLengthsMatchesTheReference) {
                        "--input-forget"});
 }
 
+// oneDNN's bidirectional_sum: y.npy and dy.npy are [T, N, H]; layer 1's weight_ih is [3H, H].
+TEST_F(CliOnnxFeatures, RunWithSummedDirectionsMatchesTheReference) {
+  test::RnnCase rc({.cell = CellKind::gru, .input_size = 4, .hidden_size = 6, .num_layers = 2, .bidirectional = true,
+                    .sum_directions = true},
+                   {5, 3}, 35);
+  rc.vary_lengths();
+  run_and_compare(rc, {"--cell", "gru", "--direction", "bidirectional_sum"});
+}
+
 // A network with peepholes reads (and its gradients write) weight_peephole_l{k}[_reverse].npy.
 TEST_F(CliOnnxFeatures, RunWithPeepholesNeedsThePeepholeParameters) {
   const RnnConfig plain{.cell = CellKind::lstm, .input_size = 2, .hidden_size = 3};
@@ -187,6 +196,11 @@ TEST_F(CliFeatures, FlagErrors) {
   };
   expect_error(with({"--direction", "up"}), 2, {"--direction", "'up'"});
   expect_error(with({"--direction", "reverse", "--bidirectional"}), 2, {"--bidirectional", "--direction reverse"});
+  const test::CliResult summed = cli(with({"--direction", "bidirectional_sum", "--bidirectional", "--mode", "train"}));
+  EXPECT_EQ(summed.status, 0) << summed.err;
+  EXPECT_NE(summed.out.find("sum_directions"), std::string::npos) << summed.out;
+  EXPECT_NE(summed.out.find("sum of directions l0"), std::string::npos) << summed.out;
+  EXPECT_NE(summed.out.find("dy of the sum"), std::string::npos) << summed.out;
   expect_error(with({"--proj-size", "8"}), 2, {"--proj-size"});
   expect_error(with({"--clip", "-1"}), 2, {"--clip"});
   expect_error(with({"--dropout", "1"}), 2, {"--dropout"});
@@ -224,8 +238,9 @@ TEST_F(CliFeatures, FlagErrors) {
   }
 }
 
-// bench --compare onednn: the oneDNN peer models peepholes (oneDNN's peephole LSTM) and refuses
-// gate clip and input_forget as a usage error, like the other features it does not model.
+// bench --compare onednn: the oneDNN peer models peepholes (oneDNN's peephole LSTM) and summed
+// directions (bidirectional_sum), and refuses gate clip and input_forget as a usage error, like
+// the other features it does not model.
 TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
   const std::vector<std::string> base = {"bench", "--cell", "lstm", "--input-size", "8", "--hidden-size", "19",
                                          "--seq", "4", "--batch", "3", "--compare", "onednn", "--reps", "1",
@@ -242,8 +257,13 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
   EXPECT_NE(r.out.find("peephole"), std::string::npos) << r.out;
   expect_error(with({"--peephole", "--gate-clip", "0.5"}), 2,
                {"--compare onednn: the oneDNN peer runs plain configurations only", "--gate-clip",
-                "--peephole is supported"});
+                "--peephole and --direction bidirectional_sum are supported"});
   expect_error(with({"--input-forget"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only"});
+  // oneDNN's bidirectional_sum runs the same network as --direction bidirectional_sum.
+  const test::CliResult sum = cli(with({"--direction", "bidirectional_sum", "--layers", "2", "--mode", "train"}));
+  EXPECT_EQ(sum.status, 0) << sum.err;
+  EXPECT_NE(sum.out.find("sum_directions"), std::string::npos) << sum.out;
+  EXPECT_NE(sum.out.find("onednn"), std::string::npos) << sum.out;
   expect_error(with({"--no-bias"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only", "--no-bias"});
 }
 

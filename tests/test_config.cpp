@@ -210,6 +210,28 @@ TEST(WeightLayout, OtherCellsGateCounts) {
   }
 }
 
+// Summed directions: y and the input of every layer above the first are S wide, not 2S.
+TEST(Config, SumDirectionsNarrowsTheOutput) {
+  RnnConfig c = lstm(7, 5, 2, true);
+  c.proj_size = 3;
+  c.sum_directions = true;
+  EXPECT_EQ(c.output_size(), 3);
+  EXPECT_EQ(c.layer_input_size(0), 7);
+  EXPECT_EQ(c.layer_input_size(1), 3);
+  EXPECT_EQ(y_elements(c, Shape{4, 2}), 4 * 2 * 3);
+  EXPECT_EQ(state_elements(c, Shape{4, 2}), 2 * 2 * 2 * 3);  // both directions keep their own h
+  EXPECT_EQ(describe(c), "lstm I=7 H=5 L=2 D=2 P=3 sum_directions");
+  const WeightLayout layout(c);
+  EXPECT_EQ(layout.find("weight_ih_l1").shape, (std::vector<i64>{20, 3}));
+  EXPECT_EQ(layout.find("weight_ih_l1_reverse").shape, (std::vector<i64>{20, 3}));
+  c.sum_directions = false;
+  EXPECT_EQ(c.output_size(), 6);
+  EXPECT_EQ(WeightLayout(c).find("weight_ih_l1").shape, (std::vector<i64>{20, 6}));
+  c.sum_directions = true;
+  c.bidirectional = false;
+  expect_error([&] { validate(c); }, {"sum_directions applies to bidirectional networks"});
+}
+
 // PyTorch's bias=False: the same blocks less the biases, so its state_dict names match.
 TEST(WeightLayout, NoBiasHasNoBiasBlocks) {
   RnnConfig c = lstm(5, 3, 2, true);

@@ -314,6 +314,8 @@ TEST(CudnnPeer, RefusesWhatCudnnLacks) {
       {"no gate_clip", [](RnnConfig& c) { c.gate_clip = 0.7f; }},
       {"no peephole", [](RnnConfig& c) { c.peephole = true; }},
       {"no input_forget", [](RnnConfig& c) { c.input_forget = true; }},
+      {"with biases only", [](RnnConfig& c) { c.bias = false; }},
+      {"no sum_directions", [](RnnConfig& c) { c.bidirectional = c.sum_directions = true; }},
   };
   for (const auto& [words, change] : refused) {
     const std::string why = refusal(change);

@@ -149,6 +149,7 @@ RnnConfig config_of(const WalkCase& c) {
   config.peephole = lstm && has({"peephole", "lstm_onnx"});
   config.input_forget = lstm && has({"input_forget", "lstm_onnx"});
   config.bias = !has({"no_bias"});
+  config.sum_directions = has({"sum_directions"}) && c.bidirectional;
   return config;
 }
 
@@ -177,7 +178,7 @@ TEST_P(GpuWalk, MatchesTheReference) {
 std::vector<WalkCase> walk_cases() {
   std::vector<WalkCase> cases;
   for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
-                              "peephole", "input_forget", "lstm_onnx", "no_bias", "all"})
+                              "peephole", "input_forget", "lstm_onnx", "no_bias", "sum_directions", "all"})
     for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
                           CellKind::gru_reset_before})
       for (bool bidir : {false, true})
@@ -188,6 +189,7 @@ std::vector<WalkCase> walk_cases() {
                                    f == "lstm_onnx";
             if (lstm_only && cell != CellKind::lstm) continue;
             if (f == "reverse" && bidir) continue;  // a unidirectional feature
+            if (f == "sum_directions" && !bidir) continue;  // a bidirectional one
             if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;  // between layers, training only
             cases.push_back({f, cell, bidir, f == "dropout" ? 3 : layers, mode});
           }
@@ -300,7 +302,7 @@ TEST_P(GpuWalkLengths, MatchTheReference) {
   test::expect_matches(walked.t, want, rc, train);
   EXPECT_GT(walked.past_end_launches, 0);
   // y past each element's length is exactly zero.
-  const std::int64_t T = rc.shape.seq_len, N = rc.shape.batch, W = rc.config.directions() * rc.config.state_size();
+  const std::int64_t T = rc.shape.seq_len, N = rc.shape.batch, W = rc.config.output_size();
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t t = rc.lengths[static_cast<std::size_t>(n)]; t < T; ++t)
       for (std::int64_t j = 0; j < W; ++j) {

@@ -3,7 +3,7 @@
 // training forward), dx, dhx, dcx and the weight gradients converted back to the canonical layout
 // proves the weight mapping: gate permutation (lbr_gru's u,r,o = PyTorch's z,r,n), transposition
 // into ldigo, bias folding (b_ih + b_hh; lbr_gru's separate b_in, b_hn), one primitive per layer
-// with bidirectional_concat. Every bias gradient maps back (a summed bias's gradient is each
+// with bidirectional_concat or (sum_directions) bidirectional_sum. Every bias gradient maps back (a summed bias's gradient is each
 // summand's), so the whole canonical gradient is compared.
 // Without oneDNN at build time, only the stub's behaviour is checked and the rest is skipped.
 #include "bench/onednn_peer.hpp"
@@ -36,19 +36,20 @@ struct PeerCase {
   bool bidirectional;
   std::int64_t seq_len, batch;
   bool peephole = false;
+  bool sum = false;  // sum_directions: oneDNN's bidirectional_sum
 };
 
 std::ostream& operator<<(std::ostream& os, const PeerCase& c) {
   return os << to_string(c.cell) << " I=" << c.input << " H=" << c.hidden << " L=" << c.layers
             << " D=" << (c.bidirectional ? 2 : 1) << " T=" << c.seq_len << " N=" << c.batch
-            << (c.peephole ? " peephole" : "");
+            << (c.peephole ? " peephole" : "") << (c.sum ? " sum" : "");
 }
 
 std::string case_name(const testing::TestParamInfo<PeerCase>& info) {
   const PeerCase& c = info.param;
   return std::string(to_string(c.cell)) + "_I" + std::to_string(c.input) + "_H" + std::to_string(c.hidden) + "_L" +
          std::to_string(c.layers) + (c.bidirectional ? "_bi" : "_uni") + "_T" + std::to_string(c.seq_len) + "_N" +
-         std::to_string(c.batch) + (c.peephole ? "_peephole" : "");
+         std::to_string(c.batch) + (c.peephole ? "_peephole" : "") + (c.sum ? "_sum" : "");
 }
 
 RnnConfig config_of(const PeerCase& c) {
@@ -59,6 +60,7 @@ RnnConfig config_of(const PeerCase& c) {
   cfg.num_layers = c.layers;
   cfg.bidirectional = c.bidirectional;
   cfg.peephole = c.peephole;
+  cfg.sum_directions = c.sum;
   return cfg;
 }
 
@@ -176,7 +178,13 @@ INSTANTIATE_TEST_SUITE_P(
         PeerCase{CellKind::gru_reset_before, 5, 17, 2, true, 4, 3},
         PeerCase{CellKind::gru_reset_before, 7, 9, 1, false, 6, 4},
         // oneDNN's peephole LSTM (P_i, P_f on c_{t-1}, P_o on c_t): an oracle for rnnjit's reference of it.
-        PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3, true}, PeerCase{CellKind::lstm, 7, 9, 1, false, 6, 4, true}),
+        PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3, true}, PeerCase{CellKind::lstm, 7, 9, 1, false, 6, 4, true},
+        // bidirectional_sum, a primitive per layer: y = h_fwd + h_bwd, and layer 1 reads H columns.
+        PeerCase{CellKind::rnn_tanh, 5, 17, 2, true, 4, 3, false, true},
+        PeerCase{CellKind::lstm, 5, 17, 3, true, 4, 3, false, true},
+        PeerCase{CellKind::gru, 5, 17, 2, true, 4, 3, false, true},
+        PeerCase{CellKind::gru_reset_before, 7, 9, 1, true, 6, 4, false, true},
+        PeerCase{CellKind::lstm, 7, 9, 2, true, 6, 4, true, true}),
     case_name);
 
 // Optional buffers: no hx/cx means zeros, no hy/cy/dhx/dcx means not written, no dhy/dcy zeros.

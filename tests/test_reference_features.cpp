@@ -70,6 +70,7 @@ std::string config_name(const RnnConfig& c) {
   if (c.peephole) s += "_peep";
   if (c.input_forget) s += "_cifg";
   if (!c.bias) s += "_nobias";
+  if (c.sum_directions) s += "_sum";
   return s;
 }
 
@@ -428,6 +429,18 @@ std::vector<FdCase> fd_cases() {
     c.bias = false;
     add(c, 4, 3, {4, 2, 3});
   }
+  // Summed directions: both directions see the whole dy; the layer above reads S columns.
+  for (CellKind cell : kCells) {
+    c = make_config(cell, 3, 4, 2, true);
+    c.sum_directions = true;
+    add(c, 4, 3, {4, 2, 3});
+  }
+  c = make_config(CellKind::lstm, 3, 5, 3, true);
+  c.sum_directions = true;
+  c.proj_size = 2;
+  c.dropout = 0.3f;
+  c.batch_first = true;
+  add(c, 4, 3, {1, 4, 3}, true);
   return cases;
 }
 
@@ -445,7 +458,7 @@ void check_varlen_against_solo(const RnnConfig& cfg, std::uint64_t seed) {
   SCOPED_TRACE(config_name(cfg));
   const Lengths lengths{3, 5, 1, 4};
   const i64 T = 5, N = 4, I = cfg.input_size, S = cfg.state_size(), H = cfg.hidden_size;
-  const i64 LD = cfg.num_layers * cfg.directions(), DS = cfg.directions() * S;
+  const i64 LD = cfg.num_layers * cfg.directions(), DS = cfg.output_size();
   const Problem p = make_problem(cfg, {T, N}, lengths, seed);
   const Results all = run(p);
   std::vector<double> dw_sum(p.w.size(), 0.0);
@@ -513,6 +526,9 @@ TEST_P(PerCell, VarlenElementEqualsItsOwnRun) {
   RnnConfig c = make_config(GetParam(), 3, 4, 2, false);
   c.reverse = true;
   check_varlen_against_solo(c, 22);
+  c = make_config(GetParam(), 3, 4, 2, true);
+  c.sum_directions = true;
+  check_varlen_against_solo(c, 24);
   if (GetParam() == CellKind::lstm) {
     c = make_config(CellKind::lstm, 3, 5, 2, true);
     c.proj_size = 2;

@@ -58,6 +58,8 @@ inline std::string cudnn_peer_refusal(const RnnConfig& config, Mode mode) {
   if (config.peephole) return "the cuDNN peer has no peephole (cuDNN's LSTM has no peephole connections)";
   if (config.input_forget) return "the cuDNN peer has no input_forget (cuDNN's LSTM has no coupled input and forget gates)";
   if (!config.bias) return "the cuDNN peer runs networks with biases only (bias=false is not wired to CUDNN_RNN_NO_BIAS)";
+  if (config.sum_directions)
+    return "the cuDNN peer has no sum_directions (cuDNN concatenates the two directions' outputs)";
   return {};
 }
 

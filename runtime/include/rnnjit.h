@@ -18,7 +18,8 @@
  *     size other than the expected one (the message names both sizes). A non-NULL pointer with
  *     size 0 also means "not given".
  *   - Tensors are sequence-major: x [T, N, I], y [T, N, D*H] (forward direction in the first H
- *     columns, reverse in the next H), states hx/cx/hy/cy [L*D, N, H] (layer-major, direction-minor).
+ *     columns, reverse in the next H; [T, N, H], their sum, with RNNJIT_DIRECTION_BIDIRECTIONAL_SUM),
+ *     states hx/cx/hy/cy [L*D, N, H] (layer-major, direction-minor).
  *   - Weights are one float buffer in rnnjit's canonical layout (PyTorch's state_dict order and
  *     shapes, gate orders LSTM i,f,g,o and GRU r,z,n; see rnnjit/weights.hpp and docs/c-api.md);
  *     rnnjit_rnn_weight_block() finds a block by its PyTorch name, rnnjit_onnx_import_weights()
@@ -48,7 +49,7 @@ extern "C" {
 
 /* Kept equal to the CMake project's version (the build checks it). */
 #define RNNJIT_VERSION_MAJOR 0
-#define RNNJIT_VERSION_MINOR 4
+#define RNNJIT_VERSION_MINOR 5
 #define RNNJIT_VERSION_PATCH 0
 
 typedef enum rnnjit_status {
@@ -72,7 +73,10 @@ typedef enum rnnjit_cell {
 typedef enum rnnjit_direction {
   RNNJIT_DIRECTION_FORWARD = 0,
   RNNJIT_DIRECTION_BIDIRECTIONAL = 1,
-  RNNJIT_DIRECTION_REVERSE = 2 /* one direction reading the sequence from its last step (ONNX "reverse") */
+  RNNJIT_DIRECTION_REVERSE = 2, /* one direction reading the sequence from its last step (ONNX "reverse") */
+  /* Bidirectional, the two directions' h summed (oneDNN's bidirectional_sum): y and each layer's
+   * output are [T, N, S], and layers above the first read S columns. */
+  RNNJIT_DIRECTION_BIDIRECTIONAL_SUM = 3
 } rnnjit_direction_t;
 
 typedef enum rnnjit_mode {
@@ -91,7 +95,7 @@ typedef struct rnnjit_config {
   int64_t input_size;           /* I, > 0 */
   int64_t hidden_size;          /* H, > 0 */
   int64_t num_layers;           /* L, > 0 */
-  int32_t direction;            /* an rnnjit_direction_t: D = 2 for bidirectional, else 1 */
+  int32_t direction;            /* an rnnjit_direction_t: D = 2 for both bidirectional ones, else 1 */
   int32_t threads;              /* worker threads; 0: RNNJIT_NUM_THREADS if set, else all hardware threads */
   /* Features, all off when zero (a zero-initialized struct is a plain network): */
   int64_t proj_size;            /* LSTM projection P, 0 < P < H: h = W_hr (o * tanh(c)); S = P (else S = H) */
@@ -114,7 +118,7 @@ typedef struct rnnjit_config {
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
 typedef struct rnnjit_tensor_sizes {
   size_t x;       /* T*N*I */
-  size_t y;       /* T*N*D*S */
+  size_t y;       /* T*N*D*S (T*N*S with the directions summed) */
   size_t state;   /* L*D*N*S: each of hx, hy, dhy, dhx */
   size_t weights; /* the canonical weight buffer (and dweights) */
   size_t cell_state; /* L*D*N*H: each of cx, cy, dcy, dcx (LSTM) */
@@ -125,7 +129,7 @@ typedef struct rnnjit_tensor_sizes {
 const char* rnnjit_last_error(void);
 /* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
 const char* rnnjit_status_string(int32_t status);
-/* "0.4.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
+/* "0.5.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
 const char* rnnjit_version(void);
 
 /* ---- network ---- */

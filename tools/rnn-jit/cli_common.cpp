@@ -69,7 +69,8 @@ void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
   app.add_option("--layers", f.layers, "stacked layers L")->capture_default_str();
   app.add_flag("--bidirectional", f.bidirectional, "run each layer in both directions (D=2): --direction bidirectional");
   app.add_option("--direction", f.direction,
-                 "forward, reverse (read the sequence from its last step) or bidirectional (default forward)");
+                 "forward, reverse (read the sequence from its last step), bidirectional, or bidirectional_sum "
+                 "(y = h_fwd + h_bwd, S wide: oneDNN's bidirectional_sum) (default forward)");
   app.add_option("--proj-size", f.proj_size, "LSTM projection size P, 0 < P < H (0: none)")->capture_default_str();
   app.add_option("--clip", f.clip, "LSTM cell clip: c is clamped to [-clip, clip] (0: none)")->capture_default_str();
   app.add_option("--dropout", f.dropout, "dropout probability between layers in training (0: none)")
@@ -108,13 +109,16 @@ RnnConfig build_config(const ConfigFlags& f) {
   c.num_layers = f.layers;
   c.bidirectional = f.bidirectional;
   if (!f.direction.empty()) {
-    if (f.direction != "forward" && f.direction != "reverse" && f.direction != "bidirectional")
-      throw UsageError(fmt::format("--direction: unknown direction '{}' (expected forward, reverse or bidirectional)",
-                                   f.direction));
-    if (f.bidirectional && f.direction != "bidirectional")
+    const bool sum = f.direction == "bidirectional_sum";
+    if (f.direction != "forward" && f.direction != "reverse" && f.direction != "bidirectional" && !sum)
+      throw UsageError(fmt::format(
+          "--direction: unknown direction '{}' (expected forward, reverse, bidirectional or bidirectional_sum)",
+          f.direction));
+    if (f.bidirectional && f.direction != "bidirectional" && !sum)
       throw UsageError(fmt::format("--bidirectional contradicts --direction {}", f.direction));
-    c.bidirectional = f.direction == "bidirectional";
+    c.bidirectional = f.direction == "bidirectional" || sum;
     c.reverse = f.direction == "reverse";
+    c.sum_directions = sum;
   }
   c.proj_size = f.proj_size;
   c.clip = f.clip;

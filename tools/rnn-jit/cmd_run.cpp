@@ -8,7 +8,8 @@
 //                  S being the projection size with --proj-size, else H
 //   --seq-lengths  [N] int32 or int64 lengths in [1, T] (variable-length sequences)
 //   --seed S       the dropout seed (with --dropout, training only)
-//   --out DIR      receives y.npy [T, N, D*S] (batch-first: [N, T, D*S]), hy.npy, cy.npy (LSTM)
+//   --out DIR      receives y.npy [T, N, Y] (batch-first: [N, T, Y]; Y = D*S, or S with --direction
+//                  bidirectional_sum), hy.npy, cy.npy (LSTM)
 //   --dy DY.npy    shaped as y: also run backward and write dx.npy, dh0.npy, dc0.npy (LSTM) and
 //                  grad_<name>.npy for every parameter; --dhy/--dcy default to zeros
 #include <fmt/format.h>
@@ -85,10 +86,10 @@ int run(const RunFlags& f) {
   const std::vector<float> x = npy::as_f32(xa, f.x);
 
   const std::int64_t L = config.num_layers, D = config.directions(), H = config.hidden_size, S = config.state_size();
-  const std::int64_t T = shape.seq_len, N = shape.batch;
+  const std::int64_t T = shape.seq_len, N = shape.batch, Y = config.output_size();
   const std::vector<std::int64_t> state_shape{L * D, N, S}, cell_shape{L * D, N, H};
-  const std::vector<std::int64_t> y_shape = config.batch_first ? std::vector<std::int64_t>{N, T, D * S}
-                                                               : std::vector<std::int64_t>{T, N, D * S};
+  const std::vector<std::int64_t> y_shape = config.batch_first ? std::vector<std::int64_t>{N, T, Y}
+                                                               : std::vector<std::int64_t>{T, N, Y};
   const std::vector<std::int32_t> lengths = f.seq_lengths.empty() ? std::vector<std::int32_t>{}
                                                                    : read_lengths(f.seq_lengths, N);
 
@@ -133,7 +134,7 @@ int run(const RunFlags& f) {
   Execution ex = rnn.prepare(shape, backward ? Mode::training : Mode::inference);
 
   const auto states = static_cast<std::size_t>(L * D * N * S), cells = static_cast<std::size_t>(L * D * N * H);
-  std::vector<float> y(static_cast<std::size_t>(T * N * D * S)), hy(states), cy(lstm ? cells : 0);
+  std::vector<float> y(static_cast<std::size_t>(T * N * Y)), hy(states), cy(lstm ? cells : 0);
   ex.forward(weights, {.x = x, .hx = h0, .cx = c0, .y = y, .hy = hy, .cy = cy, .seq_lengths = lengths,
                        .dropout_seed = f.seed});
   int files = 0;

@@ -2,7 +2,8 @@
 //
 // Tensors are sequence-major, as in cuDNN, MXNet and PyTorch's default:
 //   x [T, N, I], y [T, N, D*S] (forward direction first), h0/hy [L*D, N, S], c0/cy [L*D, N, H],
-// where S is the width of h: the projection size P for an LSTM with projection, else H.
+// where S is the width of h: the projection size P for an LSTM with projection, else H. With
+// sum_directions, y is [T, N, S] (the two directions' sum).
 // With batch_first, x, y and their gradients are [N, T, *] instead (states keep their layout).
 #pragma once
 
@@ -63,6 +64,12 @@ struct RnnConfig {
   // false: no bias parameters (PyTorch's bias=False, cuDNN's CUDNN_RNN_NO_BIAS): the weight
   // layout has no bias_ih/bias_hh blocks and the gates add no bias.
   bool bias = true;
+  // Bidirectional only: every layer's output, y and the input of the layer above, is the sum of
+  // its two directions' h, [T, N, S], instead of their concatenation [T, N, 2S] (oneDNN's
+  // bidirectional_sum, Keras's merge_mode="sum"). Layers above the first then read S columns.
+  // (A oneDNN primitive of L > 1 layers stacks each direction on its own and merges only its
+  // top layer; rnnjit matches a oneDNN primitive per layer.)
+  bool sum_directions = false;
 
   int directions() const { return bidirectional ? 2 : 1; }
   int gates() const { return gate_count(cell); }
@@ -70,10 +77,10 @@ struct RnnConfig {
   bool reversed(int direction) const { return direction == 1 || reverse; }
   // Width S of h (and of each direction's slice of y): P with a projection, else H.
   std::int64_t state_size() const { return proj_size > 0 ? proj_size : hidden_size; }
-  // Input width of layer l: input_size for l == 0, D*S above it.
-  std::int64_t layer_input_size(std::int64_t layer) const {
-    return layer == 0 ? input_size : directions() * state_size();
-  }
+  // Width of a layer's output (a row of y): S with sum_directions, else D*S.
+  std::int64_t output_size() const { return (sum_directions ? 1 : directions()) * state_size(); }
+  // Input width of layer l: input_size for l == 0, the output width above it.
+  std::int64_t layer_input_size(std::int64_t layer) const { return layer == 0 ? input_size : output_size(); }
   bool operator==(const RnnConfig&) const = default;
 };
 
@@ -94,7 +101,7 @@ std::string describe(const RnnConfig& config);
 
 // Element counts of the call's tensors.
 std::int64_t x_elements(const RnnConfig& config, const Shape& shape);           // T*N*I
-std::int64_t y_elements(const RnnConfig& config, const Shape& shape);           // T*N*D*S
+std::int64_t y_elements(const RnnConfig& config, const Shape& shape);           // T*N*output_size()
 std::int64_t state_elements(const RnnConfig& config, const Shape& shape);       // h: L*D*N*S
 std::int64_t cell_state_elements(const RnnConfig& config, const Shape& shape);  // c: L*D*N*H
 

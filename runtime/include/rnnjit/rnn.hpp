@@ -83,7 +83,7 @@ struct ForwardIo {
   std::span<const float> x;   // [T, N, I]
   std::span<const float> hx;  // [L*D, N, S] or empty
   std::span<const float> cx;  // [L*D, N, H] or empty (LSTM)
-  std::span<float> y;         // [T, N, D*S]
+  std::span<float> y;         // [T, N, D*S] (S with sum_directions: config.output_size())
   std::span<float> hy;        // [L*D, N, S] or empty
   std::span<float> cy;        // [L*D, N, H] or empty (LSTM)
   // Weights already packed by Execution::pack_weights (cuDNN's "weight space"), or empty to
@@ -103,7 +103,7 @@ struct ForwardIo {
 
 // Gradients past an element's sequence length are ignored in dy and written as zeros in dx.
 struct BackwardDataIo {
-  std::span<const float> dy;   // [T, N, D*S]
+  std::span<const float> dy;   // shaped as y
   std::span<const float> dhy;  // [L*D, N, S] or empty
   std::span<const float> dcy;  // [L*D, N, H] or empty (LSTM)
   std::span<float> dx;         // [T, N, I]

@@ -5,7 +5,8 @@
 //   bias_ih_l{k}[_reverse]   [G*H]        bias_hh_l{k}[_reverse]   [G*H]   (unless config.bias is false)
 //   weight_hr_l{k}[_reverse] [P, H]       (LSTM with projection only; weight_hh is then [G*H, P])
 //   weight_peephole_l{k}[_reverse] [3, H] (LSTM with peepholes only: rows P_i, P_f, P_o)
-// I_l is input_size for l = 0 and D*S above (S = P with a projection, else H).
+// I_l is input_size for l = 0 and the output width above: D*S, or S with sum_directions (S = P
+// with a projection, else H).
 // Gate order within G*H is PyTorch's: LSTM i,f,g,o; GRU r,z,n; RNN a single gate.
 #pragma once
 
