@@ -177,7 +177,7 @@ struct OnednnRnn::Impl {
     validate(c, s);
     // What the peer does not model is refused, never silently dropped.
     if (c.reverse || c.proj_size > 0 || c.clip > 0.0f || c.dropout > 0.0f || c.batch_first || c.gate_clip > 0.0f ||
-        c.input_forget || !c.bias)
+        c.input_forget || !c.bias || (c.independent_stacks && c.num_layers > 1))
       throw Error("the oneDNN peer runs forward/bidirectional networks with biases and peepholes at most, not " +
                   describe(c));
     if (th < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(th));

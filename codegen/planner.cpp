@@ -47,7 +47,8 @@ struct Sizes {
   bool lstm, gru;
   bool reset_before = false;  // GRU with the reset before n's recurrent product (two kernels a step)
   std::int64_t S = 0, W = 0, P = 0;  // S: width of h (P or H); W = D*S: both directions' h side by side
-  std::int64_t Y = 0;  // a row of a layer's output (y, the input above): W, or S with sum_directions
+  std::int64_t Y = 0;  // a row of y: W, or S with sum_directions
+  std::int64_t B = 0;  // a row of a layer's output below the top (the input above): Y, or W for independent stacks
 };
 
 class Planner {
@@ -85,6 +86,7 @@ class Planner {
     s_.S = config.state_size();
     s_.W = s_.D * s_.S;
     s_.Y = config.output_size();
+    s_.B = config.layer_output_size(0);
     s_.P = config.proj_size;
     dropout_ = mode == Mode::training && config.dropout > 0.0f && config.num_layers > 1;
     // Two directions run as two lanes at once, a thread each, unless a direction's W_hh is too
@@ -295,15 +297,15 @@ class Planner {
       plan_.lengths_region = plan_.workspace.add("seq_lengths", Space::reserve, static_cast<std::size_t>(s.N) * 4);
       if (dropout_)
         for (std::int64_t l = 0; l + 1 < s.L; ++l) {
-          dropped_.push_back(region(fmt::format("dropped.l{}", l), true, s.T * s.N * s.Y));
+          dropped_.push_back(region(fmt::format("dropped.l{}", l), true, s.T * s.N * s.B));
           dropout_mask_.push_back(plan_.workspace.add(fmt::format("dropout_mask.l{}", l), Space::reserve,
-                                                      static_cast<std::size_t>(s.T * s.N * s.Y)));
+                                                      static_cast<std::size_t>(s.T * s.N * s.B)));
         }
       // The sums the layer above reads (below the top layer); kept for its dW_ih unless that
       // reads their dropped copy.
-      if (config_.sum_directions)
-        for (std::int64_t l = 0; l + 1 < s.L; ++l)
-          summed_.push_back(region(fmt::format("summed.l{}", l), !dropout_, s.T * s.N * s.Y));
+      for (std::int64_t l = 0; l + 1 < s.L; ++l)
+        summed_.push_back(config_.sums_output(l) ? region(fmt::format("summed.l{}", l), !dropout_, s.T * s.N * s.B)
+                                                 : -1);
       for (std::int64_t l = 0; l < s.L; ++l) {
         // [h_init of a forward direction; the T steps' h; h_init of a reverse direction], N
         // rows of W each: the h every step of a direction reads is then one run of T*N rows,
@@ -330,7 +332,7 @@ class Planner {
       // whose sums go to the two output buffers or y.
       if (s.L > 1)
         for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
-          pingpong_[i] = region(fmt::format("layer_out.{}", i), false, s.T * s.N * s.Y);
+          pingpong_[i] = region(fmt::format("layer_out.{}", i), false, s.T * s.N * s.B);
       if (config_.sum_directions) directions_out_ = region("directions_out", false, s.T * s.N * s.W);
       else if (config_.batch_first) y_seq_ = region("y_seq", false, s.T * s.N * s.W);
       const int h_init = region("h_init", false, s.N * s.W);
@@ -355,31 +357,33 @@ class Planner {
     }
     if (s.L > 1)
       for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
-        dlayer_[i] = region(fmt::format("dlayer.{}", i), false, s.T * s.N * s.Y);
+        dlayer_[i] = region(fmt::format("dlayer.{}", i), false, s.T * s.N * s.B);
     if (config_.sum_directions) dy_directions_ = region("dy_directions", false, s.T * s.N * s.W);
     else if (config_.batch_first) dy_seq_ = region("dy_seq", false, s.T * s.N * s.W);
   }
 
   // The h of layer l's directions, [T, N, W] with direction d at column d*S (where forward
   // writes it and backward reads it), sequence-major; batch-first y is written from it by
-  // plan_outputs(). Without sum_directions it is the layer's output.
+  // plan_outputs(). Unless the directions are summed it is the layer's output.
   Operand layer_output(std::int64_t l) const {
     if (training())
       return region_operand(plan_.workspace, out_[static_cast<std::size_t>(l)], h_init_before() * s_.N * s_.W);
-    if (config_.sum_directions) return region_operand(plan_.workspace, directions_out_);
+    if (config_.sums_output(l)) return region_operand(plan_.workspace, directions_out_);
     if (l == s_.L - 1) return config_.batch_first ? region_operand(plan_.workspace, y_seq_) : buffer_operand(Buffer::y);
     return region_operand(plan_.workspace, pingpong_[l % 2]);
   }
-  // What the layer above l reads of it, [T, N, Y]: its output, or with sum_directions the sums.
+  // What the layer above l reads of it, [T, N, B]: its output, or the sums of its directions.
   Operand output_above(std::int64_t l) const {
-    if (!config_.sum_directions) return layer_output(l);
+    if (!config_.sums_output(l)) return layer_output(l);
     return region_operand(plan_.workspace, training() ? summed_[static_cast<std::size_t>(l)] : pingpong_[l % 2]);
   }
-  // What layer l reads: x, the layer below's output, or (training with dropout) its dropped copy.
-  Operand layer_input(std::int64_t l) const {
+  // What direction d of layer l reads: x, the layer below's output, or (training with dropout)
+  // its dropped copy; in an independent stack, only direction d's columns of it.
+  Operand layer_input(std::int64_t l, int d) const {
     if (l == 0) return buffer_operand(Buffer::x);
-    if (dropout_) return region_operand(plan_.workspace, dropped_[static_cast<std::size_t>(l - 1)]);
-    return output_above(l - 1);
+    const std::int64_t column = config_.independent_stacks ? d * s_.S : 0;
+    if (dropout_) return region_operand(plan_.workspace, dropped_[static_cast<std::size_t>(l - 1)], column);
+    return shifted(output_above(l - 1), column);
   }
   // sum_directions: dst = h of direction 0 + h of direction 1 of layer l, for every (t, n) row;
   // dst's rows are [T, N, S], or batch-first [N, T, S] (y).
@@ -412,7 +416,8 @@ class Planner {
   // forward: only direction 0 can) and after them (a direction runs in reverse).
   std::int64_t h_init_before() const { return config_.reversed(0) ? 0 : 1; }
   std::int64_t h_init_after() const { return config_.reversed(0) || s_.D == 2 ? 1 : 0; }
-  int ld_input(std::int64_t l) const { return static_cast<int>(config_.layer_input_size(l)); }
+  // Row stride of what layer l reads (and of its input gradient).
+  std::int64_t ld_input(std::int64_t l) const { return l == 0 ? config_.input_size : config_.layer_output_size(l - 1); }
   std::size_t ld_index(std::int64_t l, int d) const { return static_cast<std::size_t>(l * s_.D + d); }
   static Operand shifted(Operand o, std::int64_t by) { o.offset += by; return o; }
   // Whether layer l reads x (or, backward, writes dx) in the caller's batch-first layout.
@@ -476,8 +481,8 @@ class Planner {
       for (int d = 0; d < s.D; ++d) {
         const Operand gx = region_operand(plan_.workspace, gx_[d]);
         GemmStep projection{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
-                            config_.layer_input_size(l), layer_input(l), weight(l, d, ParamKind::weight_ih), gx,
-                            ld_input(l), ld_input(l), s.GH, 0.0f, {}};
+                            config_.layer_input_size(l), layer_input(l, d), weight(l, d, ParamKind::weight_ih), gx,
+                            ld_input(l), config_.layer_input_size(l), s.GH, 0.0f, {}};
         if (batch_first_input(l)) projection = batch_first_rows(projection, true);
         skip_finished_rows(projection, l, false);
         // No thread needs its hidden units of every gate here (the recurrence does), so where H
@@ -504,16 +509,16 @@ class Planner {
       }
       if (own_projection_stage) plan_.forward.push_back(std::move(projections));
       plan_.forward.push_back(std::move(stage));
-      if (config_.sum_directions && l + 1 < s.L) {
+      if (config_.sums_output(l) && l + 1 < s.L) {
         std::vector<Step> sums;
         sum_directions(sums, l, output_above(l), false);
         plan_.forward.push_back(Stage{{std::move(sums)}});
       }
       if (dropout_ && l + 1 < s.L)
         plan_.forward.push_back(Stage{{{DropoutStep{fmt::format("dropout l{}", l), Pass::forward, l, config_.dropout,
-                                                    output_above(l), layer_input(l + 1),
+                                                    output_above(l), layer_input(l + 1, 0),
                                                     dropout_mask_[static_cast<std::size_t>(l)],
-                                                    s.T * s.N * s.Y}}}});
+                                                    s.T * s.N * s.B}}}});
     }
   }
 
@@ -641,9 +646,9 @@ class Planner {
                                                           : buffer_operand(Buffer::dy);
   }
   // What layer l's backward recurrences read as the gradient of their h ([T, N, W], direction d
-  // at column d*S): dy_of_layer(), or with sum_directions its copy for each direction.
+  // at column d*S): dy_of_layer(), or, where the directions were summed, its copy for each.
   Operand dy_of_directions(std::int64_t l) const {
-    return config_.sum_directions ? region_operand(plan_.workspace, dy_directions_) : dy_of_layer(l);
+    return config_.sums_output(l) ? region_operand(plan_.workspace, dy_directions_) : dy_of_layer(l);
   }
   // sum_directions: both directions' h get the whole gradient of their sum.
   void spread_dy(std::int64_t l) {
@@ -671,7 +676,7 @@ class Planner {
   void plan_backward_data() {
     const auto& s = s_;
     for (std::int64_t l = s.L - 1; l >= 0; --l) {
-      if (config_.sum_directions) spread_dy(l);
+      if (config_.sums_output(l)) spread_dy(l);
       Stage stage;
       for (int d = 0; d < s.D; ++d) {
         if (batch_slices_ == 1) {
@@ -688,27 +693,32 @@ class Planner {
         }
       }
       plan_.backward_data.push_back(std::move(stage));
-      // dx of this layer (dy of the one below) sums both directions: dgx_d W_ih_d.
+      // dx of this layer (dy of the one below) sums both directions: dgx_d W_ih_d (independent
+      // stacks: each direction's goes to its own columns).
       std::vector<Step> lane;
       const std::int64_t in = config_.layer_input_size(l);
+      const bool own_columns = l > 0 && config_.independent_stacks;
       bool first = true;
-      for (int d = 0; d < s.D; ++d)
+      for (int d = 0; d < s.D; ++d) {
+        if (own_columns) first = true;
         for (const InputSide& piece : input_side()) {
           GemmStep dx{fmt::format("input gradient l{} d{}", l, d), false, false, s.T * s.N, in, piece.width,
                       region_operand(plan_.workspace, gates_[ld_index(l, d)], piece.col),
-                      shifted(weight(l, d, ParamKind::weight_ih), piece.row * in), dx_of_layer(l), s.R, in, in,
-                      first ? 0.0f : 1.0f, {}};
+                      shifted(weight(l, d, ParamKind::weight_ih), piece.row * in),
+                      shifted(dx_of_layer(l), own_columns ? d * s.S : 0), s.R, in, ld_input(l), first ? 0.0f : 1.0f,
+                      {}};
           if (batch_first_input(l)) dx = batch_first_rows(dx, false);
           skip_finished_rows(dx, l, true);
           lane.push_back(generated(dx, in, plan_.threads, false, 0, &lane));
           first = false;
         }
+      }
       plan_.backward_data.push_back(Stage{{std::move(lane)}});
       if (dropout_ && l > 0)
         plan_.backward_data.push_back(Stage{{{DropoutStep{fmt::format("dropout l{} backward", l - 1), Pass::backward,
                                                           l - 1, config_.dropout, {}, dx_of_layer(l),
                                                           dropout_mask_[static_cast<std::size_t>(l - 1)],
-                                                          s.T * s.N * s.Y}}}});
+                                                          s.T * s.N * s.B}}}});
     }
   }
 
@@ -806,7 +816,7 @@ class Planner {
         const std::int64_t in = config_.layer_input_size(l);
         for (const InputSide& piece : input_side()) {
           GemmStep dw{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
-                      shifted(gates, piece.col), layer_input(l), dweight(l, d, ParamKind::weight_ih, piece.row, in),
+                      shifted(gates, piece.col), layer_input(l, d), dweight(l, d, ParamKind::weight_ih, piece.row, in),
                       s.R, ld_input(l), in, 0.0f, {}, {}};
           dw.sequences = s.N;
           dw.k_sequence_rows = GemmStep::SequenceRows::time_major;

@@ -89,18 +89,20 @@ ConfigInput decode_config_input(Provider& in) {
   c.config.input_forget = in.ConsumeBool();
   c.config.bias = !in.ConsumeBool();
   c.config.sum_directions = in.ConsumeBool();
+  c.config.independent_stacks = in.ConsumeBool();
   return c;
 }
 
 inline std::string describe_input(const ConfigInput& c) {
   return fmt::format("regime {} cell {} I={} H={} L={} bidirectional={} T={} N={} {} isa {} threads {} reverse={} "
                      "batch_first={} clip={} dropout={} proj_size={} gate_clip={} peephole={} input_forget={} bias={} "
-                     "sum_directions={}",
+                     "sum_directions={} independent_stacks={}",
                      c.regime, static_cast<int>(c.config.cell), c.config.input_size, c.config.hidden_size,
                      c.config.num_layers, c.config.bidirectional, c.shape.seq_len, c.shape.batch, to_string(c.mode),
                      to_string(c.isa), c.threads, c.config.reverse, c.config.batch_first, c.config.clip,
                      c.config.dropout, c.config.proj_size, c.config.gate_clip, c.config.peephole,
-                     c.config.input_forget, c.config.bias, c.config.sum_directions);
+                     c.config.input_forget, c.config.bias, c.config.sum_directions,
+                     c.config.independent_stacks);
 }
 
 // Planning is metadata only, but its cost still grows with sizes, layers and threads: plan what

@@ -58,6 +58,7 @@ void build_from_flags(CLI::App& sub, const CommandAction& action) {
   take(sub, "--bidirectional", config.bidirectional);
   take(sub, "--direction", config.direction);
   take(sub, "--no-bias", config.no_bias);
+  take(sub, "--independent-stacks", config.independent_stacks);
   take(sub, "--seq", shape.seq);
   take(sub, "--batch", shape.batch);
   take(sub, "--mode", shape.mode);

@@ -181,20 +181,21 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   }
 
   // A direction's h goes to its own columns of a layer's output, or (sum_directions) adds to
-  // the one set of S columns.
-  const i64 out_width = config.output_size();
-  const bool summed = config.sum_directions;
+  // the one set of S columns. layer_in's rows are in_stride wide.
   std::vector<T> layer_in = to_seq_major(x, TT, N, config.input_size, config.batch_first);
-  std::vector<T> layer_out(sz(TT * N * out_width));
+  std::vector<T> layer_out;
+  i64 in_stride = config.input_size;
   std::vector<T> h_state(sz(N * S)), c_state(sz(N * H));  // per element: the state before its next step
   std::vector<T> cell_out(sz(H)), c_new(sz(H));           // one element's step: h (or r) and c
   std::vector<Acc> gx(sz(GH)), gh(sz(GH));
   std::vector<T> reset_h(sz(S));  // GRU reset before: r * h_{t-1}
 
   for (i64 l = 0; l < L; ++l) {
-    const i64 in_width = config.layer_input_size(l);
+    const i64 in_width = config.layer_input_size(l), out_width = config.layer_output_size(l);
+    const bool summed = config.sums_output(l);
+    layer_out.assign(sz(TT * N * out_width), T(0));  // rows past an element's length stay 0
     if (l > 0 && dropout) {
-      // layer_in is layer l-1's output, sequence-major, element index (t*N + n)*out_width + j.
+      // layer_in is layer l-1's output, sequence-major, element index (t*N + n)*in_stride + j.
       std::vector<T> factor(layer_in.size());
       for (std::size_t e = 0; e < layer_in.size(); ++e) {
         factor[e] = dropout_keep(options.dropout_seed, l - 1, static_cast<i64>(e), config.dropout) ? dropout_factor
@@ -209,6 +210,8 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
       const auto uld = sz(ld);
       const bool rev = config.reversed(d);
       const LayerWeights<T> lw = layer_weights(layout, w, l, d);
+      // An independent stack's direction reads its own direction's h of the layer below.
+      const i64 in_col = l > 0 && config.independent_stacks ? d * S : 0;
       for (i64 e = 0; e < N * S; ++e) h_state[sz(e)] = h0 ? h0[ld * N * S + e] : T(0);
       for (i64 e = 0; e < N * H; ++e) c_state[sz(e)] = (lstm && c0) ? c0[ld * N * H + e] : T(0);
       if (reserve) {
@@ -221,7 +224,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           const i64 len = lengths[sz(n)];
           if (s >= len) continue;  // past this element's end: its state stays as it is
           const i64 t = time_of(rev, s, len);
-          const T* xt = layer_in.data() + (t * N + n) * in_width;
+          const T* xt = layer_in.data() + (t * N + n) * in_stride + in_col;
           T* hp = h_state.data() + n * S;  // h_{t-1} [S], overwritten with h_t below
           T* cp = c_state.data() + n * H;  // c_{t-1} [H] (LSTM)
           // Both GEMV halves, kept apart because GRU needs W_hn h + b_hn on its own.
@@ -305,10 +308,10 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
       if (cy && lstm) std::copy(c_state.begin(), c_state.end(), cy + ld * N * H);
     }
     std::swap(layer_in, layer_out);
-    layer_out.assign(sz(TT * N * out_width), T(0));  // rows past an element's length stay 0
+    in_stride = out_width;
   }
   // The last layer's output (never dropped).
-  if (y) from_seq_major(layer_in, TT, N, out_width, config.batch_first, y);
+  if (y) from_seq_major(layer_in, TT, N, config.output_size(), config.batch_first, y);
 }
 
 template <typename T>
@@ -327,9 +330,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   const T clip_value = static_cast<T>(config.clip);
   const bool clip = config.clip > 0.0f;
   const GateClip<T> gclip = gate_clip_of<T>(config);
-  // Both directions read the gradient of a summed output (sum_directions) whole.
   const i64 out_width = config.output_size();
-  const i64 dir_cols = config.sum_directions ? 0 : S;
   // Rows of W_hh whose product is with h_{t-1} itself: all but n's with the reset before.
   const i64 h_rows = reset_before ? 2 * H : GH;
   const std::vector<i64>& lengths = reserve.lengths;
@@ -339,7 +340,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   reserve.dh.clear();
   if (proj) reserve.dh.assign(sz(L * D), std::vector<T>(sz(TT * N * P)));
 
-  // Gradient w.r.t. the current layer's output [T, N, out_width], sequence-major. Rows past an
+  // Gradient w.r.t. the current layer's output [T, N, layer_output_size(l)], sequence-major. Rows past an
   // element's length are never read (dy there is ignored).
   std::vector<T> dout(sz(TT * N * out_width), T(0));
   if (dy) dout = to_seq_major(dy, TT, N, out_width, config.batch_first);
@@ -348,13 +349,17 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   std::vector<Acc> dh_prev(sz(S));
 
   for (i64 l = L - 1; l >= 0; --l) {
-    const i64 in_width = config.layer_input_size(l);
-    std::vector<Acc> din(sz(TT * N * in_width), Acc(0));  // both directions add here
+    const i64 in_width = config.layer_input_size(l), out_stride = config.layer_output_size(l);
+    const i64 in_stride = l == 0 ? config.input_size : config.layer_output_size(l - 1);
+    // Both directions read the gradient of a summed output whole.
+    const i64 dir_cols = config.sums_output(l) ? 0 : S;
+    std::vector<Acc> din(sz(TT * N * in_stride), Acc(0));  // both directions add here (or to their own columns)
     for (int d = 0; d < D; ++d) {
       const i64 ld = l * D + d;
       const auto uld = sz(ld);
       const bool rev = config.reversed(d);
       const LayerWeights<T> lw = layer_weights(layout, w, l, d);
+      const i64 in_col = l > 0 && config.independent_stacks ? d * S : 0;
       const std::vector<T>& hs = reserve.h[uld];
       const std::vector<T>& gates = reserve.gates[uld];
       std::vector<T>& dgx = reserve.dgx[uld];
@@ -375,7 +380,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
           T* dhn = dh_next.data() + n * S;
           T* dcn = dc_next.data() + n * H;
           // Total gradient reaching h_t: from this layer's output and from the next step.
-          for (i64 p = 0; p < S; ++p) dh_total[sz(p)] = dhn[p] + dout[sz(row * out_width + d * dir_cols + p)];
+          for (i64 p = 0; p < S; ++p) dh_total[sz(p)] = dhn[p] + dout[sz(row * out_stride + d * dir_cols + p)];
           // Gradient reaching the cell's output (r_t = o*tanh(c_t) through h_t = W_hr r_t).
           for (i64 k = 0; k < H; ++k) {
             if (!proj) {
@@ -449,7 +454,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
           for (i64 j = 0; j < GH; ++j) {
             for (i64 k = 0; k < S && j < h_rows; ++k) dh_prev[sz(k)] += Acc(lw.w_hh[j * S + k]) * Acc(gh[j]);
             for (i64 k = 0; k < in_width; ++k)
-              din[sz(row * in_width + k)] += Acc(lw.w_ih[j * in_width + k]) * Acc(gx[j]);
+              din[sz(row * in_stride + in_col + k)] += Acc(lw.w_ih[j * in_width + k]) * Acc(gx[j]);
           }
           for (i64 k = 0; k < S; ++k) dhn[k] = static_cast<T>(dh_prev[sz(k)]);
         }
@@ -488,9 +493,11 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
 
   for (i64 l = 0; l < config.num_layers; ++l) {
     const i64 in_width = config.layer_input_size(l);
+    const i64 in_stride = l == 0 ? config.input_size : config.layer_output_size(l - 1);
     const std::vector<T>& in = reserve.inputs[sz(l)];  // after dropout
     for (int d = 0; d < D; ++d) {
       const auto uld = sz(l * D + d);
+      const i64 in_col = l > 0 && config.independent_stacks ? d * S : 0;
       const bool rev = config.reversed(d);
       const std::vector<T>& dgx = reserve.dgx[uld];
       const std::vector<T>& dgh = reserve.dgh[uld];
@@ -510,7 +517,7 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
             if (t >= len) continue;
             const i64 row = t * N + n;
             const Acc gx = dgx[sz(row * GH + j)], gh = dgh[sz(row * GH + j)];
-            const T* xt = in.data() + row * in_width;
+            const T* xt = in.data() + row * in_stride + in_col;
             const T* hp = prev_state(reserve.h[uld], reserve.h0[uld], rev, t, len, n, S, N);
             // GRU with the reset before: W_hn multiplies r * h_{t-1}, not h_{t-1}.
             const T* r = reset_before && j >= 2 * H ? reserve.gates[uld].data() + row * GH : nullptr;

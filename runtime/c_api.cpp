@@ -167,6 +167,7 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
   config.peephole = c.peephole != 0;
   config.input_forget = c.input_forget != 0;
   config.bias = c.no_bias == 0;
+  config.independent_stacks = c.independent_stacks != 0;
   rnnjit::validate(config);  // names the field
   return config;
 }
@@ -196,6 +197,7 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.peephole = config.peephole ? 1 : 0;
   c.input_forget = config.input_forget ? 1 : 0;
   c.no_bias = config.bias ? 0 : 1;
+  c.independent_stacks = config.independent_stacks ? 1 : 0;
   return c;
 }
 

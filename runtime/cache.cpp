@@ -31,6 +31,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(k.config.input_forget);
   mix(k.config.bias);
   mix(k.config.sum_directions);
+  mix(k.config.independent_stacks);
   mix(static_cast<std::uint64_t>(k.shape.seq_len));
   mix(static_cast<std::uint64_t>(k.shape.batch));
   mix(static_cast<std::uint64_t>(k.mode));

@@ -86,6 +86,8 @@ void validate(const RnnConfig& c) {
     throw Error("reverse applies to unidirectional networks (a bidirectional one already reads both ways)");
   if (c.sum_directions && !c.bidirectional)
     throw Error("sum_directions applies to bidirectional networks (it sums their two directions)");
+  if (c.independent_stacks && !c.bidirectional)
+    throw Error("independent_stacks applies to bidirectional networks (a stack of layers per direction)");
   const std::int64_t gh = checked_mul(c.gates(), c.hidden_size, "gates*hidden_size");
   if (gh > kMaxDim) throw Error(fmt::format("gates*hidden_size = {} exceeds {}", gh, kMaxDim));
   const std::int64_t widest_input = std::max(c.input_size, c.directions() * c.state_size());
@@ -123,6 +125,7 @@ std::string describe(const RnnConfig& c) {
   if (c.input_forget) s += " input_forget";
   if (!c.bias) s += " no_bias";
   if (c.sum_directions) s += " sum_directions";
+  if (c.independent_stacks) s += " independent_stacks";
   return s;
 }
 

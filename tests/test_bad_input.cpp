@@ -127,6 +127,8 @@ TEST(BadConfig, FeatureFieldsNameTheirValue) {
                "reverse applies to unidirectional networks (a bidirectional one already reads both ways)");
   expect_error([&] { validate(with([](RnnConfig& c) { c.sum_directions = true; })); },
                "sum_directions applies to bidirectional networks (it sums their two directions)");
+  expect_error([&] { validate(with([](RnnConfig& c) { c.independent_stacks = true; })); },
+               "independent_stacks applies to bidirectional networks (a stack of layers per direction)");
 }
 
 TEST(BadLengths, SequenceLengthsAreCheckedByCountAndRange) {

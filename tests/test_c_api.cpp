@@ -64,6 +64,7 @@ rnnjit_config_t c_config(const RnnConfig& c, int threads = 0) {
   out.peephole = c.peephole ? 1 : 0;
   out.input_forget = c.input_forget ? 1 : 0;
   out.no_bias = c.bias ? 0 : 1;
+  out.independent_stacks = c.independent_stacks ? 1 : 0;
   return out;
 }
 
@@ -1417,7 +1418,8 @@ TEST(CApiOnnxEquations, HandCheckedScalarCasesWithClipPeepholesAndInputForget) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// gate_clip, peephole, input_forget, no_bias and summed directions through the native C API (the JIT backend)
+// gate_clip, peephole, input_forget, no_bias, summed directions and independent stacks through the
+// native C API (the JIT backend)
 // against the C++ API's reference backend on the same canonical weights, forward and backward.
 
 struct FeatureCase {
@@ -1547,6 +1549,9 @@ std::vector<FeatureCase> feature_cases() {
       {"LstmSumDirectionsGateClipLengths", {.cell = C::lstm, .input_size = 5, .hidden_size = 19, .num_layers = 2,
                                             .bidirectional = true, .gate_clip = 0.4f, .sum_directions = true},
        {5, 3}, true},
+      {"GruResetBeforeIndependentStacksGateClipLengths",
+       {.cell = C::gru_reset_before, .input_size = 5, .hidden_size = 9, .num_layers = 3, .bidirectional = true,
+        .gate_clip = 0.3f, .independent_stacks = true}, {5, 3}, true},
       {"RnnTanhSumDirectionsGateClipBatchFirst", {.cell = C::rnn_tanh, .input_size = 7, .hidden_size = 5,
                                                   .num_layers = 3, .bidirectional = true, .batch_first = true,
                                                   .gate_clip = 0.3f, .sum_directions = true}, {5, 3}},

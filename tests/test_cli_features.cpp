@@ -174,6 +174,14 @@ TEST_F(CliOnnxFeatures, RunWithSummedDirectionsMatchesTheReference) {
   run_and_compare(rc, {"--cell", "gru", "--direction", "bidirectional_sum"});
 }
 
+// oneDNN's stacking of several bidirectional layers: layer 1's weight_ih is [4H, H].
+TEST_F(CliOnnxFeatures, RunWithIndependentStacksMatchesTheReference) {
+  test::RnnCase rc({.cell = CellKind::lstm, .input_size = 4, .hidden_size = 6, .num_layers = 3, .bidirectional = true,
+                    .independent_stacks = true},
+                   {4, 3}, 36);
+  run_and_compare(rc, {"--cell", "lstm", "--bidirectional", "--independent-stacks"});
+}
+
 // A network with peepholes reads (and its gradients write) weight_peephole_l{k}[_reverse].npy.
 TEST_F(CliOnnxFeatures, RunWithPeepholesNeedsThePeepholeParameters) {
   const RnnConfig plain{.cell = CellKind::lstm, .input_size = 2, .hidden_size = 3};
@@ -201,6 +209,7 @@ TEST_F(CliFeatures, FlagErrors) {
   EXPECT_NE(summed.out.find("sum_directions"), std::string::npos) << summed.out;
   EXPECT_NE(summed.out.find("sum of directions l0"), std::string::npos) << summed.out;
   EXPECT_NE(summed.out.find("dy of the sum"), std::string::npos) << summed.out;
+  expect_error(with({"--independent-stacks"}), 2, {"--independent-stacks applies to bidirectional networks"});
   expect_error(with({"--proj-size", "8"}), 2, {"--proj-size"});
   expect_error(with({"--clip", "-1"}), 2, {"--clip"});
   expect_error(with({"--dropout", "1"}), 2, {"--dropout"});

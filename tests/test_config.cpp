@@ -232,6 +232,30 @@ TEST(Config, SumDirectionsNarrowsTheOutput) {
   expect_error([&] { validate(c); }, {"sum_directions applies to bidirectional networks"});
 }
 
+// Independent stacks: every layer above the first reads S columns (its own direction's h); the
+// layers below the top keep both directions' h side by side, and only the top merges them.
+TEST(Config, IndependentStacksReadTheirOwnDirection) {
+  RnnConfig c = lstm(7, 5, 3, true);
+  c.independent_stacks = true;
+  EXPECT_EQ(c.layer_input_size(0), 7);
+  EXPECT_EQ(c.layer_input_size(1), 5);
+  EXPECT_EQ(c.layer_input_size(2), 5);
+  EXPECT_EQ(c.layer_output_size(0), 10);
+  EXPECT_EQ(c.layer_output_size(2), 10);
+  EXPECT_FALSE(c.sums_output(2));
+  c.sum_directions = true;
+  EXPECT_EQ(c.layer_output_size(1), 10);  // not summed below the top
+  EXPECT_FALSE(c.sums_output(1));
+  EXPECT_EQ(c.layer_output_size(2), 5);
+  EXPECT_TRUE(c.sums_output(2));
+  EXPECT_EQ(c.output_size(), 5);
+  EXPECT_EQ(describe(c), "lstm I=7 H=5 L=3 D=2 sum_directions independent_stacks");
+  EXPECT_EQ(WeightLayout(c).find("weight_ih_l2_reverse").shape, (std::vector<i64>{20, 5}));
+  c.bidirectional = false;
+  c.sum_directions = false;
+  expect_error([&] { validate(c); }, {"independent_stacks applies to bidirectional networks"});
+}
+
 // PyTorch's bias=False: the same blocks less the biases, so its state_dict names match.
 TEST(WeightLayout, NoBiasHasNoBiasBlocks) {
   RnnConfig c = lstm(5, 3, 2, true);

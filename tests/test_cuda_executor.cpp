@@ -316,6 +316,7 @@ TEST(CudnnPeer, RefusesWhatCudnnLacks) {
       {"no input_forget", [](RnnConfig& c) { c.input_forget = true; }},
       {"with biases only", [](RnnConfig& c) { c.bias = false; }},
       {"no sum_directions", [](RnnConfig& c) { c.bidirectional = c.sum_directions = true; }},
+      {"no independent_stacks", [](RnnConfig& c) { c.bidirectional = c.independent_stacks = true; }},
   };
   for (const auto& [words, change] : refused) {
     const std::string why = refusal(change);

@@ -150,6 +150,7 @@ RnnConfig config_of(const WalkCase& c) {
   config.input_forget = lstm && has({"input_forget", "lstm_onnx"});
   config.bias = !has({"no_bias"});
   config.sum_directions = has({"sum_directions"}) && c.bidirectional;
+  config.independent_stacks = has({"independent_stacks"}) && c.bidirectional;
   return config;
 }
 
@@ -178,7 +179,8 @@ TEST_P(GpuWalk, MatchesTheReference) {
 std::vector<WalkCase> walk_cases() {
   std::vector<WalkCase> cases;
   for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
-                              "peephole", "input_forget", "lstm_onnx", "no_bias", "sum_directions", "all"})
+                              "peephole", "input_forget", "lstm_onnx", "no_bias", "sum_directions",
+                              "independent_stacks", "all"})
     for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
                           CellKind::gru_reset_before})
       for (bool bidir : {false, true})
@@ -189,7 +191,7 @@ std::vector<WalkCase> walk_cases() {
                                    f == "lstm_onnx";
             if (lstm_only && cell != CellKind::lstm) continue;
             if (f == "reverse" && bidir) continue;  // a unidirectional feature
-            if (f == "sum_directions" && !bidir) continue;  // a bidirectional one
+            if ((f == "sum_directions" || f == "independent_stacks") && !bidir) continue;  // bidirectional ones
             if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;  // between layers, training only
             cases.push_back({f, cell, bidir, f == "dropout" ? 3 : layers, mode});
           }

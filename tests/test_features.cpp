@@ -1,7 +1,7 @@
 // The features through the public API on every backend: reverse direction, cell clipping,
 // dropout between layers, batch-first tensors, variable sequence lengths, the LSTM projection,
 // ONNX's gate clip, LSTM peepholes and coupled input-forget gates, networks without biases and
-// bidirectional ones whose directions are summed, alone and combined,
+// bidirectional ones whose directions are summed or stacked independently, alone and combined,
 // forward and backward, against the double-precision reference (whose gradients are checked by
 // finite differences in test_reference_features). Sizes have vector tails
 // (H = 19, 115, 230) and odd batches; the AVX-512 plans run on one and two threads (the cases
@@ -33,6 +33,7 @@ struct Feature {
   bool peephole = false, input_forget = false;  // LSTM only
   bool no_bias = false;
   bool sum_directions = false;  // bidirectional only
+  bool independent_stacks = false;  // bidirectional only
 };
 
 struct Target {
@@ -88,6 +89,7 @@ TEST_P(Features, MatchReference) {
   config.input_forget = p.cell == CellKind::lstm && f.input_forget;
   config.bias = !f.no_bias;
   config.sum_directions = f.sum_directions && p.bidirectional;
+  config.independent_stacks = f.independent_stacks && p.bidirectional;
   RnnCase rc(config, p.target.row_split ? Shape{9, 21} : split ? Shape{24, 10} : Shape{7, 5}, 3);
   if (f.lengths) rc.vary_lengths(7, f.longest_first);
   rc.dropout_seed = 0x5eed;
@@ -110,12 +112,14 @@ std::vector<FeatureCase> feature_cases() {
       {.name = "lengths_sorted", .lengths = true, .longest_first = true},
       {.name = "projection", .proj_size = 7},
       {.name = "all", .reverse = true, .batch_first = true, .lengths = true, .longest_first = true, .clip = 0.6f,
-       .dropout = 0.3f, .proj_size = 11, .no_bias = true, .sum_directions = true},
+       .dropout = 0.3f, .proj_size = 11, .no_bias = true, .sum_directions = true, .independent_stacks = true},
       {.name = "gate_clip", .gate_clip = 0.4f},
       {.name = "peephole", .peephole = true},
       {.name = "input_forget", .input_forget = true},
       {.name = "no_bias", .no_bias = true},
       {.name = "sum_directions", .sum_directions = true},
+      {.name = "independent_stacks", .independent_stacks = true},
+      {.name = "independent_stacks_lengths", .lengths = true, .independent_stacks = true},
       {.name = "onnx", .reverse = true, .lengths = true, .gate_clip = 0.7f, .peephole = true, .input_forget = true},
       {.name = "peephole_all", .reverse = true, .batch_first = true, .lengths = true, .clip = 0.6f, .dropout = 0.3f,
        .proj_size = 11, .gate_clip = 0.8f, .peephole = true},
@@ -130,7 +134,8 @@ std::vector<FeatureCase> feature_cases() {
       if (lstm_only && f.name != "all" && f.name != "onnx" && cell != CellKind::lstm) continue;
       for (bool bidir : {false, true}) {
         if (f.reverse && bidir && f.name == "reverse") continue;  // reverse is a unidirectional feature
-        if (f.sum_directions && !bidir && f.name == "sum_directions") continue;  // and this a bidirectional one
+        const bool bidirectional_only = f.name == "sum_directions" || f.name.starts_with("independent_stacks");
+        if (bidirectional_only && !bidir) continue;
         for (Mode mode : {Mode::inference, Mode::training})
           for (const Target& b : targets)
             // Rows split on two threads for one direction, on four for two (two lanes each).

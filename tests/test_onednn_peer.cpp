@@ -249,6 +249,10 @@ TEST(OnednnPeerBuffers, Errors) {
   bad = cfg;
   bad.gate_clip = 1.0f;
   EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, rc.w), Error);
+  bad = cfg;
+  bad.bidirectional = bad.independent_stacks = true;  // the peer stacks a primitive per layer
+  bad.num_layers = 2;
+  EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, RnnCase(bad, shape, 31).w), Error);
 
   OnednnRnn infer(cfg, shape, Mode::inference, rc.w);
   std::vector<float> y(rc.dy.size()), dx(rc.x.size()), dw(rc.w.size());

@@ -66,6 +66,7 @@ std::vector<RandomCase> random_cases() {
     c.input_forget = lstm && coin(0.2);
     c.bias = coin(0.8);
     c.sum_directions = c.bidirectional && coin(0.3);
+    c.independent_stacks = c.bidirectional && coin(0.3);
     Shape shape{pick({1, 2, 5, 9, 12}), pick({1, 2, 3, 8, 17, 40})};
     const Mode mode = coin(0.6) ? Mode::training : Mode::inference;
     const int target = std::uniform_int_distribution<int>(0, 7)(rng);

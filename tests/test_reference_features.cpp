@@ -71,6 +71,7 @@ std::string config_name(const RnnConfig& c) {
   if (c.input_forget) s += "_cifg";
   if (!c.bias) s += "_nobias";
   if (c.sum_directions) s += "_sum";
+  if (c.independent_stacks) s += "_indep";
   return s;
 }
 
@@ -435,6 +436,22 @@ std::vector<FdCase> fd_cases() {
     c.sum_directions = true;
     add(c, 4, 3, {4, 2, 3});
   }
+  // Independent stacks: each direction reads only its own h below; merged at the top only.
+  for (CellKind cell : kCells) {
+    c = make_config(cell, 3, 4, 3, true);
+    c.independent_stacks = true;
+    add(c, 4, 3, {4, 2, 3});
+  }
+  c = make_config(CellKind::gru_reset_before, 3, 4, 2, true);
+  c.independent_stacks = c.sum_directions = true;
+  add(c, 4, 3);
+  c = make_config(CellKind::lstm, 3, 5, 3, true);
+  c.independent_stacks = true;
+  c.sum_directions = true;
+  c.proj_size = 2;
+  c.dropout = 0.3f;
+  c.batch_first = true;
+  add(c, 4, 3, {2, 4, 3}, true);
   c = make_config(CellKind::lstm, 3, 5, 3, true);
   c.sum_directions = true;
   c.proj_size = 2;
@@ -529,6 +546,8 @@ TEST_P(PerCell, VarlenElementEqualsItsOwnRun) {
   c = make_config(GetParam(), 3, 4, 2, true);
   c.sum_directions = true;
   check_varlen_against_solo(c, 24);
+  c.independent_stacks = true;
+  check_varlen_against_solo(c, 25);
   if (GetParam() == CellKind::lstm) {
     c = make_config(CellKind::lstm, 3, 5, 2, true);
     c.proj_size = 2;

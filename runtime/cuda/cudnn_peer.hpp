@@ -60,6 +60,8 @@ inline std::string cudnn_peer_refusal(const RnnConfig& config, Mode mode) {
   if (!config.bias) return "the cuDNN peer runs networks with biases only (bias=false is not wired to CUDNN_RNN_NO_BIAS)";
   if (config.sum_directions)
     return "the cuDNN peer has no sum_directions (cuDNN concatenates the two directions' outputs)";
+  if (config.independent_stacks && config.num_layers > 1)
+    return "the cuDNN peer has no independent_stacks (cuDNN's layers read both directions of the one below)";
   return {};
 }
 

@@ -113,6 +113,11 @@ typedef struct rnnjit_config {
   /* Nonzero: no bias parameters (PyTorch's bias=False): the weights have no bias_ih/bias_hh
    * blocks and the gates add no bias. */
   int32_t no_bias;
+  /* Bidirectional, nonzero: each direction is a stack of its own (layer l's forward direction
+   * reads only layer l-1's forward h, its reverse only the reverse h; weight_ih above layer 0 is
+   * [G*H, S]), merged into y only at the top: a oneDNN RNN primitive of several bidirectional
+   * layers. Zero: every layer reads the whole output of the one below (PyTorch, cuDNN). */
+  int32_t independent_stacks;
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */

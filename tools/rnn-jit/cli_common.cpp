@@ -26,6 +26,7 @@ std::string fields_to_flags(std::string msg) {
       {"seq_len", "--seq"},           {"batch", "--batch"},               {"proj_size", "--proj-size"},
       {"clip", "--clip"},             {"dropout", "--dropout"},           {"reverse", "--direction reverse"},
       {"gate_clip", "--gate-clip"},   {"peephole", "--peephole"},         {"input_forget", "--input-forget"},
+      {"independent_stacks", "--independent-stacks"},
   };
   auto is_word = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; };
   for (const auto& [field, flag] : kFields) {
@@ -83,6 +84,9 @@ void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
                "LSTM peepholes (ONNX's P): parameters weight_peephole_l{k}[_reverse] [3, H], rows i, f, o");
   app.add_flag("--input-forget", f.input_forget, "LSTM: f = 1 - i (ONNX's input_forget)");
   app.add_flag("--no-bias", f.no_bias, "no bias parameters (PyTorch's bias=False): no bias_ih/bias_hh blocks");
+  app.add_flag("--independent-stacks", f.independent_stacks,
+               "bidirectional: each direction a stack of its own layers, merged only at the top (a oneDNN "
+               "primitive of several layers); weight_ih above layer 0 is [G*H, S]");
   if (required) {
     cell->required();
     in->required();
@@ -128,6 +132,7 @@ RnnConfig build_config(const ConfigFlags& f) {
   c.peephole = f.peephole;
   c.input_forget = f.input_forget;
   c.bias = !f.no_bias;
+  c.independent_stacks = f.independent_stacks;
   try {
     validate(c);
   } catch (const Error& e) {

@@ -75,6 +75,7 @@ struct ConfigFlags {
   bool peephole = false;
   bool input_forget = false;
   bool no_bias = false;
+  bool independent_stacks = false;
 };
 // With required = true, --cell, --input-size and --hidden-size must be given; otherwise the
 // values already in `flags` are the defaults.

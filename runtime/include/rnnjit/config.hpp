@@ -67,9 +67,13 @@ struct RnnConfig {
   // Bidirectional only: every layer's output, y and the input of the layer above, is the sum of
   // its two directions' h, [T, N, S], instead of their concatenation [T, N, 2S] (oneDNN's
   // bidirectional_sum, Keras's merge_mode="sum"). Layers above the first then read S columns.
-  // (A oneDNN primitive of L > 1 layers stacks each direction on its own and merges only its
-  // top layer; rnnjit matches a oneDNN primitive per layer.)
   bool sum_directions = false;
+  // Bidirectional only: each direction is a stack of its own. Layer l's forward direction reads
+  // only the forward h of layer l-1, its reverse direction only the reverse h (S columns each),
+  // and only the top layer's directions are merged into y (concatenated, or summed with
+  // sum_directions): a oneDNN RNN primitive of L > 1 bidirectional layers. Without it, every
+  // layer reads the whole (merged) output of the one below, as PyTorch and cuDNN stack.
+  bool independent_stacks = false;
 
   int directions() const { return bidirectional ? 2 : 1; }
   int gates() const { return gate_count(cell); }
@@ -77,10 +81,22 @@ struct RnnConfig {
   bool reversed(int direction) const { return direction == 1 || reverse; }
   // Width S of h (and of each direction's slice of y): P with a projection, else H.
   std::int64_t state_size() const { return proj_size > 0 ? proj_size : hidden_size; }
-  // Width of a layer's output (a row of y): S with sum_directions, else D*S.
+  // Width of a row of y: S with sum_directions, else D*S.
   std::int64_t output_size() const { return (sum_directions ? 1 : directions()) * state_size(); }
-  // Input width of layer l: input_size for l == 0, the output width above it.
-  std::int64_t layer_input_size(std::int64_t layer) const { return layer == 0 ? input_size : output_size(); }
+  // Width of the rows of layer l's output that the layer above reads: D*S below the top of
+  // independent stacks (both directions' h, unmerged), else output_size().
+  std::int64_t layer_output_size(std::int64_t layer) const {
+    return independent_stacks && layer + 1 < num_layers ? directions() * state_size() : output_size();
+  }
+  // Input width of layer l (the columns its W_ih reads): input_size for l == 0; above it S with
+  // independent stacks (its own direction's h), else output_size().
+  std::int64_t layer_input_size(std::int64_t layer) const {
+    return layer == 0 ? input_size : independent_stacks ? state_size() : output_size();
+  }
+  // Whether layer l's output rows are its directions' sum.
+  bool sums_output(std::int64_t layer) const {
+    return sum_directions && (!independent_stacks || layer + 1 == num_layers);
+  }
   bool operator==(const RnnConfig&) const = default;
 };
 
