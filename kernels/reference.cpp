@@ -340,8 +340,8 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   reserve.dh.clear();
   if (proj) reserve.dh.assign(sz(L * D), std::vector<T>(sz(TT * N * P)));
 
-  // Gradient w.r.t. the current layer's output [T, N, layer_output_size(l)], sequence-major. Rows past an
-  // element's length are never read (dy there is ignored).
+  // Gradient w.r.t. the current layer's output [T, N, layer_output_size(l)], sequence-major.
+  // Rows past an element's length are never read (dy there is ignored).
   std::vector<T> dout(sz(TT * N * out_width), T(0));
   if (dy) dout = to_seq_major(dy, TT, N, out_width, config.batch_first);
   std::vector<T> dh_next(sz(N * S)), dc_next(sz(N * H));  // per element: gradient w.r.t. its current state
@@ -353,7 +353,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
     const i64 in_stride = l == 0 ? config.input_size : config.layer_output_size(l - 1);
     // Both directions read the gradient of a summed output whole.
     const i64 dir_cols = config.sums_output(l) ? 0 : S;
-    std::vector<Acc> din(sz(TT * N * in_stride), Acc(0));  // both directions add here (or to their own columns)
+    std::vector<Acc> din(sz(TT * N * in_stride), Acc(0));  // both directions add here, or each to its columns
     for (int d = 0; d < D; ++d) {
       const i64 ld = l * D + d;
       const auto uld = sz(ld);

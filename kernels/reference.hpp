@@ -56,7 +56,8 @@ struct Reserve {
 
 // Forward pass. w is the canonical buffer (rnnjit/weights.hpp). x [T, N, I] (batch_first:
 // [N, T, I]); h0 [L*D, N, S] and c0 [L*D, N, H] may be null (zeros); y [T, N, Y] (batch_first:
-// [N, T, Y]; Y = config.output_size()), hy [L*D, N, S], cy [L*D, N, H] may be null (not written); cy and c0 are used for
+// [N, T, Y]; Y = config.output_size()), hy [L*D, N, S], cy [L*D, N, H] may be null (not
+// written); cy and c0 are used for
 // LSTM only. Validates config, shape and options.seq_lengths (throws Error).
 // With reserve != nullptr this is forward training: it fills *reserve and applies dropout
 // between layers (config.dropout, options.dropout_seed); inference never drops.

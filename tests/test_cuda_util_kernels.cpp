@@ -52,7 +52,8 @@ int main() {
     std::vector<float> dst(3 * 25, 7.0f), zeros(3 * 25, 7.0f), sum = start;
     grid([&] { gpu::rnnjit_copy(src.data(), dst.data(), 3, 4, 5, 7, 6, 30, 25, 0); });
     grid([&] { gpu::rnnjit_copy(nullptr, zeros.data(), 3, 4, 5, 7, 6, 30, 25, 0); });
-    for (int twice = 0; twice < 2; ++twice) grid([&] { gpu::rnnjit_copy(src.data(), sum.data(), 3, 4, 5, 7, 6, 30, 25, 1); });
+    for (int twice = 0; twice < 2; ++twice)
+      grid([&] { gpu::rnnjit_copy(src.data(), sum.data(), 3, 4, 5, 7, 6, 30, 25, 1); });
     for (int b = 0; b < 3; ++b) for (int r = 0; r < 4; ++r) for (int c = 0; c < 5; ++c) {
       const int at = b * 25 + r * 6 + c;
       const float s = src[b * 30 + r * 7 + c];

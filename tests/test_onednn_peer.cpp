@@ -3,8 +3,8 @@
 // training forward), dx, dhx, dcx and the weight gradients converted back to the canonical layout
 // proves the weight mapping: gate permutation (lbr_gru's u,r,o = PyTorch's z,r,n), transposition
 // into ldigo, bias folding (b_ih + b_hh; lbr_gru's separate b_in, b_hn), one primitive per layer
-// with bidirectional_concat or (sum_directions) bidirectional_sum. Every bias gradient maps back (a summed bias's gradient is each
-// summand's), so the whole canonical gradient is compared.
+// with bidirectional_concat or (sum_directions) bidirectional_sum. Every bias gradient maps back
+// (a summed bias's gradient is each summand's), so the whole canonical gradient is compared.
 // Without oneDNN at build time, only the stub's behaviour is checked and the rest is skipped.
 #include "bench/onednn_peer.hpp"
 

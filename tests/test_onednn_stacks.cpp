@@ -67,7 +67,8 @@ TEST_P(OnednnStacks, ForwardMatchesReference) {
 
   // Canonical weights -> ldigo / ldgo (bias = b_ih + b_hh per gate).
   const WeightLayout layout(config);
-  std::vector<float> wl(static_cast<std::size_t>(L * D * H * G * H)), wi(wl.size()), b(static_cast<std::size_t>(L * D * G * H));
+  std::vector<float> wl(static_cast<std::size_t>(L * D * H * G * H)), wi(wl.size());
+  std::vector<float> b(static_cast<std::size_t>(L * D * G * H));
   for (i64 l = 0; l < L; ++l)
     for (int d = 0; d < D; ++d) {
       const float* w_ih = rc.w.data() + layout.block(l, d, ParamKind::weight_ih).offset;

@@ -122,7 +122,8 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     if (!(config == plain) || !d.lengths.empty())
       throw UsageError("--compare onednn: the oneDNN peer runs plain configurations only (no --direction reverse, "
                        "--proj-size, --clip, --dropout, --batch-first, --gate-clip, --input-forget, --no-bias, "
-                       "--independent-stacks or --mixed-lengths; --peephole and --direction bidirectional_sum are supported)");
+                       "--independent-stacks or --mixed-lengths; --peephole and --direction bidirectional_sum are "
+                       "supported)");
     auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads);
     return {name, [dnnl, mode, &d] {
               dnnl->forward({.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy});
