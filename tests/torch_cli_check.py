@@ -5,7 +5,10 @@ Usage: torch_cli_check.py RNN_JIT [--cases N] [--seed S] [--big]
 
 Each case draws a cell (LSTM with or without projection, GRU, RNN tanh/relu), sizes with tails,
 layers, direction, batch-first, bias or not, variable lengths (x NaN past them) and 1 or 2 threads; builds PyTorch's module with
-random parameters, runs it in float64 on float32 data (forward, then backward of a random linear
+random parameters (for the bidirectional topologies PyTorch has not, --direction bidirectional_sum
+and --independent-stacks, the same network of one-layer unidirectional modules: reverse directions
+read each sequence backwards within its length, and the layers' outputs are summed or each
+direction stacked on its own), runs it in float64 on float32 data (forward, then backward of a random linear
 loss of y, hy and cy), and runs the same float32 files through the CLI: forward, backward data
 and every parameter's gradient must agree within 2e-4 of the largest magnitude, or within twice
 PyTorch's own float32 error where float32 cannot do better (ReLU networks: a pre-activation
@@ -52,24 +55,45 @@ for case in range(n_cases):
     varlen = rng.random() < 0.3
     threads = rng.choice([1, 2])
     bias = rng.random() >= 0.2
+    # Bidirectional topologies beyond PyTorch's: summed directions, independent stacks, or both.
+    summed = indep = False
+    if bidir and rng.random() < 0.35:
+        summed, indep = rng.choice([(True, False), (False, True), (True, True)])
     D = 2 if bidir else 1
     S = proj or H
-    kw = dict(input_size=I, hidden_size=H, num_layers=L, bidirectional=bidir, batch_first=bf, bias=bias)
-    if cell == "lstm":
-        m = torch.nn.LSTM(proj_size=proj, **kw)
-    elif cell == "gru":
-        m = torch.nn.GRU(**kw)
+    Y = S if summed else D * S
+
+    def module(**kw):
+        if cell == "lstm":
+            return torch.nn.LSTM(proj_size=proj, bias=bias, **kw)
+        if cell == "gru":
+            return torch.nn.GRU(bias=bias, **kw)
+        return torch.nn.RNN(nonlinearity="tanh" if cell == "rnn_tanh" else "relu", bias=bias, **kw)
+
+    # m: PyTorch's own network; or, for the other topologies, parts[(l, d)]: one-layer modules whose
+    # parameters carry rnnjit's names (weight_ih_l{l}[_reverse], ...).
+    emulated = summed or indep
+    if not emulated:
+        m = module(input_size=I, hidden_size=H, num_layers=L, bidirectional=bidir, batch_first=bf)
+        named = list(m.named_parameters())
     else:
-        m = torch.nn.RNN(nonlinearity="tanh" if cell == "rnn_tanh" else "relu", **kw)
+        parts = {}
+        for l in range(L):
+            for dd in range(D):
+                width = I if l == 0 else S if indep else Y
+                parts[(l, dd)] = module(input_size=width, hidden_size=H)
+        m = torch.nn.ModuleList(parts.values())
+        named = [(name.replace("_l0", f"_l{l}{'_reverse' if dd else ''}"), p)
+                 for (l, dd), part in parts.items() for name, p in part.named_parameters()]
     d = os.path.join(root, f"c{case}")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d + "/params")
     with torch.no_grad():
-        for name, p in m.named_parameters():
+        for name, p in named:
             p.uniform_(-2.0 / H ** 0.5, 2.0 / H ** 0.5)  # twice PyTorch's default range
             np.save(f"{d}/params/{name}.npy", p.detach().float().numpy())
     xs = (N, T, I) if bf else (T, N, I)
-    ys = (N, T, D * S) if bf else (T, N, D * S)
+    ys = (N, T, Y) if bf else (T, N, Y)
     data = {"x": torch.randn(*xs), "h0": torch.randn(L * D, N, S), "c0": torch.randn(L * D, N, H),
             "dy": torch.randn(*ys), "dhy": torch.randn(L * D, N, S), "dcy": torch.randn(L * D, N, H)}
     lengths = None
@@ -86,29 +110,71 @@ for case in range(n_cases):
     if lengths is not None:
         np.save(f"{d}/len.npy", np.array(lengths, dtype=np.int32))
 
+    def within_lengths_reversed(seq):
+        """seq [T, N, *] with each element's first length[n] steps in reverse order (the rest kept)."""
+        lens = lengths if lengths is not None else [T] * N
+        idx = torch.tensor([[lens[n] - 1 - s if s < lens[n] else s for n in range(N)] for s in range(T)])
+        return torch.gather(seq, 0, idx[:, :, None].expand(-1, -1, seq.shape[2]))
+
+    def run_direction(part, inp, h0, c0, reverse):
+        """One direction of one layer on sequence-major inp: its output [T, N, S] and final states."""
+        if reverse:
+            inp = within_lengths_reversed(inp)
+        if lengths is not None:
+            inp = torch.nn.utils.rnn.pack_padded_sequence(inp, torch.tensor(lengths), enforce_sorted=False)
+        out, state = part(inp, (h0, c0) if cell == "lstm" else h0)
+        if lengths is not None:
+            out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, total_length=T)
+        return (within_lengths_reversed(out) if reverse else out), state
+
+    def emulate(t):
+        """The summed / independent-stack network from its one-layer parts: y, hy, cy."""
+        below = t["x"].transpose(0, 1) if bf else t["x"]
+        hys, cys = [], []
+        for l in range(L):
+            outs = []
+            for dd in range(D):
+                k = l * D + dd
+                inp = below[dd] if indep and l > 0 else below
+                out, state = run_direction(parts[(l, dd)], inp, t["h0"][k:k + 1], t["c0"][k:k + 1], dd == 1)
+                outs.append(out)
+                hys.append(state[0] if cell == "lstm" else state)
+                if cell == "lstm":
+                    cys.append(state[1])
+            top = l == L - 1
+            if indep and not top:
+                below = outs
+            else:
+                below = outs[0] + outs[1] if summed else torch.cat(outs, 2)
+        y = below.transpose(0, 1) if bf else below
+        return y, torch.cat(hys), (torch.cat(cys) if cell == "lstm" else None)
+
     def torch_results(dtype):
         """PyTorch's outputs and gradients, in `dtype`, on the float32 data, as float64 arrays."""
         mt = m.to(dtype)
         t = {k: v.to(dtype) for k, v in data.items()}
         for k in ("x", "h0", "c0"):
             t[k].requires_grad_(True)
-        inp = t["x"]
-        if lengths is not None:
-            inp = torch.nn.utils.rnn.pack_padded_sequence(inp, torch.tensor(lengths), batch_first=bf,
-                                                          enforce_sorted=False)
-        if cell == "lstm":
-            out, (hy, cy) = mt(inp, (t["h0"], t["c0"]))
+        if emulated:
+            out, hy, cy = emulate(t)
         else:
-            out, hy = mt(inp, t["h0"]); cy = None
-        if lengths is not None:
-            out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=bf, total_length=T)
+            inp = t["x"]
+            if lengths is not None:
+                inp = torch.nn.utils.rnn.pack_padded_sequence(inp, torch.tensor(lengths), batch_first=bf,
+                                                              enforce_sorted=False)
+            if cell == "lstm":
+                out, (hy, cy) = mt(inp, (t["h0"], t["c0"]))
+            else:
+                out, hy = mt(inp, t["h0"]); cy = None
+            if lengths is not None:
+                out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=bf, total_length=T)
         mt.zero_grad()
         loss = (out * t["dy"]).sum() + (hy * t["dhy"]).sum() + ((cy * t["dcy"]).sum() if cy is not None else 0)
         loss.backward()
         res = {"y": out, "hy": hy, "dx": t["x"].grad, "dh0": t["h0"].grad}
         if cell == "lstm":
             res.update({"cy": cy, "dc0": t["c0"].grad})
-        for name, p in mt.named_parameters():
+        for name, p in named:
             res["grad_" + name] = p.grad
         return {k: v.detach().double().numpy() for k, v in res.items()}
 
@@ -116,14 +182,16 @@ for case in range(n_cases):
     cmd = [RNNJIT, "run", "--cell", cell, "--input-size", str(I), "--hidden-size", str(H), "--layers", str(L),
            "--params", d + "/params", "--x", d + "/x.npy", "--h0", d + "/h0.npy", "--out", d + "/out",
            "--dy", d + "/dy.npy", "--dhy", d + "/dhy.npy", "--backend", "jit", "--threads", str(threads)]
-    if bidir: cmd.append("--bidirectional")
+    if bidir: cmd += ["--direction", "bidirectional_sum" if summed else "bidirectional"]
+    if indep: cmd.append("--independent-stacks")
     if bf: cmd.append("--batch-first")
     if not bias: cmd.append("--no-bias")
     if proj: cmd += ["--proj-size", str(proj)]
     if cell == "lstm": cmd += ["--c0", d + "/c0.npy", "--dcy", d + "/dcy.npy"]
     if lengths is not None: cmd += ["--seq-lengths", d + "/len.npy"]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    desc = f"case {case}: {cell} I={I} H={H} L={L} D={D} P={proj} T={T} N={N} bf={bf} varlen={lengths is not None} bias={bias} thr={threads}"
+    desc = (f"case {case}: {cell} I={I} H={H} L={L} D={D} P={proj} T={T} N={N} bf={bf} "
+            f"varlen={lengths is not None} bias={bias} thr={threads} sum={summed} indep={indep}")
     if r.returncode != 0:
         print("FAIL run", desc, r.stderr.strip()); fails += 1; continue
     o = d + "/out/"
