@@ -328,8 +328,8 @@ class Planner {
     } else {
       // Inference: layers below the top alternate between two output buffers; the top layer
       // writes y. The LSTM cell state is updated in place in one [N, H] buffer per direction.
-      // With sum_directions every layer's recurrences write one buffer of both directions' h,
-      // whose sums go to the two output buffers or y.
+      // A layer whose directions are summed writes both directions' h into one buffer (shared
+      // by all such layers), whose sums go to the two output buffers or y.
       if (s.L > 1)
         for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
           pingpong_[i] = region(fmt::format("layer_out.{}", i), false, s.T * s.N * s.B);
@@ -639,7 +639,8 @@ class Planner {
     return {{0, s_.GH, 0}};
   }
 
-  // The gradient of layer l's output, [T, N, Y]: the layer above's input gradient, or dy.
+  // The gradient of layer l's output, [T, N, layer_output_size(l)]: the layer above's input
+  // gradient, or dy.
   Operand dy_of_layer(std::int64_t l) const {
     if (l < s_.L - 1) return region_operand(plan_.workspace, dlayer_[l % 2]);
     return config_.batch_first && !config_.sum_directions ? region_operand(plan_.workspace, dy_seq_)
@@ -928,8 +929,8 @@ class Planner {
   std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)
   std::vector<int> dropped_, dropout_mask_;  // per layer below the top (reserve)
   int zero_bias_ = -1;                        // no bias parameters: G*H zeros (workspace)
-  // sum_directions: the directions' h of a layer, [T, N, W] (inference: every layer's), their
-  // sums read by the layer above (training) and the output gradient read by both directions.
+  // Summed directions: both directions' h of a layer, [T, N, W] (inference: of every summed
+  // layer), their sums read by the layer above (training) and the output gradient both read.
   int directions_out_ = -1, dy_directions_ = -1;
   std::vector<int> summed_;
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
