@@ -381,24 +381,35 @@ class Planner {
   // its dropped copy; in an independent stack, only direction d's columns of it.
   Operand layer_input(std::int64_t l, int d) const {
     if (l == 0) return buffer_operand(Buffer::x);
-    const std::int64_t column = config_.independent_stacks ? d * s_.S : 0;
+    const std::int64_t column = config_.layer_input_column(l, d);
     if (dropout_) return region_operand(plan_.workspace, dropped_[static_cast<std::size_t>(l - 1)], column);
     return shifted(output_above(l - 1), column);
+  }
+  // Which side of a copy of T*N rows is the caller's batch-first tensor ([N, T] rows).
+  enum class BatchFirst { neither, src, dst };
+  // A copy of the T*N (t, n) rows, `cols` wide, of sequence-major operands (rows ld_* apart),
+  // one side of which may be batch-first: then T blocks of N rows, row (t, n) there at n*T + t.
+  CopyStep rows_copy(std::string what, Operand src, std::int64_t ld_src, Operand dst, std::int64_t ld_dst,
+                     std::int64_t cols, BatchFirst batch_first) const {
+    CopyStep c{std::move(what), src, dst, s_.T * s_.N, cols, ld_src, ld_dst, false, false};
+    if (batch_first == BatchFirst::neither) return c;
+    c.rows = s_.N;  // block t: rows (t, 0..N-1)
+    c.blocks = s_.T;
+    if (batch_first == BatchFirst::src) {
+      c.ld_src = s_.T * ld_src, c.block_src = ld_src, c.block_dst = s_.N * ld_dst;
+    } else {
+      c.ld_dst = s_.T * ld_dst, c.block_dst = ld_dst, c.block_src = s_.N * ld_src;
+    }
+    return c;
   }
   // sum_directions: dst = h of direction 0 + h of direction 1 of layer l, for every (t, n) row;
   // dst's rows are [T, N, S], or batch-first [N, T, S] (y).
   void sum_directions(std::vector<Step>& lane, std::int64_t l, Operand dst, bool batch_first_dst) const {
     const auto& s = s_;
     for (int d = 0; d < s.D; ++d) {
-      CopyStep c{fmt::format("sum of directions l{}: {}h d{}", l, d > 0 ? "+ " : "", d),
-                 shifted(layer_output(l), d * s.S), dst, s.T * s.N, s.S, s.W, s.S, false, false};
-      if (batch_first_dst) {  // T blocks of N rows: from row (t, n) of the output to y's row (n, t)
-        c.rows = s.N;
-        c.ld_dst = s.T * s.S;
-        c.blocks = s.T;
-        c.block_src = s.N * s.W;
-        c.block_dst = s.S;
-      }
+      CopyStep c = rows_copy(fmt::format("sum of directions l{}: {}h d{}", l, d > 0 ? "+ " : "", d),
+                             shifted(layer_output(l), d * s.S), s.W, dst, s.S, s.S,
+                             batch_first_dst ? BatchFirst::dst : BatchFirst::neither);
       c.accumulate = d > 0;
       lane.push_back(std::move(c));
     }
@@ -417,7 +428,7 @@ class Planner {
   std::int64_t h_init_before() const { return config_.reversed(0) ? 0 : 1; }
   std::int64_t h_init_after() const { return config_.reversed(0) || s_.D == 2 ? 1 : 0; }
   // Row stride of what layer l reads (and of its input gradient).
-  std::int64_t ld_input(std::int64_t l) const { return l == 0 ? config_.input_size : config_.layer_output_size(l - 1); }
+  std::int64_t ld_input(std::int64_t l) const { return config_.layer_input_stride(l); }
   std::size_t ld_index(std::int64_t l, int d) const { return static_cast<std::size_t>(l * s_.D + d); }
   static Operand shifted(Operand o, std::int64_t by) { o.offset += by; return o; }
   // Whether layer l reads x (or, backward, writes dx) in the caller's batch-first layout.
@@ -610,11 +621,11 @@ class Planner {
     if (config_.sum_directions)
       sum_directions(lane, s.L - 1, buffer_operand(Buffer::y), config_.batch_first);
     else if (config_.batch_first)
-      lane.push_back(CopyStep{"y [N, T] <- top layer output [T, N]", top, buffer_operand(Buffer::y), s.N, ldh, ldh,
-                              s.T * ldh, false, false, s.T, s.N * ldh, ldh});
+      lane.push_back(rows_copy("y [N, T] <- top layer output [T, N]", top, ldh, buffer_operand(Buffer::y), ldh, ldh,
+                               BatchFirst::dst));
     else if (training())
-      lane.push_back(CopyStep{"y <- top layer output", top, buffer_operand(Buffer::y), s.T * s.N, ldh, ldh, ldh, false,
-                              false});
+      lane.push_back(rows_copy("y <- top layer output", top, ldh, buffer_operand(Buffer::y), ldh, ldh,
+                               BatchFirst::neither));
     lane.push_back(MaskStep{"y past the sequence lengths", buffer_operand(Buffer::y), s.T, s.N, s.Y,
                             config_.batch_first ? s.Y : s.N * s.Y, config_.batch_first ? s.T * s.Y : s.Y});
     plan_.forward.push_back(Stage{{std::move(lane)}});
@@ -625,9 +636,9 @@ class Planner {
   void plan_dy() {
     if (!config_.batch_first || config_.sum_directions) return;
     const std::int64_t ldh = s_.W;
-    plan_.backward_data.push_back(Stage{{{CopyStep{"dy [T, N] <- dy [N, T]", buffer_operand(Buffer::dy),
-                                                   region_operand(plan_.workspace, dy_seq_), s_.N, ldh, s_.T * ldh,
-                                                   ldh, false, false, s_.T, ldh, s_.N * ldh}}}});
+    plan_.backward_data.push_back(Stage{{{rows_copy("dy [T, N] <- dy [N, T]", buffer_operand(Buffer::dy), ldh,
+                                                    region_operand(plan_.workspace, dy_seq_), ldh, ldh,
+                                                    BatchFirst::src)}}});
   }
 
   // --- backward data -------------------------------------------------------------------------
@@ -656,18 +667,10 @@ class Planner {
     const auto& s = s_;
     const bool batch_first_dy = l == s.L - 1 && config_.batch_first;
     std::vector<Step> lane;
-    for (int d = 0; d < s.D; ++d) {
-      CopyStep c{fmt::format("dy of l{} d{} <- dy of the sum", l, d), dy_of_layer(l),
-                 shifted(dy_of_directions(l), d * s.S), s.T * s.N, s.S, s.S, s.W, false, false};
-      if (batch_first_dy) {  // T blocks of N rows: from dy's row (n, t) to row (t, n)
-        c.rows = s.N;
-        c.ld_src = s.T * s.S;
-        c.blocks = s.T;
-        c.block_src = s.S;
-        c.block_dst = s.N * s.W;
-      }
-      lane.push_back(std::move(c));
-    }
+    for (int d = 0; d < s.D; ++d)
+      lane.push_back(rows_copy(fmt::format("dy of l{} d{} <- dy of the sum", l, d), dy_of_layer(l), s.S,
+                               shifted(dy_of_directions(l), d * s.S), s.W, s.S,
+                               batch_first_dy ? BatchFirst::src : BatchFirst::neither));
     plan_.backward_data.push_back(Stage{{std::move(lane)}});
   }
   Operand dx_of_layer(std::int64_t l) const {
@@ -706,8 +709,8 @@ class Planner {
           GemmStep dx{fmt::format("input gradient l{} d{}", l, d), false, false, s.T * s.N, in, piece.width,
                       region_operand(plan_.workspace, gates_[ld_index(l, d)], piece.col),
                       shifted(weight(l, d, ParamKind::weight_ih), piece.row * in),
-                      shifted(dx_of_layer(l), own_columns ? d * s.S : 0), s.R, in, ld_input(l), first ? 0.0f : 1.0f,
-                      {}};
+                      shifted(dx_of_layer(l), config_.layer_input_column(l, d)), s.R, in, ld_input(l),
+                      first ? 0.0f : 1.0f, {}};
           if (batch_first_input(l)) dx = batch_first_rows(dx, false);
           skip_finished_rows(dx, l, true);
           lane.push_back(generated(dx, in, plan_.threads, false, 0, &lane));

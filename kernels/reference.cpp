@@ -181,10 +181,9 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   }
 
   // A direction's h goes to its own columns of a layer's output, or (sum_directions) adds to
-  // the one set of S columns. layer_in's rows are in_stride wide.
+  // the one set of S columns.
   std::vector<T> layer_in = to_seq_major(x, TT, N, config.input_size, config.batch_first);
   std::vector<T> layer_out;
-  i64 in_stride = config.input_size;
   std::vector<T> h_state(sz(N * S)), c_state(sz(N * H));  // per element: the state before its next step
   std::vector<T> cell_out(sz(H)), c_new(sz(H));           // one element's step: h (or r) and c
   std::vector<Acc> gx(sz(GH)), gh(sz(GH));
@@ -192,6 +191,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
 
   for (i64 l = 0; l < L; ++l) {
     const i64 in_width = config.layer_input_size(l), out_width = config.layer_output_size(l);
+    const i64 in_stride = config.layer_input_stride(l);  // of layer_in's rows
     const bool summed = config.sums_output(l);
     layer_out.assign(sz(TT * N * out_width), T(0));  // rows past an element's length stay 0
     if (l > 0 && dropout) {
@@ -210,8 +210,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
       const auto uld = sz(ld);
       const bool rev = config.reversed(d);
       const LayerWeights<T> lw = layer_weights(layout, w, l, d);
-      // An independent stack's direction reads its own direction's h of the layer below.
-      const i64 in_col = l > 0 && config.independent_stacks ? d * S : 0;
+      const i64 in_col = config.layer_input_column(l, d);
       for (i64 e = 0; e < N * S; ++e) h_state[sz(e)] = h0 ? h0[ld * N * S + e] : T(0);
       for (i64 e = 0; e < N * H; ++e) c_state[sz(e)] = (lstm && c0) ? c0[ld * N * H + e] : T(0);
       if (reserve) {
@@ -308,7 +307,6 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
       if (cy && lstm) std::copy(c_state.begin(), c_state.end(), cy + ld * N * H);
     }
     std::swap(layer_in, layer_out);
-    in_stride = out_width;
   }
   // The last layer's output (never dropped).
   if (y) from_seq_major(layer_in, TT, N, config.output_size(), config.batch_first, y);
@@ -350,7 +348,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
 
   for (i64 l = L - 1; l >= 0; --l) {
     const i64 in_width = config.layer_input_size(l), out_stride = config.layer_output_size(l);
-    const i64 in_stride = l == 0 ? config.input_size : config.layer_output_size(l - 1);
+    const i64 in_stride = config.layer_input_stride(l);
     // Both directions read the gradient of a summed output whole.
     const i64 dir_cols = config.sums_output(l) ? 0 : S;
     std::vector<Acc> din(sz(TT * N * in_stride), Acc(0));  // both directions add here, or each to its columns
@@ -359,7 +357,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
       const auto uld = sz(ld);
       const bool rev = config.reversed(d);
       const LayerWeights<T> lw = layer_weights(layout, w, l, d);
-      const i64 in_col = l > 0 && config.independent_stacks ? d * S : 0;
+      const i64 in_col = config.layer_input_column(l, d);
       const std::vector<T>& hs = reserve.h[uld];
       const std::vector<T>& gates = reserve.gates[uld];
       std::vector<T>& dgx = reserve.dgx[uld];
@@ -493,11 +491,11 @@ void backward_weights(const RnnConfig& config, const Shape& shape, const Reserve
 
   for (i64 l = 0; l < config.num_layers; ++l) {
     const i64 in_width = config.layer_input_size(l);
-    const i64 in_stride = l == 0 ? config.input_size : config.layer_output_size(l - 1);
+    const i64 in_stride = config.layer_input_stride(l);
     const std::vector<T>& in = reserve.inputs[sz(l)];  // after dropout
     for (int d = 0; d < D; ++d) {
       const auto uld = sz(l * D + d);
-      const i64 in_col = l > 0 && config.independent_stacks ? d * S : 0;
+      const i64 in_col = config.layer_input_column(l, d);
       const bool rev = config.reversed(d);
       const std::vector<T>& dgx = reserve.dgx[uld];
       const std::vector<T>& dgh = reserve.dgh[uld];

@@ -242,6 +242,11 @@ TEST(Config, IndependentStacksReadTheirOwnDirection) {
   EXPECT_EQ(c.layer_input_size(2), 5);
   EXPECT_EQ(c.layer_output_size(0), 10);
   EXPECT_EQ(c.layer_output_size(2), 10);
+  EXPECT_EQ(c.layer_input_stride(0), 7);
+  EXPECT_EQ(c.layer_input_stride(1), 10);
+  EXPECT_EQ(c.layer_input_column(0, 1), 0);
+  EXPECT_EQ(c.layer_input_column(1, 0), 0);
+  EXPECT_EQ(c.layer_input_column(1, 1), 5);
   EXPECT_FALSE(c.sums_output(2));
   c.sum_directions = true;
   EXPECT_EQ(c.layer_output_size(1), 10);  // not summed below the top

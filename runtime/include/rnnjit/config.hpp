@@ -93,6 +93,15 @@ struct RnnConfig {
   std::int64_t layer_input_size(std::int64_t layer) const {
     return layer == 0 ? input_size : independent_stacks ? state_size() : output_size();
   }
+  // Where direction d of layer l finds its input in the rows it reads (x, or the output of the
+  // layer below): the row stride, and the first of its layer_input_size(l) columns (an
+  // independent stack's direction reads its own direction's h).
+  std::int64_t layer_input_stride(std::int64_t layer) const {
+    return layer == 0 ? input_size : layer_output_size(layer - 1);
+  }
+  std::int64_t layer_input_column(std::int64_t layer, int direction) const {
+    return layer > 0 && independent_stacks ? direction * state_size() : 0;
+  }
   // Whether layer l's output rows are its directions' sum.
   bool sums_output(std::int64_t layer) const {
     return sum_directions && (!independent_stacks || layer + 1 == num_layers);
