@@ -109,7 +109,29 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   return best;
 }
 
+GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads,
+                                  const CacheSizes& caches, bool shared) {
+  GemmBlocking b;
+  b.bf16 = true;
+  b.packed_b = true;
+  b.pack_a = true;
+  b.group = group;
+  b.threads = threads;
+  // Two 16-row A tiles and two 16-column B tiles feed four C tiles: each tile loaded serves two
+  // products (the 8 tile registers allow no more). Narrower where M or the group is small.
+  b.m_r = std::min<std::int64_t>(m, 32);
+  b.n_r = group > 16 ? 2 : 1;
+  b.k_c = k;
+  b.a_copies = shared ? 1 : threads;
+  // An m block of A's bf16 rows in 3/8 of L2, so each panel of B (in L2 beside it) serves all
+  // of its row blocks before the next panel streams in.
+  const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (2 * bf16_k(k)) / b.m_r) * b.m_r;
+  b.m_c = std::min(a_rows, (m + b.m_r - 1) / b.m_r * b.m_r);
+  return b;
+}
+
 std::int64_t packed_elements(const GemmBlocking& b, std::int64_t groups, std::int64_t k) {
+  if (b.bf16) return groups * b.panels_per_group() * bf16_k(k) * b.panel_columns() / 2;
   return groups * b.panels_per_group() * k * b.panel_columns();
 }
 

@@ -37,6 +37,13 @@ struct GemmBlocking {
   // Where B's k_c x n_r panel cannot stay in L1, each k step also prefetches the B row this
   // many k steps ahead into L1 (0: none), so the FMAs do not wait on L2 for it.
   std::int64_t b_lookahead = 0;
+  // AMX-BF16 (Plan::fpmath bf16): B packed as bf16 tiles (bf16_packed_offset), A rounded to bf16
+  // rows of bf16_k(K) into a_panels before the tiles read it; C and every sum stay FP32. m_r is
+  // up to 32 rows (two 16-row A tiles), n_r 1 or 2 tiles of 16 columns, k_c all of K. The A
+  // buffer holds a_copies copies of M rows: one that the threads fill together (a one-shot
+  // GEMM), or one per thread (a recurrence's step, where every thread reads all of h).
+  bool bf16 = false;
+  std::int64_t a_copies = 1;
   // Plan kernel indices: [row tail][column tail][beta]; -1 where that case cannot occur.
   int kernels[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
 
@@ -59,12 +66,31 @@ struct GemmBlocking {
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
                              const CacheSizes& caches = {}, bool shared = false);
 
-// Floats of the A panels of one k block (blocking.pack_a): k_c rows of every row block.
+// AMX-BF16: K rounded up to the 32 k of a tile (A's rows and B's panels are zero padded).
+inline std::int64_t bf16_k(std::int64_t k) { return (k + 31) / 32 * 32; }
+
+// Where B's (k, column c of a panel) lies in a bf16 panel, in bf16 elements from its start: k
+// tiles of 32 in order, each n_r tiles of 16 columns of 1 KiB, each [16 k pairs][16 columns][2]
+// (AMX's pairs of k side by side, so a tile's row is 16 columns of two k).
+inline std::int64_t bf16_packed_offset(std::int64_t n_r, std::int64_t k, std::int64_t c) {
+  return (((k / 32) * n_r + c / 16) * 16 + (k % 32) / 2) * 32 + (c % 16) * 2 + k % 2;
+}
+
+// Floats of the A panels (blocking.pack_a): k_c rows of every row block of one k block, or
+// with bf16, a_copies copies of M rows of bf16_k(K) bf16 values.
 inline std::int64_t a_panel_elements(const GemmBlocking& b, std::int64_t m, std::int64_t k) {
+  if (b.bf16) return b.a_copies * m * bf16_k(k) / 2;
   return std::min(b.k_c, k) * b.row_blocks(m) * b.m_r;
 }
 
-// Floats of a packed B for `groups` groups of `group` columns and K rows.
+// Tiling of an AMX-BF16 GEMM of M rows over column groups of `group` (see GemmBlocking::bf16).
+// `shared`: a one-shot GEMM whose threads claim tiles (one A copy), else each thread's panels
+// at every step of a recurrence (a copy of A per thread).
+GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads,
+                                  const CacheSizes& caches, bool shared);
+
+// Floats of a packed B for `groups` groups of `group` columns and K rows (bf16: half as many
+// floats as bf16 values).
 std::int64_t packed_elements(const GemmBlocking& b, std::int64_t groups, std::int64_t k);
 
 }  // namespace rnnjit

@@ -21,12 +21,16 @@ namespace rnnjit {
 inline constexpr std::uint32_t kGeneratorVersion = 5;
 
 enum class Pass : std::uint8_t { forward = 0, backward = 1 };
-enum class KernelKind : std::uint8_t { gate = 0, gemm = 1 };
+enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2 };
 
 // One descriptor type for every generated kernel; fields a kind does not use stay zero.
 //   gate: the fused elementwise cell kernel of one time step over `rows` x `cols` hidden units.
 //   gemm: C[rows, vectors*16] (+)= A[rows, k] B[k, vectors*16], k a run-time argument; the last
 //         vector keeps n_tail lanes (0: all 16). Strides in elements.
+//   amx_gemm: C[rows, 16*vectors] (+)= A[rows, 32*k] B on AMX-BF16 tiles, k (tiles of 32) a
+//         run-time argument: A bf16 rows a_row_stride apart, B a packed bf16 panel
+//         (bf16_packed_offset in codegen/gemm_blocking.hpp) of b_k_stride column tiles, C FP32;
+//         rows <= 32, vectors <= b_k_stride <= 2, the last 16 columns cut to n_tail (0: all 16).
 struct KernelDesc {
   std::uint32_t generator_version = kGeneratorVersion;
   std::uint8_t kind = 0;      // KernelKind

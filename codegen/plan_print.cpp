@@ -25,6 +25,9 @@ nlohmann::json operand_json(const Plan& p, const Operand& o) {
 
 std::string blocking_text(const GemmBlocking& b) {
   if (!b.generated()) return "openblas";
+  if (b.bf16)
+    return fmt::format("amx-bf16 m_r={} n_r={} group={} threads={} packed bf16 B, A rounded to bf16 ({} cop{})", b.m_r,
+                       b.n_r, b.group, b.threads, b.a_copies, b.a_copies == 1 ? "y" : "ies");
   return fmt::format("generated m_r={} n_r={} k_c={} group={} threads={}{}", b.m_r, b.n_r, b.k_c, b.group, b.threads,
                      b.packed_b ? " packed B" : "");
 }
@@ -36,7 +39,7 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
     for (const auto& c : r)
       for (int k : c)
         if (k >= 0) kernels.push_back(kernel_name(p.kernels[static_cast<std::size_t>(k)]));
-  return {{"engine", "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
+  return {{"engine", b.bf16 ? "amx_bf16" : "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
           {"threads", b.threads}, {"packed_b", b.packed_b}, {"kernels", kernels}};
 }
 
@@ -220,8 +223,14 @@ nlohmann::json stages_json(const Plan& p, const std::vector<Stage>& stages) {
 
 nlohmann::json descriptor_json(const KernelDesc& k) {
   nlohmann::json j{{"generator_version", k.generator_version}, {"isa", std::string(to_string(k.isa_kind()))},
-                   {"kind", k.kind_of() == KernelKind::gemm ? "gemm" : "gate"}, {"rows", k.rows}, {"unroll", k.unroll}};
-  if (k.kind_of() == KernelKind::gemm) {
+                   {"kind", k.kind_of() == KernelKind::gemm       ? "gemm"
+                            : k.kind_of() == KernelKind::amx_gemm ? "amx_gemm"
+                                                                  : "gate"},
+                   {"rows", k.rows}, {"unroll", k.unroll}};
+  if (k.kind_of() == KernelKind::amx_gemm) {
+    j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
+              {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}});
+  } else if (k.kind_of() == KernelKind::gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride},
               {"prefetch", k.prefetch}, {"b_lookahead", k.b_lookahead}});
@@ -244,9 +253,10 @@ std::string_view to_string(Buffer b) {
 }
 
 std::string to_text(const Plan& p) {
-  std::string out = fmt::format("plan: {} T={} N={} mode={} isa={} threads={} caches=L1d {} KiB, L2 {} KiB\n",
+  std::string out = fmt::format("plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB\n",
                                 describe(p.config), p.shape.seq_len, p.shape.batch, to_string(p.mode),
-                                to_string(p.isa), p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024);
+                                to_string(p.isa), p.fpmath == FpMath::bf16 ? " fpmath=bf16" : "", p.threads,
+                                p.caches.l1d / 1024, p.caches.l2 / 1024);
   for (const std::string& n : p.notes) out += fmt::format("note: {}\n", n);
   out += "kernels:\n";
   for (const KernelDesc& k : p.kernels) out += fmt::format("  {}  ({})\n", kernel_name(k), describe(k));
@@ -270,6 +280,7 @@ std::string to_json(const Plan& p) {
   j["mode"] = std::string(to_string(p.mode));
   j["isa"] = std::string(to_string(p.isa));
   j["threads"] = p.threads;
+  j["fpmath"] = std::string(to_string(p.fpmath));
   j["caches"] = {{"l1d_bytes", p.caches.l1d}, {"l2_bytes", p.caches.l2}};
   j["packed_bytes"] = p.workspace.packed_bytes;
   j["notes"] = p.notes;

@@ -54,11 +54,11 @@ struct Sizes {
 class Planner {
  public:
   Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
-          const GemmChooser& projection_gemm, const CacheSizes& caches)
+          const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath)
       : config_(config),
         projection_gemm_(projection_gemm),
         layout_(config),
-        plan_{config, shape, mode, isa, 1, caches, {}, {}, {}, -1, {}, {}, {}} {
+        plan_{config, shape, mode, isa, 1, caches, FpMath::strict, {}, {}, {}, -1, {}, {}, {}} {
     // OpenBLAS plans leave threading to OpenBLAS. Small problems run on one thread: waking the
     // workers costs tens of microseconds per stage, more than a few MFLOP of work or a few
     // hundred KB of weights read save. Training does three times the forward GEMMs' work, and
@@ -115,6 +115,14 @@ class Planner {
                                                                                                             : 1;
     a_panels_.assign(static_cast<std::size_t>(s_.D * batch_slices_), -1);
     b_panels_ = a_panels_;
+    if (fpmath == FpMath::bf16) {
+      if (isa != Isa::avx512)
+        plan_.notes.push_back(fmt::format("fpmath bf16: isa {} has no AMX GEMM, every GEMM stays FP32", to_string(isa)));
+      else if (mode == Mode::training)
+        plan_.notes.push_back("fpmath bf16 applies to inference: training's GEMMs stay FP32");
+      else
+        plan_.fpmath = FpMath::bf16;
+    }
   }
 
   Plan build() {
@@ -234,6 +242,7 @@ class Planner {
     if (!generate_gemms()) return g;
     if (group == 0) group = s_.H, groups = s_.G;
     g.blocking.packed_b = true;
+    g.blocking.bf16 = plan_.fpmath == FpMath::bf16;
     g = generated(g, group, threads, recurrent);
     const int packed = plan_.workspace.add(
         "packed." + name, Space::packed,
@@ -949,6 +958,36 @@ int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d) {
   return static_cast<int>(kernels.size()) - 1;
 }
 
+// An AMX-BF16 GEMM (GemmBlocking::bf16): its blocking and a kernel per row tail, column tail
+// and beta. B must be packed weights (W^T) and A read as is (not transposed).
+GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels, bool shared,
+                        const CacheSizes& caches) {
+  if (g.trans_a || !g.blocking.packed_b)
+    throw Error(fmt::format("gemm '{}': bf16 runs only on packed weights and a plain A", g.what));
+  GemmBlocking& b = g.blocking;
+  b = choose_bf16_blocking(g.m, g.k, group, threads, caches, shared);
+  const std::int64_t tail_rows = g.m % b.m_r;
+  const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
+  for (int row_tail = 0; row_tail < 2; ++row_tail)
+    for (int col_tail = 0; col_tail < 2; ++col_tail)
+      for (int beta = 0; beta < 2; ++beta) {
+        if ((row_tail && tail_rows == 0) || (col_tail && last_width == b.panel_columns())) continue;
+        KernelDesc d;
+        d.kind = static_cast<std::uint8_t>(KernelKind::amx_gemm);
+        d.isa = static_cast<std::uint8_t>(Isa::avx512);
+        d.beta = static_cast<std::uint8_t>(beta);
+        const std::int64_t width = col_tail ? last_width : b.panel_columns();
+        d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
+        d.n_tail = static_cast<std::uint8_t>(width % 16);
+        d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
+        d.a_row_stride = static_cast<std::uint32_t>(bf16_k(g.k));
+        d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
+        d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
+        b.kernels[row_tail][col_tail][beta] = append_kernel(kernels, d);
+      }
+  return g;
+}
+
 }  // namespace
 
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
@@ -956,6 +995,7 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
   if (group < 1 || g.n % group != 0)
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
   GemmBlocking& b = g.blocking;
+  if (b.bf16) return plan_bf16_gemm(std::move(g), group, threads, kernels, /*shared=*/!prefetch_next, caches);
   b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!prefetch_next);
   b.pack_a = g.trans_a;
   if (prefetch_next) b.prefetch = (b.n_r + b.row_blocks(g.m) - 1) / b.row_blocks(g.m);
@@ -1020,7 +1060,7 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
 }
 
 Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
-               const GemmChooser& projection_gemm, const CacheSizes& caches) {
+               const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath) {
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
@@ -1029,7 +1069,7 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
     throw Error(fmt::format("caches must have an L1d of at least 1 KiB and an L2 no smaller and at most 4 GiB, "
                             "got L1d {} L2 {} bytes",
                             caches.l1d, caches.l2));
-  return Planner(config, shape, mode, isa, threads, projection_gemm, caches).build();
+  return Planner(config, shape, mode, isa, threads, projection_gemm, caches, fpmath).build();
 }
 
 }  // namespace rnnjit

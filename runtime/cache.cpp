@@ -40,6 +40,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(static_cast<std::uint64_t>(k.projection_gemm));
   mix(static_cast<std::uint64_t>(k.caches.l1d));
   mix(static_cast<std::uint64_t>(k.caches.l2));
+  mix(static_cast<std::uint64_t>(k.fpmath));
   return h;
 }
 
@@ -81,7 +82,7 @@ std::shared_ptr<const Plan> Cache::plan(const PlanKey& key) {
   auto p = plans_.get(key, [&] {
     auto plan = std::make_shared<const Plan>(make_plan(key.config, key.shape, key.mode, key.isa, key.threads,
                                                        projection_chooser(key.projection_gemm, key.caches),
-                                                       key.caches));
+                                                       key.caches, key.fpmath));
     check_extents(*plan);
     return plan;
   }, hit);

@@ -24,6 +24,7 @@ struct PlanKey {
   int threads;
   ProjectionGemm projection_gemm = ProjectionGemm::generated;
   CacheSizes caches;
+  FpMath fpmath = FpMath::strict;
   bool operator==(const PlanKey&) const = default;
 };
 

@@ -175,16 +175,23 @@ std::byte* Executor::region_bytes(int region, const Bindings& b) const {
 
 void Executor::run(const std::vector<Stage>& stages, const Bindings& b, bool accumulate) const {
   ThreadTeam& team = ThreadTeam::instance();
+  // AMX kernels leave their tiles in use; each thread hands the 8 KiB tile state back when its
+  // part of a stage is done, so that it is not saved at every context switch in between.
+  const bool amx = plan_->fpmath == FpMath::bf16;
   for (const Stage& stage : stages) {
     const int lanes = static_cast<int>(stage.lanes.size());
     const SingleThreadedBlas blas(lanes > 1 || (plan_->threads > 1 && runs_openblas(stage)));
     if (lanes == 1) {
-      team.run(plan_->threads, [&](int tid) { run_lane(stage.lanes[0], b, accumulate, tid, plan_->threads); });
+      team.run(plan_->threads, [&](int tid) {
+        run_lane(stage.lanes[0], b, accumulate, tid, plan_->threads);
+        if (amx) release_amx_tiles();
+      });
       continue;
     }
     const int threads = std::min(lanes, plan_->threads);
     team.run(threads, [&](int tid) {
       for (int lane = tid; lane < lanes; lane += threads) run_lane(stage.lanes[static_cast<std::size_t>(lane)], b, accumulate, 0, 1);
+      if (amx) release_amx_tiles();
     });
   }
 }
@@ -349,6 +356,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   float* const a_panels = call.a_panels;
   const float beta = call.beta;
   const GemmBlocking& k = g.blocking;
+  if (k.bf16) return bf16_gemm(g, call, tid, threads, shared);
   const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
@@ -440,6 +448,7 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
   const float* w = resolve(p.src, b);
   float* out = resolve(p.dst, b);
   const GemmBlocking& k = p.blocking;
+  if (k.bf16) return pack_bf16(p, w, out, tid, threads);
   const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns(), panels = p.groups * ppg;
   if (!p.transpose) {
     // dst[kk][c] = B[kk][column c]: row by row of B, each row read once and in order, its
@@ -478,9 +487,10 @@ std::pair<std::int64_t, std::int64_t> Executor::gemm_columns(const GemmStep& g, 
   return {0, tid == 0 ? g.n : 0};  // OpenBLAS: one thread computes everything
 }
 
-void Executor::step_gemm(const GemmStep& g, std::int64_t rows, const float* a, const float* b, float* c, int tid,
-                         int threads) const {
-  const GemmCall call{a, b, c, g.beta, rows, g.k};
+void Executor::step_gemm(const GemmStep& g, const Bindings& bind, std::int64_t rows, const float* a, const float* b,
+                         float* c, int tid, int threads) const {
+  GemmCall call{a, b, c, g.beta, rows, g.k};
+  call.a_panels = resolve(g.a_panels, bind);
   if (g.blocking.generated()) gemm(g, call, tid, threads);
   else if (tid == 0) blas_gemm(g, call);
 }
@@ -544,7 +554,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       a.gates = at(r.gates, t, c0);
       return a;
     };
-    step_gemm(r.gemm, live, h_prev, w_hh, gh, tid, threads);
+    step_gemm(r.gemm, b, live, h_prev, w_hh, gh, tid, threads);
     if (kernel && reset_before) {
       GateForwardArgs args = step_args(col0);
       args.h_out = reset_h + col0;  // r * h_prev
@@ -554,7 +564,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     }
     if (reset_before) {
       if (threads > 1) ThreadTeam::instance().barrier();  // every unit's r * h_prev is in
-      step_gemm(r.gemm_n, live, reset_h, w_hn, gh_n, tid, threads);
+      step_gemm(r.gemm_n, b, live, reset_h, w_hn, gh_n, tid, threads);
       if (n_share.kernel) {
         GateForwardArgs args = step_args(n_share.col0);
         args.c_prev = z + n_share.col0;
@@ -578,7 +588,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     }
     if (projected) {  // h = (o * tanh(c)) W_hr^T once every thread's units are in
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.projection, live, at(r.cell_out, t, 0), w_hr, h_out, tid, threads);
+      step_gemm(r.projection, b, live, at(r.cell_out, t, 0), w_hr, h_out, tid, threads);
     }
     for (std::int64_t n = 0; n < N && lengths; ++n)
       if (past_end(lengths, n, t)) copy_floats(h_out + n * ldh + h0, h_prev + n * ldh + h0, h1 - h0);
@@ -636,7 +646,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
         for (std::int64_t j = h0; j < h1; ++j)
           dhp[n * S + j] = past_end(lengths, n, t) ? 0.0f : dh_carry[n * S + j] + dy[n * ldh + j];
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.projection_grad, live, dhp, w_hr, dcell, tid, threads);
+      step_gemm(r.projection_grad, b, live, dhp, w_hr, dcell, tid, threads);
     }
     if (kernel) {
       args.dy = projected ? dcell + col0 : at(r.dy, t, col0);
@@ -659,7 +669,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       // d(r * h_prev) = dn W_hn once every dn is in, then dr and its share of dh_{t-1} (both
       // parts split like gemm_n, so each thread reads the d(r * h_prev) columns it computed).
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.gemm_n, live, gates + 2 * H, w_hn, d_reset_h, tid, threads);
+      step_gemm(r.gemm_n, b, live, gates + 2 * H, w_hn, d_reset_h, tid, threads);
       if (n_share.kernel) {
         const std::int64_t c0 = n_share.col0;
         args = {};
@@ -672,7 +682,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       }
     }
     if (threads > 1) ThreadTeam::instance().barrier();  // every thread's gate gradients are in
-    step_gemm(r.gemm, live, gates, w_hh, dh_carry, tid, threads);
+    step_gemm(r.gemm, b, live, gates, w_hh, dh_carry, tid, threads);
     for (std::int64_t n = 0; n < N && lengths; ++n)
       if (past_end(lengths, n, t)) copy_floats(dh_carry + n * S + h0, save + n * 2 * H + h0, h1 - h0);
   }

@@ -35,6 +35,9 @@ inline std::int64_t blas_chunk_rows(std::int64_t m, int threads) {
   return std::clamp<std::int64_t>((m + 4 * threads - 1) / (4 * threads), 16, 256);
 }
 
+// Returns this thread's AMX tiles to their initial state (tilerelease); only where AMX is usable.
+void release_amx_tiles();
+
 class Executor {
  public:
   Executor(std::shared_ptr<const Plan> plan, std::vector<std::shared_ptr<const CompiledKernel>> kernels);
@@ -78,6 +81,11 @@ class Executor {
   // barrier), or with `shared`, whichever (m block, panel) units it claims first
   // (ThreadTeam::shared_loop).
   void gemm(const GemmStep& g, const GemmCall& call, int tid, int threads, bool shared = false) const;
+  // The same on AMX-BF16 tiles (g.blocking.bf16; runtime/executor_bf16.cpp): A is first rounded
+  // to bf16 rows in call.a_panels, by all threads together (shared) or each into its own copy.
+  void bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int threads, bool shared) const;
+  // Packs W^T into bf16 tiles (PackStep with a bf16 blocking).
+  void pack_bf16(const PackStep& p, const float* w, float* out, int tid, int threads) const;
   // A product through OpenBLAS (every row: blocks of finished rows are computed too).
   static void blas_gemm(const GemmStep& g, const GemmCall& call);
   // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads
@@ -102,8 +110,8 @@ class Executor {
   std::pair<std::int64_t, std::int64_t> gemm_columns(const GemmStep& g, int tid) const;
   // One product of a recurrence's per-step GEMM (its own beta), on this thread's share, for
   // the first `rows` rows of A and C (at least: a row block is computed whole).
-  void step_gemm(const GemmStep& g, std::int64_t rows, const float* a, const float* b, float* c, int tid,
-                 int threads) const;
+  void step_gemm(const GemmStep& g, const Bindings& bind, std::int64_t rows, const float* a, const float* b, float* c,
+                 int tid, int threads) const;
   // The address of a time-indexed operand at time `time`, column `col` (null if unbound).
   float* timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col = 0) const;
   void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;

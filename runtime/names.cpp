@@ -1,6 +1,11 @@
 // rnnjit: names of the API's enums, their parsers, and ISA detection.
 #include <cstdlib>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <fmt/format.h>
 #include <xbyak/xbyak_util.h>
 
@@ -61,6 +66,30 @@ ProjectionGemm parse_projection_gemm(std::string_view name) {
   for (ProjectionGemm g : {ProjectionGemm::generated, ProjectionGemm::openblas, ProjectionGemm::measured})
     if (name == to_string(g)) return g;
   throw Error(fmt::format("unknown projection GEMM '{}' (expected generated, openblas or measured)", name));
+}
+
+std::string_view to_string(FpMath math) { return math == FpMath::bf16 ? "bf16" : "strict"; }
+
+FpMath parse_fpmath(std::string_view name) {
+  for (FpMath m : {FpMath::strict, FpMath::bf16})
+    if (name == to_string(m)) return m;
+  throw Error(fmt::format("unknown fpmath '{}' (expected strict or bf16)", name));
+}
+
+bool amx_bf16_usable() {
+  static const bool usable = [] {
+    const Xbyak::util::Cpu cpu;
+    using C = Xbyak::util::Cpu;
+    if (!cpu.has(C::tAMX_TILE) || !cpu.has(C::tAMX_BF16)) return false;
+#if defined(__linux__)
+    // Linux hands out the 8 KiB tile data state only to processes that ask (kernel 5.16+).
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return usable;
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #include "runtime/device_execution.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/io_bindings.hpp"
+#include "runtime/log.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/thread_team.hpp"
 
@@ -60,6 +61,14 @@ class AlignedBuffer {
 
 using State = ReserveCycle::State;
 
+// bf16 GEMMs where they were allowed and AMX-BF16 runs here; otherwise FP32 (Options::fpmath).
+FpMath effective_fpmath(FpMath requested, Backend backend) {
+  if (requested != FpMath::bf16 || backend != Backend::jit) return FpMath::strict;
+  if (amx_bf16_usable()) return FpMath::bf16;
+  log_verbose("fpmath bf16: this CPU (or OS) gives no AMX-BF16 tiles, so the GEMMs stay FP32");
+  return FpMath::strict;
+}
+
 }  // namespace
 
 class ExecutionImpl {
@@ -70,7 +79,7 @@ class ExecutionImpl {
     // The reference backend only describes its call with the plan (nothing to measure).
     plan_ = Cache::instance().plan({config, shape, mode, options.isa, options.threads,
                                     backend_ == Backend::jit ? options.projection_gemm : ProjectionGemm::generated,
-                                    detect_caches()});
+                                    detect_caches(), effective_fpmath(options.fpmath, backend_)});
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),

@@ -204,16 +204,33 @@ ProjectionGemm build_projection_gemm(const std::string& value) {
   }
 }
 
+void add_fpmath_flag(CLI::App& app, std::string& value) {
+  app.add_option("--fpmath", value,
+                 "strict (FP32 GEMMs) or bf16 (inference GEMMs on the weights may round their inputs to bf16 and "
+                 "run on AMX-BF16 tiles, summing in FP32; FP32 where the CPU has no AMX)")
+      ->capture_default_str();
+}
+
+FpMath build_fpmath(const std::string& value) {
+  try {
+    return parse_fpmath(value);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--fpmath: {}", e.what()));
+  }
+}
+
 void add_backend_flags(CLI::App& app, BackendFlags& f) {
   app.add_option("--backend", f.backend, "reference, jit or auto")->capture_default_str();
   add_threads_flag(app, f.threads);
   add_projection_gemm_flag(app, f.projection_gemm);
+  add_fpmath_flag(app, f.fpmath);
 }
 
 Options build_options(const BackendFlags& f) {
   Options o;
   o.threads = build_threads(f.threads);
   o.projection_gemm = build_projection_gemm(f.projection_gemm);
+  o.fpmath = build_fpmath(f.fpmath);
   if (f.backend == "auto") {
     o.backend = Backend::automatic;
   } else if (f.backend == "reference") {

@@ -104,11 +104,16 @@ int build_threads(int value);  // the thread count, or UsageError naming --threa
 void add_projection_gemm_flag(CLI::App& app, std::string& value);
 ProjectionGemm build_projection_gemm(const std::string& value);  // or UsageError naming the flag
 
-// --backend reference|jit|auto, --threads and --projection-gemm
+// --fpmath strict|bf16 (Options::fpmath)
+void add_fpmath_flag(CLI::App& app, std::string& value);
+FpMath build_fpmath(const std::string& value);  // or UsageError naming the flag
+
+// --backend reference|jit|auto, --threads, --projection-gemm and --fpmath
 struct BackendFlags {
   std::string backend = "auto";
   int threads = 0;
   std::string projection_gemm = "generated";
+  std::string fpmath = "strict";
 };
 void add_backend_flags(CLI::App& app, BackendFlags& flags);
 Options build_options(const BackendFlags& flags);  // throws UsageError naming the bad flag

@@ -26,6 +26,7 @@ struct PlanFlags {
   std::string isa;  // empty: detected
   int threads = 0;  // 0: the runtime's default
   std::string projection_gemm = "generated";
+  std::string fpmath = "strict";
   bool json = false;
 };
 
@@ -36,10 +37,15 @@ int plan(const PlanFlags& f) {
   validate_flags(config, shape);
   const Isa isa = build_isa(f.isa);
   const ProjectionGemm projection_gemm = build_projection_gemm(f.projection_gemm);
+  FpMath fpmath = build_fpmath(f.fpmath);
+  if (fpmath == FpMath::bf16 && !amx_bf16_usable()) {
+    if (!f.json) fmt::print("fpmath bf16: this CPU (or OS) gives no AMX-BF16 tiles, so the plan is FP32\n");
+    fpmath = FpMath::strict;
+  }
 
   const CacheSizes caches = detect_caches();
   const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads),
-                           projection_chooser(projection_gemm, caches), caches);
+                           projection_chooser(projection_gemm, caches), caches, fpmath);
   if (f.json) {
     fmt::print("{}\n", to_json(p));
   } else {
@@ -55,6 +61,7 @@ CommandAction setup_plan(CLI::App& sub) {
   add_isa_flag(sub, f->isa);
   add_threads_flag(sub, f->threads);
   add_projection_gemm_flag(sub, f->projection_gemm);
+  add_fpmath_flag(sub, f->fpmath);
   sub.add_flag("--json", f->json, "print the plan as one JSON document");
   sub.footer(
       "Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Nothing is compiled, except "

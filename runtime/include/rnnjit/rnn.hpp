@@ -66,6 +66,23 @@ enum class ProjectionGemm : std::uint8_t { generated = 0, openblas = 1, measured
 std::string_view to_string(ProjectionGemm gemm);
 ProjectionGemm parse_projection_gemm(std::string_view name);  // "generated"|"openblas"|"measured"
 
+// What the GEMMs may round their inputs to (oneDNN's fpmath_mode, cuDNN's
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, PyTorch's float32_matmul_precision).
+//   strict (default): FP32 products and sums throughout.
+//   bf16: inference GEMMs whose B is the packed weights (the input projections, the recurrent
+//     and LSTM projection GEMMs) may read bf16 copies of their operands (weights packed as
+//     bf16, x and h rounded to nearest even as each GEMM reads them) and run on AMX-BF16 tiles,
+//     summing in FP32; everything else (gate math, states, outputs) stays FP32. A permission,
+//     not a demand: plans for training, for CPUs without AMX-BF16 (amx_bf16_usable()) or
+//     another isa stay FP32, and say so in their notes. Results then differ from strict by
+//     bf16's rounding (about 3 significant digits per product's inputs).
+enum class FpMath : std::uint8_t { strict = 0, bf16 = 1 };
+std::string_view to_string(FpMath math);
+FpMath parse_fpmath(std::string_view name);  // "strict"|"bf16"
+// Whether this CPU runs AMX-BF16 tiles and the OS lets this process use them (Linux asks for
+// the tile data state once, with arch_prctl); false elsewhere.
+bool amx_bf16_usable();
+
 // The most threads a plan is split across (Options::threads, RNNJIT_NUM_THREADS, --threads).
 inline constexpr int kMaxThreads = 256;
 
@@ -75,6 +92,7 @@ struct Options {
   int threads = 0;  // 1 to kMaxThreads; 0: RNNJIT_NUM_THREADS if set, else every hardware thread
   Device device = Device::cpu;
   ProjectionGemm projection_gemm = ProjectionGemm::generated;  // CPU, AVX-512 plans
+  FpMath fpmath = FpMath::strict;                              // CPU, AVX-512 plans
 };
 
 // Shapes below are for sequence-major tensors; with RnnConfig::batch_first, x, y, dx and dy

@@ -1,0 +1,105 @@
+#include "codegen/x64/amx_gemm_emitter.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "codegen/kernel_args.hpp"
+#include "rnnjit/error.hpp"
+
+namespace rnnjit::x64 {
+namespace {
+
+constexpr int kTileRows = 16;      // rows of every tile (A, C: matrix rows; B: pairs of k)
+constexpr int kTileBytes = 1024;   // one packed B tile: 16 k pairs x 16 columns x 2 bf16
+constexpr int kKTile = 32;         // k per tile step (64 bytes of bf16 per A row)
+constexpr int kFirstA = 4, kFirstB = 6;
+
+}  // namespace
+
+AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(d) {
+  const std::string name = kernel_name(d);
+  if (d.kind_of() != KernelKind::amx_gemm || d.isa_kind() != Isa::avx512)
+    throw Error(fmt::format("{}: not an AMX GEMM descriptor", name));
+  if (d.rows < 1 || d.rows > 2 * kTileRows || d.vectors < 1 || d.vectors > 2 || d.n_tail > 15 ||
+      d.b_k_stride < d.vectors || d.b_k_stride > 2)
+    throw Error(fmt::format(
+        "{}: an AMX tile block has 1-32 rows, 1-2 column tiles of a panel of 1-2 (b_k_stride) and n_tail < 16", name));
+  if (d.a_row_stride % kKTile != 0 || d.a_row_stride == 0 || d.c_row_stride == 0)
+    throw Error(fmt::format("{}: A's row stride must be a positive multiple of {} and C's positive", name, kKTile));
+  const std::int64_t reach = std::int64_t{kTileRows} * std::max<std::int64_t>(2 * d.a_row_stride, 4 * d.c_row_stride);
+  if (reach > std::numeric_limits<std::int32_t>::max())
+    throw Error(fmt::format("{}: strides too large for 32-bit displacements", name));
+  row_tiles_ = (static_cast<int>(d.rows) + kTileRows - 1) / kTileRows;
+  column_tiles_ = d.vectors;
+
+  const Xbyak::Reg64 a = r8, b = r9, c = r10, k = r11, a_stride = rax, b_stride = rcx, c_stride = rdx;
+  auto c_tile = [&](int i, int v) { return Xbyak::Tmm(2 * i + v); };
+  auto c_at = [&](int i, int v) {
+    return ptr[c + c_stride + (i * kTileRows * static_cast<int>(d.c_row_stride) + v * 16) * 4];
+  };
+  ldtilecfg(ptr[rip + config_]);
+  mov(a, ptr[abi_arg + offsetof(GemmArgs, a)]);
+  mov(b, ptr[abi_arg + offsetof(GemmArgs, b)]);
+  mov(c, ptr[abi_arg + offsetof(GemmArgs, c)]);
+  mov(k, ptr[abi_arg + offsetof(GemmArgs, k)]);
+  mov(a_stride, 2 * std::int64_t{d.a_row_stride});
+  mov(b_stride, kTileBytes / kTileRows);
+  mov(c_stride, 4 * std::int64_t{d.c_row_stride});
+  for (int i = 0; i < row_tiles_; ++i)
+    for (int v = 0; v < column_tiles_; ++v) {
+      if (d.beta) tileloadd(c_tile(i, v), c_at(i, v));
+      else tilezero(c_tile(i, v));
+    }
+  Xbyak::Label loop;
+  L(loop);
+  for (int i = 0; i < row_tiles_; ++i)
+    tileloadd(Xbyak::Tmm(kFirstA + i), ptr[a + a_stride + i * kTileRows * 2 * static_cast<int>(d.a_row_stride)]);
+  for (int v = 0; v < column_tiles_; ++v) tileloadd(Xbyak::Tmm(kFirstB + v), ptr[b + b_stride + v * kTileBytes]);
+  for (int i = 0; i < row_tiles_; ++i)
+    for (int v = 0; v < column_tiles_; ++v) tdpbf16ps(c_tile(i, v), Xbyak::Tmm(kFirstA + i), Xbyak::Tmm(kFirstB + v));
+  add(a, kKTile * 2);
+  add(b, static_cast<int>(d.b_k_stride) * kTileBytes);
+  dec(k);
+  jnz(loop, T_NEAR);
+  for (int i = 0; i < row_tiles_; ++i)
+    for (int v = 0; v < column_tiles_; ++v) tilestored(c_at(i, v), c_tile(i, v));
+  // The tiles stay configured: a tilerelease here halved the rate of a one-shot GEMM's many
+  // calls. The executor releases them after each run (Executor::run).
+  ret();
+  text_size_ = getSize();
+  emit_tile_config();
+  finalize();
+}
+
+int AmxGemmEmitter::tile_rows(int i) const {
+  return std::min(kTileRows, static_cast<int>(desc_.rows) - i * kTileRows);
+}
+
+int AmxGemmEmitter::tile_columns(int v) const {
+  return v == column_tiles_ - 1 && desc_.n_tail ? desc_.n_tail : 16;
+}
+
+// The 64-byte tile configuration (palette 1): byte 0 the palette, bytes 16-47 each tile's
+// bytes per row, bytes 48-63 its rows.
+void AmxGemmEmitter::emit_tile_config() {
+  std::uint8_t config[64] = {};
+  config[0] = 1;
+  auto set = [&](int tile, int rows, int bytes_per_row) {
+    config[16 + 2 * tile] = static_cast<std::uint8_t>(bytes_per_row & 0xff);
+    config[17 + 2 * tile] = static_cast<std::uint8_t>(bytes_per_row >> 8);
+    config[48 + tile] = static_cast<std::uint8_t>(rows);
+  };
+  for (int i = 0; i < row_tiles_; ++i) {
+    set(kFirstA + i, tile_rows(i), 2 * kKTile);
+    for (int v = 0; v < column_tiles_; ++v) set(2 * i + v, tile_rows(i), 4 * tile_columns(v));
+  }
+  for (int v = 0; v < column_tiles_; ++v) set(kFirstB + v, kTileRows, 4 * tile_columns(v));
+  align(64);
+  L(config_);
+  for (std::uint8_t byte : config) db(byte);
+}
+
+}  // namespace rnnjit::x64

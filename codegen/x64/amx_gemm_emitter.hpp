@@ -1,0 +1,37 @@
+// rnnjit: the AMX-BF16 GEMM kernel, generated per KernelDesc (kind amx_gemm):
+//   C[rows, 16*vectors] (+)= A[rows, 32*k] B[32*k, 16*vectors]
+// A is bf16, rows a_row_stride elements apart (zero padded to whole tiles of k); B one packed
+// bf16 panel, its k tiles in order, each b_k_stride (the panel's n_r) tiles of [16 k pairs][16
+// columns][2] (bf16_packed_offset), of which the kernel reads the first `vectors`; C FP32, rows c_row_stride apart. The tile shapes are the descriptor's,
+// so tails need no masking: a row tail is a shorter A and C tile, a column tail a narrower B
+// and C tile; nothing outside C[rows, 16*(vectors-1) + (n_tail or 16)] is read or written.
+//
+// Tile map: C tiles 0-3 (row tile i, column tile v at 2i + v), A tiles 4-5, B tiles 6-7; each
+// k step loads every A and B tile once and multiplies each pair (tdpbf16ps sums in FP32).
+// The kernel loads its tile configuration on entry and leaves the tiles in use on return (a
+// release per call halved a one-shot GEMM's rate): the executor releases them after each run.
+#pragma once
+
+#include "codegen/kernel_desc.hpp"
+#include "codegen/x64/jit_generator.hpp"
+
+namespace rnnjit::x64 {
+
+class AmxGemmEmitter final : public JitGenerator {
+ public:
+  explicit AmxGemmEmitter(const KernelDesc& desc);
+  std::size_t text_size() const override { return text_size_; }
+
+ private:
+  // Rows of row tile i and FP32 columns of column tile v.
+  int tile_rows(int i) const;
+  int tile_columns(int v) const;
+  void emit_tile_config();
+
+  KernelDesc desc_;
+  int row_tiles_, column_tiles_;
+  std::size_t text_size_ = 0;
+  Xbyak::Label config_;
+};
+
+}  // namespace rnnjit::x64

@@ -1,0 +1,139 @@
+// The AMX-BF16 GEMM (Options::fpmath bf16) against a naive loop over the same bf16-rounded
+// operands, through the planner's tiling and the executor's loops: tails in every dimension (M,
+// N, K in {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 800}), one and several column groups, beta
+// 0 and 1, 1 and 2 threads (sharing tiles, A rounded together; a recurrence's per-thread
+// steps run in test_bf16_rnn). The products of bf16
+// values are exact in FP32, so only the FP32 sums may differ from the loop's. Skipped where the
+// CPU (or OS) gives no AMX-BF16 tiles.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "codegen/planner.hpp"
+#include "kernels/bf16.hpp"
+#include "runtime/cache.hpp"
+#include "runtime/executor.hpp"
+#include "tests/worst.hpp"
+
+namespace rnnjit {
+namespace {
+
+std::vector<float> random(std::int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& e : v) e = u(rng);
+  return v;
+}
+
+struct Bf16Case {
+  std::int64_t m, n, k;
+  float beta;
+  int threads;
+  std::int64_t groups;
+};
+
+void check(const Bf16Case& c) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or OS) gives no AMX-BF16 tiles";
+  const std::int64_t lda = c.k + 3, ldc = c.n + 1;
+  const std::vector<float> a = random(c.m * lda, 1), w = random(c.n * c.k, 2);
+  std::vector<float> out = random(c.m * ldc, 4);
+  const std::vector<float> c0 = out;
+
+  Plan plan;
+  plan.threads = c.threads;
+  GemmStep g{"test", false, true, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, {Buffer::y, -1, 0},
+             lda, c.k, ldc, c.beta, {}};
+  g.blocking.packed_b = true;
+  g.blocking.bf16 = true;
+  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels);
+  ASSERT_TRUE(g.blocking.bf16 && g.blocking.pack_a);
+  std::vector<float> a_panels(static_cast<std::size_t>(a_panel_elements(g.blocking, c.m, c.k)));
+  g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, a_panels.size() * sizeof(float)), 0};
+  std::vector<float> packed(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
+  const int region = plan.workspace.add("packed", Space::packed, packed.size() * sizeof(float));
+  plan.pack_weights.push_back(
+      Stage{{{PackStep{"pack", {Buffer::weights, -1, 0}, {Buffer::packed, region, 0}, c.k, c.groups, g.blocking}}}});
+  g.b = {Buffer::packed, region, 0};
+  plan.forward.push_back(Stage{{{g}}});
+  std::vector<std::shared_ptr<const CompiledKernel>> kernels;
+  for (const KernelDesc& d : plan.kernels) kernels.push_back(Cache::instance().kernel(d));
+  auto shared = std::make_shared<const Plan>(plan);
+  Executor ex(shared, kernels);
+  Bindings bind;
+  bind.workspace = reinterpret_cast<std::byte*>(a_panels.data());
+  bind.packed = reinterpret_cast<std::byte*>(packed.data());
+  bind.bind(Buffer::x, a.data());
+  bind.bind(Buffer::weights, w.data());
+  bind.bind(Buffer::y, out.data());
+  ex.run(shared->pack_weights, bind);
+  ex.run(shared->forward, bind);
+
+  double worst = 0;
+  for (std::int64_t i = 0; i < c.m; ++i)
+    for (std::int64_t j = 0; j < ldc; ++j) {
+      const double got = out[static_cast<std::size_t>(i * ldc + j)];
+      if (j >= c.n) {  // padding columns of C are never written
+        ASSERT_EQ(got, c0[static_cast<std::size_t>(i * ldc + j)]) << "wrote padding at " << i << "," << j;
+        continue;
+      }
+      double want = c.beta * c0[static_cast<std::size_t>(i * ldc + j)], scale = std::abs(want);
+      for (std::int64_t k = 0; k < c.k; ++k) {
+        const double p = static_cast<double>(round_to_bf16(a[static_cast<std::size_t>(i * lda + k)])) *
+                         round_to_bf16(w[static_cast<std::size_t>(j * c.k + k)]);
+        want += p;
+        scale += std::abs(p);
+      }
+      // An FP32 sum of k terms errs by at most about k * eps * sum |a b|.
+      worst = test::worst_of(worst, std::abs(got - want) / (scale * static_cast<double>(c.k + 1) * 1.2e-7 + 1e-30));
+    }
+  EXPECT_LE(worst, 1.0) << "error in units of the k*eps*sum|ab| bound";
+}
+
+class Bf16Gemm : public testing::TestWithParam<Bf16Case> {};
+TEST_P(Bf16Gemm, MatchesNaiveLoopOnRoundedOperands) { check(GetParam()); }
+
+std::vector<Bf16Case> sweep() {
+  const std::int64_t sizes[] = {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 800};
+  std::vector<Bf16Case> out;
+  int i = 0;
+  for (std::int64_t m : sizes)
+    for (std::int64_t n : sizes)
+      for (std::int64_t k : sizes) {
+        if (m * n * k > 800 * 65 * 65) continue;  // keep the naive loop quick
+        const float beta = i % 2 ? 1.0f : 0.0f;
+        const int threads = 1 + (i / 2) % 2;
+        ++i;
+        if (i % 3) continue;  // a third of the product, still covering each size in each role
+        out.push_back({m, n, k, beta, threads, 1});
+      }
+  out.push_back({20, 3200, 800, 0.0f, 2, 4});   // the DS2 recurrent step's shape, by gate
+  out.push_back({600, 3200, 800, 0.0f, 2, 4});  // an input projection, several m blocks
+  out.push_back({45, 150, 70, 1.0f, 2, 3});     // groups of 50: a column tail in every group
+  out.push_back({33, 96, 40, 0.0f, 2, 6});      // groups of 16: one column tile per panel
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, Bf16Gemm, testing::ValuesIn(sweep()), [](const auto& info) {
+  const Bf16Case& c = info.param;
+  return fmt::format("m{}_n{}_k{}_beta{}_th{}_g{}", c.m, c.n, c.k, static_cast<int>(c.beta), c.threads, c.groups);
+});
+
+TEST(Bf16Rounding, NearestEvenAndSpecialValues) {
+  EXPECT_EQ(to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f), 0x3f80);
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);  // the odd one rounds up
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f + 0x1p-16f), 0x3f81);  // past halfway: up
+  EXPECT_EQ(to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::bit_cast<float>(0x7f800001u)))));  // a NaN never becomes inf
+  EXPECT_EQ(to_bf16(std::numeric_limits<float>::max()), 0x7f80);  // rounds past the largest bf16
+}
+
+}  // namespace
+}  // namespace rnnjit
