@@ -121,11 +121,14 @@ GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t g
   // products (the 8 tile registers allow no more). Narrower where M or the group is small.
   b.m_r = std::min<std::int64_t>(m, 32);
   b.n_r = group > 16 ? 2 : 1;
-  b.k_c = k;
+  // k_c is all of K: blocking k so that a panel's k block served every row block of its m
+  // block from L1 measured 10-25% slower on the DS2 projection (6000 x 3200 x 800), with five
+  // times the kernel calls, each loading and storing its C tiles.
+  b.k_c = bf16_k(k);
   b.a_copies = shared ? 1 : threads;
   // An m block of A's bf16 rows in 3/8 of L2, so each panel of B (in L2 beside it) serves all
   // of its row blocks before the next panel streams in.
-  const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (2 * bf16_k(k)) / b.m_r) * b.m_r;
+  const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (2 * b.k_c) / b.m_r) * b.m_r;
   b.m_c = std::min(a_rows, (m + b.m_r - 1) / b.m_r * b.m_r);
   return b;
 }

@@ -39,7 +39,7 @@ struct GemmBlocking {
   std::int64_t b_lookahead = 0;
   // AMX-BF16 (Plan::fpmath bf16): B packed as bf16 tiles (bf16_packed_offset), A rounded to bf16
   // rows of bf16_k(K) into a_panels before the tiles read it; C and every sum stay FP32. m_r is
-  // up to 32 rows (two 16-row A tiles), n_r 1 or 2 tiles of 16 columns, k_c all of K. The A
+  // up to 32 rows (two 16-row A tiles), n_r 1 or 2 tiles of 16 columns, k_c all of bf16_k(K). The A
   // buffer holds a_copies copies of M rows: one that the threads fill together (a one-shot
   // GEMM), or one per thread (a recurrence's step, where every thread reads all of h).
   bool bf16 = false;

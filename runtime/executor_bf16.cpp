@@ -29,8 +29,14 @@ void round_rows(std::uint16_t* dst, std::int64_t k_pad, const float* src, std::i
 
 }  // namespace
 
+namespace {
+// The AMX kernel whose tile configuration this thread's tiles hold (none after a release).
+thread_local const CompiledKernel* configured_kernel = nullptr;
+}  // namespace
+
 void release_amx_tiles() {
   asm volatile(".byte 0xc4, 0xe2, 0x78, 0x49, 0xc0" ::: "memory");  // tilerelease (binutils may predate AMX)
+  configured_kernel = nullptr;
 }
 
 void Executor::pack_bf16(const PackStep& p, const float* w, float* out, int tid, int threads) const {
@@ -64,6 +70,7 @@ void Executor::bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
     a_bf16 += static_cast<std::int64_t>(tid) * g.m * k_pad;
     round_rows(a_bf16, k_pad, call.a, g.lda, g.k, 0, a_rows);
   }
+  // Row block rb times panel p of group grp, all of K at once.
   const bool use_beta = call.beta != 0.0f;
   auto tile = [&](std::int64_t rb, std::int64_t grp, std::int64_t p) {
     const std::int64_t r0 = rb * k.m_r, r1 = std::min(g.m, r0 + k.m_r);
@@ -80,7 +87,10 @@ void Executor::bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
     args.c = call.c + r0 * g.ldc + col0;
     args.k = k_pad / 32;
     const int row_tail = r1 - r0 < k.m_r, col_tail = width < pc;
-    (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+    const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])];
+    args.configured = &kernel == configured_kernel;
+    configured_kernel = &kernel;
+    kernel(&args);
   };
   if (shared) {
     // Units of (m block, panel): a panel of B serves every row block of its m block in turn.

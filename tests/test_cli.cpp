@@ -90,6 +90,7 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   expect_error(set("--hidden-size", "abc"), 2, {"--hidden-size"});
   expect_error(set("--cell", "foo"), 2, {"--cell", "'foo'"});
   expect_error(with({"--backend", "gpu"}), 2, {"--backend", "'gpu'"});
+  expect_error(with({"--fpmath", "fp16"}), 2, {"--fpmath", "'fp16'", "strict or bf16"});
   expect_error(with({"--dhy", path("dhy.npy")}), 2, {"--dhy", "--dy"});
   expect_error(with({"--c0", path("c0.npy")}), 2, {"--c0", "lstm"});
   {

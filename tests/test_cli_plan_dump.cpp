@@ -244,6 +244,32 @@ TEST_F(CliPlanDumpTest, PlanShowsWhoComputesTheInputProjection) {
   EXPECT_NE(r.out.find("packed.w_hh"), std::string::npos) << r.out;
 }
 
+// --fpmath bf16: where AMX-BF16 runs, the inference GEMMs on the weights are AMX kernels and the
+// plan says fpmath=bf16; elsewhere the plan stays FP32 and says why. Training stays FP32.
+TEST_F(CliPlanDumpTest, PlanWithFpmathBf16) {
+  const CliResult r = cli(cat({"plan", "--isa", "avx512", "--fpmath", "bf16"}, kSmall));
+  ASSERT_EQ(r.status, 0) << r.err;
+  if (amx_bf16_usable()) {
+    EXPECT_NE(r.out.find("fpmath=bf16"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("bf16gemm_amx_"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("amx-bf16 m_r="), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("gives no AMX-BF16 tiles, so the plan is FP32"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("bf16gemm_amx_"), std::string::npos) << r.out;
+  }
+  const CliResult train = cli(cat(cat({"plan", "--isa", "avx512", "--fpmath", "bf16"}, kSmall), {"--mode", "train"}));
+  ASSERT_EQ(train.status, 0) << train.err;
+  EXPECT_EQ(train.out.find("bf16gemm_amx_"), std::string::npos) << train.out;
+}
+
+// The AMX kernels are generated (never run) by dump on any CPU: tile loads, tdpbf16ps, stores.
+TEST_F(CliPlanDumpTest, DumpShowsTheAmxKernels) {
+  const CliResult r = cli(cat({"dump", "--target", "avx512", "--fpmath", "bf16"}, kSmall));
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* mnemonic : {"bf16gemm_amx_", "ldtilecfg", "tileloadd", "tdpbf16ps", "tilestored"})
+    EXPECT_NE(r.out.find(mnemonic), std::string::npos) << mnemonic << " not in\n" << r.out;
+}
+
 // ---- dump ----
 
 TEST_F(CliPlanDumpTest, DumpAsmOfTheLstmForwardKernelHasZmmFma) {
@@ -380,6 +406,8 @@ TEST_F(CliPlanDumpTest, UsageErrorsExitTwo) {
   }
   expect_error({"plan", "--isa", "foo"}, 2, {"--isa", "'foo'"});
   expect_error({"plan", "--projection-gemm", "fast"}, 2, {"--projection-gemm", "'fast'"});
+  for (const char* cmd : {"plan", "dump", "bench", "demo"})
+    expect_error({cmd, "--fpmath", "fp16"}, 2, {"--fpmath", "'fp16'", "strict or bf16"});
   expect_error({"demo", "--projection-gemm", "fast"}, 2, {"--projection-gemm", "'fast'"});
   expect_error({"demo", "--isa", "foo"}, 2, {"--isa", "'foo'"});
   expect_error({"plan", "--json", "extra"}, 2, {"'extra'"});

@@ -40,7 +40,11 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   auto c_at = [&](int i, int v) {
     return ptr[c + c_stride + (i * kTileRows * static_cast<int>(d.c_row_stride) + v * 16) * 4];
   };
+  Xbyak::Label configured;
+  cmp(qword[abi_arg + offsetof(GemmArgs, configured)], 0);
+  jne(configured, T_NEAR);
   ldtilecfg(ptr[rip + config_]);
+  L(configured);
   mov(a, ptr[abi_arg + offsetof(GemmArgs, a)]);
   mov(b, ptr[abi_arg + offsetof(GemmArgs, b)]);
   mov(c, ptr[abi_arg + offsetof(GemmArgs, c)]);
@@ -55,11 +59,15 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
     }
   Xbyak::Label loop;
   L(loop);
-  for (int i = 0; i < row_tiles_; ++i)
+  // Each product follows the loads it needs, so loads of the next tiles overlap the products
+  // of the ones loaded (A0 B0 C00, B1 C01, A1 C10 C11).
+  for (int i = 0; i < row_tiles_; ++i) {
     tileloadd(Xbyak::Tmm(kFirstA + i), ptr[a + a_stride + i * kTileRows * 2 * static_cast<int>(d.a_row_stride)]);
-  for (int v = 0; v < column_tiles_; ++v) tileloadd(Xbyak::Tmm(kFirstB + v), ptr[b + b_stride + v * kTileBytes]);
-  for (int i = 0; i < row_tiles_; ++i)
-    for (int v = 0; v < column_tiles_; ++v) tdpbf16ps(c_tile(i, v), Xbyak::Tmm(kFirstA + i), Xbyak::Tmm(kFirstB + v));
+    for (int v = 0; v < column_tiles_; ++v) {
+      if (i == 0) tileloadd(Xbyak::Tmm(kFirstB + v), ptr[b + b_stride + v * kTileBytes]);
+      tdpbf16ps(c_tile(i, v), Xbyak::Tmm(kFirstA + i), Xbyak::Tmm(kFirstB + v));
+    }
+  }
   add(a, kKTile * 2);
   add(b, static_cast<int>(d.b_k_stride) * kTileBytes);
   dec(k);

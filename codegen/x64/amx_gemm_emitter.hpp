@@ -8,8 +8,9 @@
 //
 // Tile map: C tiles 0-3 (row tile i, column tile v at 2i + v), A tiles 4-5, B tiles 6-7; each
 // k step loads every A and B tile once and multiplies each pair (tdpbf16ps sums in FP32).
-// The kernel loads its tile configuration on entry and leaves the tiles in use on return (a
-// release per call halved a one-shot GEMM's rate): the executor releases them after each run.
+// The kernel loads its tile configuration on entry (unless GemmArgs::configured says the tiles
+// hold it already) and leaves the tiles in use on return (a release per call halved a one-shot
+// GEMM's rate): the executor releases them after each stage.
 #pragma once
 
 #include "codegen/kernel_desc.hpp"

@@ -107,8 +107,8 @@ Contender rnnjit_contender(const std::string& name, const RnnConfig& config, con
           }};
 }
 
-Contender peer(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode, int threads,
-               Data& d, Device device) {
+Contender peer(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode, const Options& options,
+               int threads, Data& d, Device device) {
   if (name == "cudnn") {  // on the GPU, with the same data as rnnjit's CUDA contender
     if (!cuda::built_with_cuda()) throw UsageError("--compare cudnn: rnn-jit was built without the CUDA toolkit");
     if (device != Device::cuda) throw UsageError("--compare cudnn needs --device cuda");
@@ -133,8 +133,14 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
   if (name == "baseline")  // MXNet's CPU design: OpenBLAS GEMMs and plain C++ gate loops
     return rnnjit_contender(name, config, shape, mode, {Backend::jit, Isa::reference}, d);
   if (name == "reference") return rnnjit_contender(name, config, shape, mode, {Backend::reference, Isa::detect}, d);
+  if (name == "strict") {  // rnnjit itself with FP32 GEMMs: what --fpmath bf16 gains
+    if (device != Device::cpu) throw UsageError("--compare strict runs on the CPU only");
+    Options strict = options;
+    strict.fpmath = FpMath::strict;
+    return rnnjit_contender(name, config, shape, mode, strict, d);
+  }
   throw UsageError(fmt::format(
-      "--compare: unknown peer '{}' (expected onednn, baseline or reference); cudnn with --device cuda", name));
+      "--compare: unknown peer '{}' (expected onednn, baseline, reference or strict); cudnn with --device cuda", name));
 }
 
 int bench(const BenchFlags& f) {
@@ -168,7 +174,7 @@ int bench(const BenchFlags& f) {
       device == Device::cuda ? Contender{"rnnjit", cuda_rnnjit_iteration(config, shape, mode, {d.w, d.x, d.dy, d.lengths})}
                              : rnnjit_contender("rnnjit", config, shape, mode, options, d)};
   const int threads = Rnn(config, options).options().threads;
-  for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, threads, d, device));
+  for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, options, threads, d, device));
 
   const bool progress = !f.json && isatty(STDERR_FILENO);
   std::vector<Timings> timings;
@@ -195,7 +201,10 @@ int bench(const BenchFlags& f) {
   // The weight-streaming bound: every recurrent step reads its layer's W_hh (forward, and
   // backward data again in training), each thread its share of a layer's directions, at the
   // rate the threads read working sets of that size now.
-  const double step_bytes = recurrent_weight_bytes(config);
+  // bf16 weights (an inference plan with --fpmath bf16 on AMX) are half the bytes.
+  const bool bf16 = options.fpmath == FpMath::bf16 && mode == Mode::inference && amx_bf16_usable() &&
+                    device == Device::cpu && options.backend != Backend::reference;
+  const double step_bytes = recurrent_weight_bytes(config) * (bf16 ? 0.5 : 1.0);
   const double streamed_bytes = static_cast<double>(shape.seq_len * config.num_layers) * config.directions() *
                                 step_bytes * (mode == Mode::training ? 2.0 : 1.0);
   const auto share = static_cast<std::int64_t>(step_bytes * config.directions() / threads);
@@ -210,7 +219,7 @@ int bench(const BenchFlags& f) {
                      {"min_ms", ours.min()}, {"gflops", ours_gflops}, {"threads", threads},
                      {"config", describe(config)}, {"mixed_lengths", f.mixed_lengths},
                      {"sorted_lengths", f.mixed_lengths && !f.unsorted_lengths},
-                     {"device", std::string(to_string(device))}};
+                     {"device", std::string(to_string(device))}, {"fpmath", std::string(to_string(options.fpmath))}};
     if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
     if (bound_ms > 0)
       j.update({{"weights_read_gbps", read_gbps}, {"weights_bound_ms", bound_ms},
@@ -228,9 +237,13 @@ int bench(const BenchFlags& f) {
   fmt::print("{} {}{} mode={} reps={} {} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape), lengths,
              mode == Mode::training ? "train" : "infer", f.reps,
              device == Device::cuda ? std::string("device=cuda") : fmt::format("threads={}", threads), flops * 1e-9);
+  if (options.fpmath == FpMath::bf16)
+    fmt::print("  fpmath bf16: {}\n", bf16                     ? "the GEMMs on the weights take bf16 inputs on AMX tiles"
+                                     : mode == Mode::training ? "inference only, so this training run is FP32"
+                                                              : "this CPU (or OS) gives no AMX-BF16 tiles, so FP32");
   if (peak > 0)
-    fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it\n", peak, threads,
-               100.0 * ours_gflops / peak);
+    fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it{}\n", peak, threads,
+               100.0 * ours_gflops / peak, bf16 ? " (its GEMMs run on AMX tiles, not FMAs)" : "");
   if (bound_ms > 0)
     fmt::print("  weight-streaming bound: {:.2f} MB of recurrent weights a step ({:.2f} MB a thread) read at {:.1f} "
                "GB/s measured now: {:.2f} ms; rnnjit runs at {:.0f}% of it\n",
@@ -260,7 +273,8 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_flag("--unsorted-lengths", f->unsorted_lengths, "with --mixed-lengths: leave the lengths in the order drawn")
       ->needs(mixed);
   sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
-                                          "gate loops, MXNet's design), reference; cudnn with --device cuda")
+                                          "gate loops, MXNet's design), reference, strict (rnnjit with FP32 GEMMs, "
+                                          "beside --fpmath bf16); cudnn with --device cuda")
       ->delimiter(',');
   sub.add_option("--device", f->device, "cpu or cuda (rnnjit's CUDA executor; builds with the CUDA toolkit)")
       ->capture_default_str();

@@ -49,6 +49,7 @@ struct DumpFlags {
   std::string out;
   std::string arch = "sm_90";
   int threads = 0;  // 0: the runtime's default
+  std::string fpmath = "strict";
 };
 
 Format parse_format(const std::string& name, bool cuda) {
@@ -153,7 +154,8 @@ int dump(const DumpFlags& f) {
     throw UsageError("--format bin writes raw bytes: give -o DIR or redirect stdout to a file or pipe");
   if (cuda) return dump_cuda(config, shape, mode, format, f);
 
-  const Plan plan = make_plan(config, shape, mode, isa, build_threads(f.threads), {}, detect_caches());
+  // Code is generated, never run: the AMX kernels of --fpmath bf16 dump on any CPU.
+  const Plan plan = make_plan(config, shape, mode, isa, build_threads(f.threads), {}, detect_caches(), build_fpmath(f.fpmath));
   std::vector<KernelDesc> selected;
   std::vector<std::string> names;  // every kernel of the plan, once
   for (const KernelDesc& d : plan.kernels) {
@@ -233,6 +235,7 @@ CommandAction setup_dump(CLI::App& sub) {
                  "avx512, avx2, reference or cuda (default: the CPU's best ISA, or RNNJIT_ISA when set)");
   sub.add_option("--kernel", f->kernel, "a kernel's name (see rnn-jit plan), or all")->capture_default_str();
   add_threads_flag(sub, f->threads);
+  add_fpmath_flag(sub, f->fpmath);
   sub.add_option("--format", f->format, "asm (disassembly), hex or bin (raw bytes); cu or ptx for --target cuda")
       ->capture_default_str();
   sub.add_option("-o,--output-dir", f->out, "write one file per kernel, <name>.<format>, into this directory");
