@@ -198,6 +198,7 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.input_forget = config.input_forget ? 1 : 0;
   c.no_bias = config.bias ? 0 : 1;
   c.independent_stacks = config.independent_stacks ? 1 : 0;
+  c.fpmath = RNNJIT_FPMATH_STRICT;
   return c;
 }
 
@@ -507,7 +508,11 @@ rnnjit_status_t rnnjit_rnn_create(const rnnjit_config_t* config, rnnjit_rnn_t** 
     const rnnjit_config_t& c = deref(config, "config");
     const RnnConfig cpp = to_cpp(c);
     if (c.threads < 0) invalid(fmt::format("config.threads must be 0 (default) or positive, got {}", c.threads));
-    out = new rnnjit_rnn{rnnjit::Rnn(cpp, rnnjit::Options{.threads = c.threads})};
+    if (c.fpmath != RNNJIT_FPMATH_STRICT && c.fpmath != RNNJIT_FPMATH_BF16)
+      invalid(fmt::format("config.fpmath {} is not an rnnjit_fpmath_t (0 strict, 1 bf16)", c.fpmath));
+    out = new rnnjit_rnn{rnnjit::Rnn(
+        cpp, rnnjit::Options{.threads = c.threads,
+                             .fpmath = c.fpmath == RNNJIT_FPMATH_BF16 ? rnnjit::FpMath::bf16 : rnnjit::FpMath::strict})};
   });
 }
 

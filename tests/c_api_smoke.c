@@ -67,6 +67,7 @@ int main(void) {
   config.num_layers = 2;
   config.direction = RNNJIT_DIRECTION_BIDIRECTIONAL;
   config.threads = 2;
+  config.fpmath = RNNJIT_FPMATH_STRICT;
   EXPECT_STATUS(RNNJIT_STATUS_OK, rnnjit_rnn_create(&config, &rnn));
   if (!rnn) return 1;
   EXPECT_TRUE(strcmp(rnnjit_last_error(), "") == 0);

@@ -589,7 +589,7 @@ TEST_F(BadCli, BenchAndDemoRejectBadCounts) {
   expect_error(with({"bench"}, with(kSmall, {"--reps", "0"})), 2, "--reps must be positive, got 0");
   expect_error(with({"bench"}, with(kSmall, {"--warmup", "-1"})), 2, "--warmup must not be negative, got -1");
   expect_error(with({"bench"}, with(kSmall, {"--compare", "baseline,mkl"})), 2,
-               "--compare: unknown peer 'mkl' (expected onednn, baseline or reference)");
+               "--compare: unknown peer 'mkl' (expected onednn, baseline, reference or strict)");
   expect_error(with({"bench"}, with(kSmall, {"--unsorted-lengths"})), 2,
                "--unsorted-lengths requires --mixed-lengths");
   expect_error(with({"demo"}, with(kSmall, {"--check-seq", "0"})), 2, "--check-seq must be positive, got 0");

@@ -127,6 +127,7 @@ TEST(CApi, CreateValidatesTheConfig) {
                "peephole applies to LSTM only, not to gru");
   EXPECT_ERROR(create(with([](auto& c) { c.cell = RNNJIT_CELL_RNN_TANH, c.input_forget = 1; })), kInvalid,
                "input_forget applies to LSTM only, not to rnn_tanh");
+  EXPECT_ERROR(create(with([](auto& c) { c.fpmath = 7; })), kInvalid, "config.fpmath 7 is not an rnnjit_fpmath_t");
   EXPECT_ERROR(create(with([](auto& c) { c.threads = -1; })), kInvalid, "config.threads");
   EXPECT_ERROR(create(with([](auto& c) { c.threads = 1000; })), kInvalid, "threads must be in [1, 256]");
   EXPECT_EQ(rnn, nullptr);
@@ -142,6 +143,28 @@ TEST(CApi, CreateValidatesTheConfig) {
   EXPECT_ERROR(rnnjit_execution_create(ok.get(), 3, 2, 3, &ex), kInvalid, "mode is 3");
   EXPECT_ERROR(rnnjit_execution_create(ok.get(), 3, 2, RNNJIT_MODE_INFERENCE, nullptr), kInvalid,
                "execution (the output handle) is NULL");
+}
+
+// config.fpmath = RNNJIT_FPMATH_BF16 is Options::fpmath bf16: the same results, bit for bit, as
+// the C++ API's (AMX-BF16 where usable, else FP32 in both).
+TEST(CApi, FpmathBf16IsTheCppApisOption) {
+  EXPECT_EQ(RNNJIT_FPMATH_STRICT, static_cast<int>(rnnjit::FpMath::strict));
+  EXPECT_EQ(RNNJIT_FPMATH_BF16, static_cast<int>(rnnjit::FpMath::bf16));
+  const RnnConfig config{.cell = CellKind::gru, .input_size = 13, .hidden_size = 40, .num_layers = 2};
+  RnnCase rc(config, {6, 5});
+  rnnjit_config_t c = c_config(config);
+  c.fpmath = RNNJIT_FPMATH_BF16;
+  const RnnPtr rnn = make_rnn(c);
+  const ExecPtr ex = make_execution(rnn.get(), 6, 5, RNNJIT_MODE_INFERENCE);
+  std::vector<float> y(rc.dy.size());
+  rnnjit_forward_io_t io{};
+  io.x = rc.x.data(), io.x_size = rc.x.size();
+  io.hx = rc.hx.data(), io.hx_size = rc.hx.size();
+  io.y = y.data(), io.y_size = y.size();
+  ASSERT_OK(rnnjit_forward(ex.get(), rc.w.data(), rc.w.size(), &io));
+
+  Execution cpp = Rnn(config, {.fpmath = rnnjit::FpMath::bf16}).prepare(rc.shape, Mode::inference);
+  EXPECT_EQ(y, rc.run(cpp).y);
 }
 
 TEST(CApi, NullHandlesAreErrorsNotCrashes) {

@@ -49,7 +49,7 @@ extern "C" {
 
 /* Kept equal to the CMake project's version (the build checks it). */
 #define RNNJIT_VERSION_MAJOR 0
-#define RNNJIT_VERSION_MINOR 5
+#define RNNJIT_VERSION_MINOR 6
 #define RNNJIT_VERSION_PATCH 0
 
 typedef enum rnnjit_status {
@@ -78,6 +78,15 @@ typedef enum rnnjit_direction {
    * output are [T, N, S], and layers above the first read S columns. */
   RNNJIT_DIRECTION_BIDIRECTIONAL_SUM = 3
 } rnnjit_direction_t;
+
+/* What the GEMMs may round their inputs to (Options::fpmath in the C++ API; oneDNN's fpmath_mode). */
+typedef enum rnnjit_fpmath {
+  RNNJIT_FPMATH_STRICT = 0, /* FP32 throughout */
+  /* Inference GEMMs on the weights may read bf16 copies of their inputs on AMX-BF16 tiles,
+   * summing in FP32 (gate math, states and outputs stay FP32); FP32 where the CPU has no AMX,
+   * and in training. */
+  RNNJIT_FPMATH_BF16 = 1
+} rnnjit_fpmath_t;
 
 typedef enum rnnjit_mode {
   RNNJIT_MODE_INFERENCE = 0,
@@ -118,6 +127,7 @@ typedef struct rnnjit_config {
    * [G*H, S]), merged into y only at the top: a oneDNN RNN primitive of several bidirectional
    * layers. Zero: every layer reads the whole output of the one below (PyTorch, cuDNN). */
   int32_t independent_stacks;
+  int32_t fpmath;               /* an rnnjit_fpmath_t (0: strict FP32) */
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
@@ -134,7 +144,7 @@ typedef struct rnnjit_tensor_sizes {
 const char* rnnjit_last_error(void);
 /* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
 const char* rnnjit_status_string(int32_t status);
-/* "0.5.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
+/* "0.6.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
 const char* rnnjit_version(void);
 
 /* ---- network ---- */
