@@ -13,8 +13,8 @@ std::size_t KernelDescHash::operator()(const KernelDesc& d) const {
 
 std::string kernel_name(const KernelDesc& d) {
   if (d.kind_of() == KernelKind::amx_gemm)
-    return fmt::format("bf16gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}", d.rows, d.vectors, d.n_tail, d.beta,
-                       d.a_row_stride, d.b_k_stride, d.c_row_stride);
+    return fmt::format("bf16gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}", d.rows, d.vectors, d.n_tail, d.beta,
+                       d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead);
   if (d.kind_of() == KernelKind::gemm)
     return fmt::format("sgemm_{}_m{}_v{}_t{}_b{}_ar{}_ak{}_bk{}_cr{}_u{}_p{}_l{}", to_string(d.isa_kind()), d.rows,
                        d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride, d.b_k_stride, d.c_row_stride,
@@ -32,9 +32,10 @@ std::string kernel_name(const KernelDesc& d) {
 std::string describe(const KernelDesc& d) {
   if (d.kind_of() == KernelKind::amx_gemm)
     return fmt::format(
-        "kind=amx_gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} b_k_stride={} c_row_stride={} gen={}",
+        "kind=amx_gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} b_k_stride={} c_row_stride={} "
+        "b_lookahead={} gen={}",
         to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.b_k_stride, d.c_row_stride,
-        d.generator_version);
+        d.b_lookahead, d.generator_version);
   if (d.kind_of() == KernelKind::gemm)
     return fmt::format("kind=gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} a_k_stride={} "
                        "b_k_stride={} c_row_stride={} unroll={} prefetch={} b_lookahead={} gen={}",

@@ -57,7 +57,7 @@ struct KernelDesc {
   std::uint32_t a_row_stride = 0, a_k_stride = 0, b_k_stride = 0, c_row_stride = 0;  // gemm
   std::uint32_t clip_bits = 0;  // gate, LSTM: the cell clip as float bits (std::bit_cast), 0: none
   std::uint32_t gate_clip_bits = 0;  // gate: the pre-activation clip (ONNX's clip) as float bits, 0: none
-  std::uint32_t b_lookahead = 0;     // gemm: each k step prefetches B's row this many k steps on into L1 (0: none)
+  std::uint32_t b_lookahead = 0;     // gemm: each k step prefetches B's row this many k steps on into L1 (0: none); amx_gemm: its tiles
 
   float clip() const { return std::bit_cast<float>(clip_bits); }
   float gate_clip() const { return std::bit_cast<float>(gate_clip_bits); }

@@ -982,6 +982,7 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
         d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
         d.a_row_stride = static_cast<std::uint32_t>(bf16_k(g.k));
         d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
+        d.b_lookahead = static_cast<std::uint32_t>(b.b_lookahead);
         d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
         b.kernels[row_tail][col_tail][beta] = append_kernel(kernels, d);
       }

@@ -24,9 +24,11 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   if (d.kind_of() != KernelKind::amx_gemm || d.isa_kind() != Isa::avx512)
     throw Error(fmt::format("{}: not an AMX GEMM descriptor", name));
   if (d.rows < 1 || d.rows > 2 * kTileRows || d.vectors < 1 || d.vectors > 2 || d.n_tail > 15 ||
-      d.b_k_stride < d.vectors || d.b_k_stride > 2)
+      d.b_k_stride < d.vectors || d.b_k_stride > 2 || d.b_lookahead > 16)
     throw Error(fmt::format(
-        "{}: an AMX tile block has 1-32 rows, 1-2 column tiles of a panel of 1-2 (b_k_stride) and n_tail < 16", name));
+        "{}: an AMX tile block has 1-32 rows, 1-2 column tiles of a panel of 1-2 (b_k_stride), n_tail < 16 and "
+        "b_lookahead <= 16",
+        name));
   if (d.a_row_stride % kKTile != 0 || d.a_row_stride == 0 || d.c_row_stride == 0)
     throw Error(fmt::format("{}: A's row stride must be a positive multiple of {} and C's positive", name, kKTile));
   const std::int64_t reach = std::int64_t{kTileRows} * std::max<std::int64_t>(2 * d.a_row_stride, 4 * d.c_row_stride);
@@ -68,8 +70,13 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
       tdpbf16ps(c_tile(i, v), Xbyak::Tmm(kFirstA + i), Xbyak::Tmm(kFirstB + v));
     }
   }
+  // B streams from L3 in a recurrence: its tiles b_lookahead k steps on are fetched into L1 now
+  // (past the panel's end, the next panel's first ones, which this thread takes next).
+  const int b_step = static_cast<int>(d.b_k_stride) * kTileBytes;
+  for (int line = 0; d.b_lookahead && line < b_step / 64; ++line)
+    prefetcht0(ptr[b + static_cast<int>(d.b_lookahead) * b_step + line * 64]);
   add(a, kKTile * 2);
-  add(b, static_cast<int>(d.b_k_stride) * kTileBytes);
+  add(b, b_step);
   dec(k);
   jnz(loop, T_NEAR);
   for (int i = 0; i < row_tiles_; ++i)
