@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # The DeepSpeech2 inference cases (T=300, I=H=800: one layer N=20, five layers bidirectional
 # N=20, and the LSTM at N=1) with --fpmath bf16 (the GEMMs on AMX-BF16 tiles), timed in one
-# process interleaved rep by rep with rnnjit's FP32 plan (--compare strict) and oneDNN's FP32
-# RNN primitives (when built in). Prints a Markdown table. Run on an otherwise idle machine with
-# AMX-BF16 (elsewhere the bf16 plan is FP32 and the ratios read 1).
-#   bench/bf16_suite.sh [BUILD_DIR] [PEERS]     (default: build, "strict,onednn" or "strict")
+# process interleaved rep by rep with oneDNN's RNN primitives on bf16 data and weights
+# (onednn_bf16, its x and y converted each call as rnnjit's are), rnnjit's FP32 plan (strict)
+# and oneDNN's FP32 primitives. Prints a Markdown table. Run on an otherwise idle machine with
+# AMX-BF16 (elsewhere the bf16 plan is FP32).
+#   bench/bf16_suite.sh [BUILD_DIR] [PEERS]     (default: build, "onednn_bf16,strict,onednn" or "strict")
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build}
 cli="$build/bin/rnn-jit"
 default_peers=strict
 "$cli" bench --cell lstm --input-size 4 --hidden-size 4 --seq 1 --batch 1 --reps 1 --compare onednn >/dev/null 2>&1 &&
-  default_peers=strict,onednn
+  default_peers=onednn_bf16,strict,onednn
 peers=${2:-$default_peers}
 
-echo "| case | rnnjit bf16 ms | rnnjit FP32 ms | FP32 / bf16 | oneDNN FP32 ms | oneDNN / rnnjit bf16 |"
-echo "|---|---|---|---|---|---|"
+echo "| case | rnnjit bf16 ms | oneDNN bf16 ms | oneDNN bf16 / rnnjit bf16 | rnnjit FP32 ms | oneDNN FP32 ms | rnnjit FP32 / bf16 |"
+echo "|---|---|---|---|---|---|---|"
 for spec in "lstm 1 0 20 7" "gru 1 0 20 7" "rnn_tanh 1 0 20 7" "gru_reset_before 1 0 20 7" "lstm+peephole 1 0 20 7" \
             "lstm 5 1 20 3" "gru 5 1 20 3" "rnn_tanh 5 1 20 3" "lstm 1 0 1 7"; do
   read -r variant layers bi batch reps <<<"$spec"
@@ -28,10 +29,11 @@ for spec in "lstm 1 0 20 7" "gru 1 0 20 7" "rnn_tanh 1 0 20 7" "gru_reset_before
 import json, sys
 j = json.loads(sys.argv[1]); variant, layers, bi, batch = sys.argv[2:]
 peers = j.get("peers", {})
-strict, onednn = peers.get("strict"), peers.get("onednn")
+strict, onednn, onednn16 = peers.get("strict"), peers.get("onednn"), peers.get("onednn_bf16")
 cell = lambda p, key, fmt: fmt.format(p[key]) if p else "-"
 print(f"| {variant} L={layers}{' bidir' if bi == '1' else ''} N={batch} | {j['median_ms']:.1f} | "
-      f"{cell(strict, 'median_ms', '{:.1f}')} | {cell(strict, 'ratio', '{:.2f}')} | "
-      f"{cell(onednn, 'median_ms', '{:.1f}')} | {cell(onednn, 'ratio', '{:.2f}')} |")
+      f"{cell(onednn16, 'median_ms', '{:.1f}')} | {cell(onednn16, 'ratio', '{:.2f}')} | "
+      f"{cell(strict, 'median_ms', '{:.1f}')} | {cell(onednn, 'median_ms', '{:.1f}')} | "
+      f"{cell(strict, 'ratio', '{:.2f}')} |")
 PY
 done

@@ -172,9 +172,17 @@ struct OnednnRnn::Impl {
   std::vector<float> dhx_own, dcx_own;       // [D, N, H]: dhx/dcx when the caller gives none
   bool forward_done = false, backward_done = false;
 
-  Impl(const RnnConfig& c, const Shape& s, Mode m, int th)
-      : cfg(c), shape(s), mode(m), threads(th), layout(c) {
+  // bf16 (inference only): the primitives' data (x, y, h, activations between layers) and weights
+  // are bf16, biases, peepholes and c FP32; each call converts x and hx to bf16 and y and hy back
+  // (rnnjit's --fpmath bf16 takes and gives FP32 too).
+  bool bf16 = false;
+  memory x16, y16, x_user, y_user, h_user;  // bf16 only: x and y, and FP32 views of the caller's
+  std::vector<memory> h16_in, h16_out;      // bf16 only: per layer [1, D, N, H]
+
+  Impl(const RnnConfig& c, const Shape& s, Mode m, int th, bool b16)
+      : cfg(c), shape(s), mode(m), threads(th), layout(c), bf16(b16) {
     validate(c, s);
+    if (bf16 && m == Mode::training) throw Error("the oneDNN peer runs bf16 in inference only");
     // What the peer does not model is refused, never silently dropped.
     if (c.reverse || c.proj_size > 0 || c.clip > 0.0f || c.dropout > 0.0f || c.batch_first || c.gate_clip > 0.0f ||
         c.input_forget || !c.bias || (c.independent_stacks && c.num_layers > 1))
@@ -199,6 +207,10 @@ struct OnednnRnn::Impl {
   bool peephole() const { return cfg.peephole; }
 
   memory::desc md(const memory::dims& dims, tag t) const { return memory::desc(dims, dt::f32, t); }
+  // The data and weights of the primitives: bf16 or FP32.
+  memory::desc data_md(const memory::dims& dims, tag t) const {
+    return memory::desc(dims, bf16 ? dt::bf16 : dt::f32, t);
+  }
   memory::dims iter_dims() const { return {1, D, N, H}; }
 
   // The forward and (training) backward primitives for layers of input width `input`.
@@ -206,9 +218,9 @@ struct OnednnRnn::Impl {
     const auto dir = D == 1                ? dnnl::rnn_direction::unidirectional_left2right
                      : cfg.sum_directions ? dnnl::rnn_direction::bidirectional_sum
                                           : dnnl::rnn_direction::bidirectional_concat;
-    const auto src_layer = md({T, N, input}, tag::tnc), dst_layer = md({T, N, Y}, tag::tnc);
-    const auto iter = md(iter_dims(), tag::ldnc);
-    const auto wl = md({1, D, input, G, H}, tag::any), wi = md({1, D, H, G, H}, tag::any);
+    const auto src_layer = data_md({T, N, input}, tag::tnc), dst_layer = data_md({T, N, Y}, tag::tnc);
+    const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_dims(), tag::ldnc);
+    const auto wl = data_md({1, D, input, G, H}, tag::any), wi = data_md({1, D, H, G, H}, tag::any);
     const auto bias = md({1, D, GB, H}, tag::ldgo);
     const auto fwd_kind = training() ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     const auto bwd_kind = dnnl::prop_kind::backward;
@@ -252,8 +264,8 @@ struct OnednnRnn::Impl {
         using B = dnnl::lstm_backward;
         // An empty peephole descriptor is oneDNN's "no peepholes".
         const memory::desc wp = peephole() ? md({1, D, 3, H}, tag::ldgo) : memory::desc();
-        F::primitive_desc fpd(F::desc(fwd_kind, dir, src_layer, iter, iter, wl, wi, wp, bias, dst_layer, iter, iter),
-                              eng);
+        F::primitive_desc fpd(
+            F::desc(fwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, bias, dst_layer, iter, iter_c), eng);
         p.fwd_pd = fpd;
         p.fwd = F(fpd);
         if (training()) {
@@ -300,7 +312,7 @@ struct OnednnRnn::Impl {
     zeros.assign(static_cast<std::size_t>(state), 0.0f);
     hy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
     if (lstm()) cy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
-    const auto between = md({T, N, Y}, tag::tnc);
+    const auto between = data_md({T, N, Y}, tag::tnc);
     for (i64 i = 0; i < (training() ? L - 1 : std::min<i64>(L - 1, 2)); ++i) act.emplace_back(between, eng);
     if (training()) {
       for (i64 i = 0; i < std::min<i64>(L - 1, 2); ++i) dact.emplace_back(between, eng);
@@ -308,6 +320,17 @@ struct OnednnRnn::Impl {
       if (lstm()) dcx_own.assign(static_cast<std::size_t>(state), 0.0f);
     }
 
+    if (bf16) {
+      x16 = memory(data_md({T, N, cfg.input_size}, tag::tnc), eng);
+      y16 = memory(data_md({T, N, Y}, tag::tnc), eng);
+      x_user = memory(md({T, N, cfg.input_size}, tag::tnc), eng, DNNL_MEMORY_NONE);
+      y_user = memory(md({T, N, Y}, tag::tnc), eng, DNNL_MEMORY_NONE);
+      h_user = memory(md(iter_dims(), tag::ldnc), eng, DNNL_MEMORY_NONE);
+      for (i64 l = 0; l < L; ++l) {
+        h16_in.emplace_back(data_md(iter_dims(), tag::ldnc), eng);
+        h16_out.emplace_back(data_md(iter_dims(), tag::ldnc), eng);
+      }
+    }
     layers.resize(static_cast<std::size_t>(L));
     for (i64 l = 0; l < L; ++l) {
       Layer& ly = layers[static_cast<std::size_t>(l)];
@@ -322,16 +345,16 @@ struct OnednnRnn::Impl {
       ly.wi_fwd = in_format(ly.wi_user, query(p.fwd_pd, DNNL_ARG_WEIGHTS_ITER), &ly.fwd_reorders, false);
 
       const auto none = [&](const memory::desc& d) { return memory(d, eng, DNNL_MEMORY_NONE); };
-      const auto src_layer = md({T, N, in}, tag::tnc), dst_layer = md({T, N, Y}, tag::tnc);
-      const auto iter = md(iter_dims(), tag::ldnc);
+      const auto src_layer = data_md({T, N, in}, tag::tnc), dst_layer = data_md({T, N, Y}, tag::tnc);
+      const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_dims(), tag::ldnc);
       Args& fa = ly.fwd_args;
       fa[DNNL_ARG_SRC_LAYER] = none(src_layer);
       fa[DNNL_ARG_SRC_ITER] = none(iter);
       fa[DNNL_ARG_DST_LAYER] = none(dst_layer);
       fa[DNNL_ARG_DST_ITER] = none(iter);
       if (lstm()) {
-        fa[DNNL_ARG_SRC_ITER_C] = none(iter);
-        fa[DNNL_ARG_DST_ITER_C] = none(iter);
+        fa[DNNL_ARG_SRC_ITER_C] = none(iter_c);
+        fa[DNNL_ARG_DST_ITER_C] = none(iter_c);
       }
       fa[DNNL_ARG_WEIGHTS_LAYER] = ly.wl_fwd;
       fa[DNNL_ARG_WEIGHTS_ITER] = ly.wi_fwd;
@@ -480,10 +503,25 @@ struct OnednnRnn::Impl {
       const std::size_t below = static_cast<std::size_t>(training() ? l - 1 : (l - 1) % 2);
       const std::size_t out = static_cast<std::size_t>(training() ? l : l % 2);
       Args& a = ly.fwd_args;
-      a[DNNL_ARG_SRC_LAYER].set_data_handle(l == 0 ? mutable_ptr(io.x) : data_of(act[below]));
-      a[DNNL_ARG_DST_LAYER].set_data_handle(l == L - 1 ? io.y.data() : data_of(act[out]));
-      a[DNNL_ARG_SRC_ITER].set_data_handle(io.hx.empty() ? zeros.data() : mutable_ptr(io.hx) + l * step);
-      a[DNNL_ARG_DST_ITER].set_data_handle(hy + l * step);
+      float* const hx_l = io.hx.empty() ? zeros.data() : mutable_ptr(io.hx) + l * step;
+      if (bf16) {  // FP32 x and hx to bf16 first
+        const auto li = static_cast<std::size_t>(l);
+        if (l == 0) {
+          x_user.set_data_handle(mutable_ptr(io.x));
+          dnnl::reorder(x_user, x16).execute(strm, x_user, x16);
+        }
+        h_user.set_data_handle(hx_l);
+        dnnl::reorder(h_user, h16_in[li]).execute(strm, h_user, h16_in[li]);
+        a[DNNL_ARG_SRC_LAYER] = l == 0 ? x16 : act[below];
+        a[DNNL_ARG_DST_LAYER] = l == L - 1 ? y16 : act[out];
+        a[DNNL_ARG_SRC_ITER] = h16_in[li];
+        a[DNNL_ARG_DST_ITER] = h16_out[li];
+      } else {
+        a[DNNL_ARG_SRC_LAYER].set_data_handle(l == 0 ? mutable_ptr(io.x) : data_of(act[below]));
+        a[DNNL_ARG_DST_LAYER].set_data_handle(l == L - 1 ? io.y.data() : data_of(act[out]));
+        a[DNNL_ARG_SRC_ITER].set_data_handle(hx_l);
+        a[DNNL_ARG_DST_ITER].set_data_handle(hy + l * step);
+      }
       if (lstm()) {
         a[DNNL_ARG_SRC_ITER_C].set_data_handle(io.cx.empty() ? zeros.data() : mutable_ptr(io.cx) + l * step);
         a[DNNL_ARG_DST_ITER_C].set_data_handle(cy + l * step);
@@ -492,6 +530,15 @@ struct OnednnRnn::Impl {
         for (Reorder& r : ly.fwd_reorders) r.run(strm);
       }
       ly.p->fwd.execute(strm, a);
+      if (bf16) {  // and y and hy back to FP32
+        const auto li = static_cast<std::size_t>(l);
+        h_user.set_data_handle(hy + l * step);
+        dnnl::reorder(h16_out[li], h_user).execute(strm, h16_out[li], h_user);
+        if (l == L - 1) {
+          y_user.set_data_handle(io.y.data());
+          dnnl::reorder(y16, y_user).execute(strm, y16, y_user);
+        }
+      }
     }
     strm.wait();
     forward_done = training();
@@ -551,6 +598,7 @@ struct OnednnRnn::Impl {
                  : v->cpu_runtime == DNNL_RUNTIME_SEQ ? " (cpu runtime: sequential)"
                                                       : " (cpu runtime: other)");
     r.isa = isa_name(dnnl::get_effective_cpu_isa());
+    if (bf16) r.library += ", bf16 data and weights";
     r.threads = threads > 0 ? threads : ThreadScope::current();
     const Prims& p = prims.front();
     r.forward_impl = p.fwd_pd.impl_info_str();
@@ -570,9 +618,9 @@ struct OnednnRnn::Impl {
 };
 
 OnednnRnn::OnednnRnn(const RnnConfig& config, const Shape& shape, Mode mode, std::span<const float> canonical_weights,
-                     int threads) {
+                     int threads, bool bf16) {
   try {
-    auto impl = std::make_unique<Impl>(config, shape, mode, threads);
+    auto impl = std::make_unique<Impl>(config, shape, mode, threads, bf16);
     const ThreadScope scope(threads);
     impl->setup();
     impl->convert_weights(canonical_weights);

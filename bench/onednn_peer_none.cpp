@@ -16,7 +16,7 @@ namespace {
 [[noreturn]] void unavailable() { throw Error("oneDNN was not found at build time"); }
 }  // namespace
 
-OnednnRnn::OnednnRnn(const RnnConfig&, const Shape&, Mode, std::span<const float>, int) { unavailable(); }
+OnednnRnn::OnednnRnn(const RnnConfig&, const Shape&, Mode, std::span<const float>, int, bool) { unavailable(); }
 OnednnRnn::OnednnRnn(OnednnRnn&&) noexcept = default;
 OnednnRnn& OnednnRnn::operator=(OnednnRnn&&) noexcept = default;
 OnednnRnn::~OnednnRnn() = default;

@@ -589,7 +589,7 @@ TEST_F(BadCli, BenchAndDemoRejectBadCounts) {
   expect_error(with({"bench"}, with(kSmall, {"--reps", "0"})), 2, "--reps must be positive, got 0");
   expect_error(with({"bench"}, with(kSmall, {"--warmup", "-1"})), 2, "--warmup must not be negative, got -1");
   expect_error(with({"bench"}, with(kSmall, {"--compare", "baseline,mkl"})), 2,
-               "--compare: unknown peer 'mkl' (expected onednn, baseline, reference or strict)");
+               "--compare: unknown peer 'mkl' (expected onednn, onednn_bf16, baseline, reference or strict)");
   expect_error(with({"bench"}, with(kSmall, {"--unsorted-lengths"})), 2,
                "--unsorted-lengths requires --mixed-lengths");
   expect_error(with({"demo"}, with(kSmall, {"--check-seq", "0"})), 2, "--check-seq must be positive, got 0");
@@ -606,6 +606,9 @@ TEST_F(BadCli, BenchAndDemoRejectBadCounts) {
   EXPECT_EQ(f.status, 2) << f.err;
   if (r.status == 0) {
     EXPECT_NE(f.err.find("--compare onednn: the oneDNN peer runs plain configurations only"), std::string::npos) << f.err;
+    // The bf16 peer times inference only.
+    expect_error(with({"bench"}, with(kSmall, {"--compare", "onednn_bf16", "--mode", "train"})), 2,
+                 "--compare onednn_bf16: the bf16 peer runs inference only");
   }
 }
 

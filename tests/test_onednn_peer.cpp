@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <ostream>
 #include <span>
 #include <string>
@@ -144,6 +145,28 @@ TEST_P(OnednnPeer, InferenceMatchesReference) {
   OnednnRnn peer(rc.config, rc.shape, Mode::inference, rc.w);
   SCOPED_TRACE(peer.run_info().summary());
   expect_forward(run_peer(peer, rc), rc.reference(false), rc);
+}
+
+// The bf16 peer (the benchmark's onednn_bf16) computes the same network, to bf16's precision: a
+// GEMM input keeps 8 significant bits (the tolerance of test_bf16_rnn). Skipped where oneDNN
+// has no bf16 RNN for this CPU.
+TEST_P(OnednnPeer, Bf16InferenceMatchesReferenceToBf16Precision) {
+  const PeerCase& c = GetParam();
+  const RnnCase rc(config_of(c), {c.seq_len, c.batch}, 11);
+  std::unique_ptr<OnednnRnn> peer;
+  try {
+    peer = std::make_unique<OnednnRnn>(rc.config, rc.shape, Mode::inference, rc.w, 0, /*bf16=*/true);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "oneDNN runs no bf16 RNN here: " << e.what();
+  }
+  SCOPED_TRACE(peer->run_info().summary());
+  const Tensors got = run_peer(*peer, rc), want = rc.reference(false);
+  const double width = static_cast<double>(std::max(rc.config.input_size, rc.config.output_size()) +
+                                           rc.config.hidden_size);
+  const double tol = 0x1p-9 * std::sqrt(width * static_cast<double>(c.seq_len * c.layers));
+  expect_close(got.y, want.y, tol, "y");
+  expect_close(got.hy, want.hy, tol, "hy");
+  if (rc.lstm()) expect_close(got.cy, want.cy, tol, "cy");
 }
 
 TEST_P(OnednnPeer, TrainingMatchesReference) {

@@ -114,8 +114,11 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     if (device != Device::cuda) throw UsageError("--compare cudnn needs --device cuda");
     return {name, cudnn_iteration(config, shape, mode, {d.w, d.x, d.dy})};
   }
-  if (name == "onednn") {
-    if (!bench::onednn_available()) throw UsageError("--compare onednn: oneDNN was not found when rnn-jit was built");
+  if (name == "onednn" || name == "onednn_bf16") {
+    if (!bench::onednn_available())
+      throw UsageError(fmt::format("--compare {}: oneDNN was not found when rnn-jit was built", name));
+    const bool bf16 = name == "onednn_bf16";
+    if (bf16 && mode == Mode::training) throw UsageError("--compare onednn_bf16: the bf16 peer runs inference only");
     RnnConfig plain{config.cell, config.input_size, config.hidden_size, config.num_layers, config.bidirectional};
     plain.peephole = config.peephole;              // oneDNN's peephole LSTM
     plain.sum_directions = config.sum_directions;  // oneDNN's bidirectional_sum
@@ -124,7 +127,7 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
                        "--proj-size, --clip, --dropout, --batch-first, --gate-clip, --input-forget, --no-bias, "
                        "--independent-stacks or --mixed-lengths; --peephole and --direction bidirectional_sum are "
                        "supported)");
-    auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads);
+    auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads, bf16);
     return {name, [dnnl, mode, &d] {
               dnnl->forward({.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy});
               if (mode == Mode::training) dnnl->backward({.dy = d.dy, .dx = d.dx});
@@ -140,7 +143,9 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     return rnnjit_contender(name, config, shape, mode, strict, d);
   }
   throw UsageError(fmt::format(
-      "--compare: unknown peer '{}' (expected onednn, baseline, reference or strict); cudnn with --device cuda", name));
+      "--compare: unknown peer '{}' (expected onednn, onednn_bf16, baseline, reference or strict); cudnn with "
+      "--device cuda",
+      name));
 }
 
 int bench(const BenchFlags& f) {
@@ -272,9 +277,10 @@ CommandAction setup_bench(CLI::App& sub) {
                                     "longest first as PyTorch packs them; FLOPs stay the padded ones");
   sub.add_flag("--unsorted-lengths", f->unsorted_lengths, "with --mixed-lengths: leave the lengths in the order drawn")
       ->needs(mixed);
-  sub.add_option("--compare", f->compare, "peers timed in the same run: onednn, baseline (OpenBLAS + plain C++ "
-                                          "gate loops, MXNet's design), reference, strict (rnnjit with FP32 GEMMs, "
-                                          "beside --fpmath bf16); cudnn with --device cuda")
+  sub.add_option("--compare", f->compare,
+                 "peers timed in the same run: onednn, onednn_bf16 (its RNN primitives on bf16 data and weights, "
+                 "inference), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
+                 "with FP32 GEMMs, beside --fpmath bf16); cudnn with --device cuda")
       ->delimiter(',');
   sub.add_option("--device", f->device, "cpu or cuda (rnnjit's CUDA executor; builds with the CUDA toolkit)")
       ->capture_default_str();
