@@ -1,6 +1,8 @@
 // rnnjit: the executor's AMX-BF16 GEMMs (Plan::fpmath bf16): packing W^T into bf16 tiles,
 // rounding A to bf16 rows, and walking the tiles. Sizes and kernels all come from the plan
 // (codegen/gemm_blocking.hpp: choose_bf16_blocking, bf16_packed_offset).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -16,14 +18,25 @@ std::pair<std::int64_t, std::int64_t> rows_of(std::int64_t count, int tid, int t
   return {count * tid / threads, count * (tid + 1) / threads};
 }
 
-// dst[r][0:k_pad] = bf16(src[r][0:k]) then zeros, for r in [r0, r1).
-void round_rows(std::uint16_t* dst, std::int64_t k_pad, const float* src, std::int64_t lda, std::int64_t k,
-                std::int64_t r0, std::int64_t r1) {
+// dst[r][0:k_pad] = bf16(src[r][0:k]) then zeros, for r in [r0, r1): to_bf16 (kernels/bf16.hpp)
+// 16 lanes at a time, since a recurrence rounds all of h on every thread at every step.
+__attribute__((target("avx512f,avx512bw"))) void round_rows(std::uint16_t* dst, std::int64_t k_pad, const float* src,
+                                                            std::int64_t lda, std::int64_t k, std::int64_t r0,
+                                                            std::int64_t r1) {
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
   for (std::int64_t r = r0; r < r1; ++r) {
     std::uint16_t* out = dst + r * k_pad;
     const float* in = src + r * lda;
-    for (std::int64_t kk = 0; kk < k; ++kk) out[kk] = to_bf16(in[kk]);
-    std::fill(out + k, out + k_pad, std::uint16_t{0});
+    for (std::int64_t kk = 0; kk < k_pad; kk += 16) {
+      const std::int64_t n = std::clamp<std::int64_t>(k - kk, 0, 16);
+      const auto lanes = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+      const __m512 x = _mm512_maskz_loadu_ps(lanes, in + kk);  // zeros past k
+      const __m512i u = _mm512_castps_si512(x);
+      const __m512i high = _mm512_srli_epi32(u, 16);
+      __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))), 16);
+      rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_or_si512(high, quiet));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + kk), _mm512_cvtepi32_epi16(rounded));
+    }
   }
 }
 

@@ -36,13 +36,9 @@ struct Bf16Case {
   std::int64_t groups;
 };
 
-void check(const Bf16Case& c) {
-  if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or OS) gives no AMX-BF16 tiles";
-  const std::int64_t lda = c.k + 3, ldc = c.n + 1;
-  const std::vector<float> a = random(c.m * lda, 1), w = random(c.n * c.k, 2);
-  std::vector<float> out = random(c.m * ldc, 4);
-  const std::vector<float> c0 = out;
-
+// C = A W^T (+ beta C) through a one-stage plan: W [n, k] packed as bf16 tiles, A [m, lda].
+std::vector<float> run(const Bf16Case& c, const std::vector<float>& a, std::int64_t lda, const std::vector<float>& w,
+                       std::vector<float> out, std::int64_t ldc) {
   Plan plan;
   plan.threads = c.threads;
   GemmStep g{"test", false, true, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, {Buffer::y, -1, 0},
@@ -50,7 +46,7 @@ void check(const Bf16Case& c) {
   g.blocking.packed_b = true;
   g.blocking.bf16 = true;
   g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels);
-  ASSERT_TRUE(g.blocking.bf16 && g.blocking.pack_a);
+  EXPECT_TRUE(g.blocking.bf16 && g.blocking.pack_a);
   std::vector<float> a_panels(static_cast<std::size_t>(a_panel_elements(g.blocking, c.m, c.k)));
   g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, a_panels.size() * sizeof(float)), 0};
   std::vector<float> packed(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
@@ -71,6 +67,15 @@ void check(const Bf16Case& c) {
   bind.bind(Buffer::y, out.data());
   ex.run(shared->pack_weights, bind);
   ex.run(shared->forward, bind);
+  return out;
+}
+
+void check(const Bf16Case& c) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or OS) gives no AMX-BF16 tiles";
+  const std::int64_t lda = c.k + 3, ldc = c.n + 1;
+  const std::vector<float> a = random(c.m * lda, 1), w = random(c.n * c.k, 2);
+  const std::vector<float> c0 = random(c.m * ldc, 4);
+  const std::vector<float> out = run(c, a, lda, w, c0, ldc);
 
   double worst = 0;
   for (std::int64_t i = 0; i < c.m; ++i)
@@ -121,6 +126,26 @@ INSTANTIATE_TEST_SUITE_P(Sweep, Bf16Gemm, testing::ValuesIn(sweep()), [](const a
   const Bf16Case& c = info.param;
   return fmt::format("m{}_n{}_k{}_beta{}_th{}_g{}", c.m, c.n, c.k, static_cast<int>(c.beta), c.threads, c.groups);
 });
+
+// The executor rounds A as to_bf16 does, ties and special values included: W = [1], so each C
+// row is its A value rounded; except a subnormal, which AMX's tdpbf16ps counts as zero.
+TEST(Bf16Gemm, RoundsANearestEvenKeepingNaNAndInfinity) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or OS) gives no AMX-BF16 tiles";
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> a = {1.0f + 0x1p-8f, 1.0f + 0x1p-7f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-16f, -inf,
+                                std::numeric_limits<float>::max(), std::numeric_limits<float>::quiet_NaN(),
+                                std::bit_cast<float>(0x7f800001u), -0.0f, 3.0e-39f};
+  const Bf16Case c{static_cast<std::int64_t>(a.size()), 1, 1, 0.0f, 1, 1};
+  const std::vector<float> out = run(c, a, 1, {1.0f}, std::vector<float>(a.size(), 7.0f), 1);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const float want = std::fpclassify(a[i]) == FP_SUBNORMAL ? 0.0f : round_to_bf16(a[i]);
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[i])) << i << ": " << out[i];
+    else EXPECT_EQ(out[i], want) << i << ": A = " << a[i];
+  }
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 1.0f + 0x1p-6f);
+  EXPECT_EQ(out[4], inf);
+}
 
 TEST(Bf16Rounding, NearestEvenAndSpecialValues) {
   EXPECT_EQ(to_bf16(1.0f), 0x3f80);

@@ -75,7 +75,8 @@ ProjectionGemm parse_projection_gemm(std::string_view name);  // "generated"|"op
 //     summing in FP32; everything else (gate math, states, outputs) stays FP32. A permission,
 //     not a demand: plans for training, for CPUs without AMX-BF16 (amx_bf16_usable()) or
 //     another isa stay FP32, and say so in their notes. Results then differ from strict by
-//     bf16's rounding (about 3 significant digits per product's inputs).
+//     bf16's rounding (about 3 significant digits per product's inputs), and subnormal GEMM
+//     inputs count as zero (AMX's tdpbf16ps flushes them).
 enum class FpMath : std::uint8_t { strict = 0, bf16 = 1 };
 std::string_view to_string(FpMath math);
 FpMath parse_fpmath(std::string_view name);  // "strict"|"bf16"
