@@ -155,7 +155,9 @@ bool Executor::FinishedRows::all_past_end(std::int64_t r0, std::int64_t r1) cons
 }
 
 Executor::Executor(std::shared_ptr<const Plan> plan, std::vector<std::shared_ptr<const CompiledKernel>> kernels)
-    : plan_(std::move(plan)), kernels_(std::move(kernels)) {}
+    : plan_(std::move(plan)), kernels_(std::move(kernels)) {
+  for (const KernelDesc& d : plan_->kernels) uses_amx_ = uses_amx_ || d.kind_of() == KernelKind::amx_gemm;
+}
 
 float* Executor::resolve(const Operand& o, const Bindings& b) const {
   if (o.buffer == Buffer::none) return nullptr;
@@ -176,8 +178,9 @@ std::byte* Executor::region_bytes(int region, const Bindings& b) const {
 void Executor::run(const std::vector<Stage>& stages, const Bindings& b, bool accumulate) const {
   ThreadTeam& team = ThreadTeam::instance();
   // AMX kernels leave their tiles in use; each thread hands the 8 KiB tile state back when its
-  // part of a stage is done, so that it is not saved at every context switch in between.
-  const bool amx = plan_->fpmath == FpMath::bf16;
+  // part of a stage is done, so that it is not saved at every context switch in between (and
+  // forgets which kernel configured them: the next stage may run after a kernel is freed).
+  const bool amx = uses_amx_;
   for (const Stage& stage : stages) {
     const int lanes = static_cast<int>(stage.lanes.size());
     const SingleThreadedBlas blas(lanes > 1 || (plan_->threads > 1 && runs_openblas(stage)));

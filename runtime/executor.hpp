@@ -119,6 +119,7 @@ class Executor {
 
   std::shared_ptr<const Plan> plan_;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels_;
+  bool uses_amx_ = false;  // the plan has AMX kernels (whose tiles each stage releases)
 };
 
 }  // namespace rnnjit

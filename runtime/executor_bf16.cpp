@@ -19,7 +19,13 @@ std::pair<std::int64_t, std::int64_t> rows_of(std::int64_t count, int tid, int t
 }
 
 // dst[r][0:k_pad] = bf16(src[r][0:k]) then zeros, for r in [r0, r1): to_bf16 (kernels/bf16.hpp)
-// 16 lanes at a time, since a recurrence rounds all of h on every thread at every step.
+// 16 lanes at a time, since a recurrence rounds all of h on every thread at every step. GCC 12
+// takes the undefined pass-through operand inside its shift and narrowing intrinsics for a read
+// of uninitialised memory (GCC bug 105593); every value here is written before it is read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f,avx512bw"))) void round_rows(std::uint16_t* dst, std::int64_t k_pad, const float* src,
                                                             std::int64_t lda, std::int64_t k, std::int64_t r0,
                                                             std::int64_t r1) {
@@ -39,12 +45,13 @@ __attribute__((target("avx512f,avx512bw"))) void round_rows(std::uint16_t* dst, 
     }
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
-}  // namespace
-
-namespace {
 // The AMX kernel whose tile configuration this thread's tiles hold (none after a release).
 thread_local const CompiledKernel* configured_kernel = nullptr;
+
 }  // namespace
 
 void release_amx_tiles() {

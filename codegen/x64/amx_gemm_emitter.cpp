@@ -82,7 +82,7 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   for (int i = 0; i < row_tiles_; ++i)
     for (int v = 0; v < column_tiles_; ++v) tilestored(c_at(i, v), c_tile(i, v));
   // The tiles stay configured: a tilerelease here halved the rate of a one-shot GEMM's many
-  // calls. The executor releases them after each run (Executor::run).
+  // calls. The executor releases them after each stage (Executor::run).
   ret();
   text_size_ = getSize();
   emit_tile_config();
