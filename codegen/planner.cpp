@@ -958,6 +958,32 @@ int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d) {
   return static_cast<int>(kernels.size()) - 1;
 }
 
+// Registers g's kernels: one per row tail (g.m % m_r rows), column tail (the narrower last panel
+// of a group) and beta, where that case occurs; `fill` sets the fields particular to the engine.
+template <typename Fill>
+void add_gemm_kernels(GemmStep& g, std::int64_t group, KernelKind kind, std::vector<KernelDesc>& kernels, Fill fill) {
+  GemmBlocking& b = g.blocking;
+  const std::int64_t tail_rows = g.m % b.m_r;
+  const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
+  for (int row_tail = 0; row_tail < 2; ++row_tail)
+    for (int col_tail = 0; col_tail < 2; ++col_tail)
+      for (int beta = 0; beta < 2; ++beta) {
+        if ((row_tail && tail_rows == 0) || (col_tail && last_width == b.panel_columns())) continue;
+        KernelDesc d;
+        d.kind = static_cast<std::uint8_t>(kind);
+        d.isa = static_cast<std::uint8_t>(Isa::avx512);
+        d.beta = static_cast<std::uint8_t>(beta);
+        const std::int64_t width = col_tail ? last_width : b.panel_columns();
+        d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
+        d.n_tail = static_cast<std::uint8_t>(width % 16);
+        d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
+        d.b_lookahead = static_cast<std::uint32_t>(b.b_lookahead);
+        d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
+        fill(d);
+        b.kernels[row_tail][col_tail][beta] = append_kernel(kernels, d);
+      }
+}
+
 // An AMX-BF16 GEMM (GemmBlocking::bf16): its blocking and a kernel per row tail, column tail
 // and beta. B must be packed weights (W^T) and A read as is (not transposed).
 GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels, bool shared,
@@ -966,26 +992,10 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
     throw Error(fmt::format("gemm '{}': bf16 runs only on packed weights and a plain A", g.what));
   GemmBlocking& b = g.blocking;
   b = choose_bf16_blocking(g.m, g.k, group, threads, caches, shared);
-  const std::int64_t tail_rows = g.m % b.m_r;
-  const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
-  for (int row_tail = 0; row_tail < 2; ++row_tail)
-    for (int col_tail = 0; col_tail < 2; ++col_tail)
-      for (int beta = 0; beta < 2; ++beta) {
-        if ((row_tail && tail_rows == 0) || (col_tail && last_width == b.panel_columns())) continue;
-        KernelDesc d;
-        d.kind = static_cast<std::uint8_t>(KernelKind::amx_gemm);
-        d.isa = static_cast<std::uint8_t>(Isa::avx512);
-        d.beta = static_cast<std::uint8_t>(beta);
-        const std::int64_t width = col_tail ? last_width : b.panel_columns();
-        d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
-        d.n_tail = static_cast<std::uint8_t>(width % 16);
-        d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
-        d.a_row_stride = static_cast<std::uint32_t>(bf16_k(g.k));
-        d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
-        d.b_lookahead = static_cast<std::uint32_t>(b.b_lookahead);
-        d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
-        b.kernels[row_tail][col_tail][beta] = append_kernel(kernels, d);
-      }
+  add_gemm_kernels(g, group, KernelKind::amx_gemm, kernels, [&](KernelDesc& d) {
+    d.a_row_stride = static_cast<std::uint32_t>(bf16_k(g.k));
+    d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
+  });
   return g;
 }
 
@@ -1000,29 +1010,13 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
   b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!prefetch_next);
   b.pack_a = g.trans_a;
   if (prefetch_next) b.prefetch = (b.n_r + b.row_blocks(g.m) - 1) / b.row_blocks(g.m);
-  const std::int64_t tail_rows = g.m % b.m_r;
-  const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
-  for (int row_tail = 0; row_tail < 2; ++row_tail)
-    for (int col_tail = 0; col_tail < 2; ++col_tail)
-      for (int beta = 0; beta < 2; ++beta) {
-        if ((row_tail && tail_rows == 0) || (col_tail && last_width == b.panel_columns())) continue;
-        KernelDesc d;
-        d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
-        d.isa = static_cast<std::uint8_t>(Isa::avx512);
-        d.beta = static_cast<std::uint8_t>(beta);
-        const std::int64_t width = col_tail ? last_width : b.panel_columns();
-        d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
-        d.n_tail = static_cast<std::uint8_t>(width % 16);
-        d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
-        d.unroll = 4;
-        d.prefetch = static_cast<std::uint8_t>(b.prefetch);
-        d.b_lookahead = static_cast<std::uint32_t>(b.b_lookahead);
-        d.a_row_stride = static_cast<std::uint32_t>(b.pack_a ? 1 : g.lda);
-        d.a_k_stride = static_cast<std::uint32_t>(b.pack_a ? b.m_r : 1);
-        d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);
-        d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
-        b.kernels[row_tail][col_tail][beta] = append_kernel(kernels, d);
-      }
+  add_gemm_kernels(g, group, KernelKind::gemm, kernels, [&](KernelDesc& d) {
+    d.unroll = 4;
+    d.prefetch = static_cast<std::uint8_t>(b.prefetch);
+    d.a_row_stride = static_cast<std::uint32_t>(b.pack_a ? 1 : g.lda);
+    d.a_k_stride = static_cast<std::uint32_t>(b.pack_a ? b.m_r : 1);
+    d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);
+  });
   return g;
 }
 

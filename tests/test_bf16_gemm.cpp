@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -16,18 +15,11 @@
 #include "kernels/bf16.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
+#include "tests/uniform.hpp"
 #include "tests/worst.hpp"
 
 namespace rnnjit {
 namespace {
-
-std::vector<float> random(std::int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (float& e : v) e = u(rng);
-  return v;
-}
 
 struct Bf16Case {
   std::int64_t m, n, k;
@@ -73,8 +65,8 @@ std::vector<float> run(const Bf16Case& c, const std::vector<float>& a, std::int6
 void check(const Bf16Case& c) {
   if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or OS) gives no AMX-BF16 tiles";
   const std::int64_t lda = c.k + 3, ldc = c.n + 1;
-  const std::vector<float> a = random(c.m * lda, 1), w = random(c.n * c.k, 2);
-  const std::vector<float> c0 = random(c.m * ldc, 4);
+  const std::vector<float> a = test::uniform(c.m * lda, 1), w = test::uniform(c.n * c.k, 2);
+  const std::vector<float> c0 = test::uniform(c.m * ldc, 4);
   const std::vector<float> out = run(c, a, lda, w, c0, ldc);
 
   double worst = 0;

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -15,20 +14,13 @@
 #include "kernels/gemm_reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
+#include "tests/uniform.hpp"
 #include "tests/worst.hpp"
 
 namespace rnnjit {
 namespace {
 
 bool has_avx512() { return detect_isa() == Isa::avx512; }
-
-std::vector<float> random(std::int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (float& e : v) e = u(rng);
-  return v;
-}
 
 struct GemmCase {
   std::int64_t m, n, k;
@@ -44,8 +36,8 @@ struct GemmCase {
 void check(const GemmCase& c) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
   const std::int64_t lda = (c.trans_a ? c.m : c.k) + 3, ldb = c.n + 5, ldc = c.n + 1;
-  const std::vector<float> a = random((c.trans_a ? c.k : c.m) * lda, 1), w = random(c.n * c.k, 2);
-  std::vector<float> b = random(c.k * ldb, 3), out = random(c.m * ldc, 4);
+  const std::vector<float> a = test::uniform((c.trans_a ? c.k : c.m) * lda, 1), w = test::uniform(c.n * c.k, 2);
+  std::vector<float> b = test::uniform(c.k * ldb, 3), out = test::uniform(c.m * ldc, 4);
   const std::vector<float> c0 = out;
 
   Plan plan;
@@ -171,8 +163,8 @@ TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
           d.b_k_stride = static_cast<std::uint32_t>(16 * vectors + 3);
           d.c_row_stride = static_cast<std::uint32_t>(16 * vectors + 1);
           const std::int64_t k = 7;
-          const auto a = random(rows * 11, 5), b = random(k * d.b_k_stride, 6);
-          auto c1 = random(rows * d.c_row_stride, 7), c2 = c1;
+          const auto a = test::uniform(rows * 11, 5), b = test::uniform(k * d.b_k_stride, 6);
+          auto c1 = test::uniform(rows * d.c_row_stride, 7), c2 = c1;
           CompiledKernel jit(d);
           GemmArgs args1{a.data(), b.data(), c1.data(), k}, args2{a.data(), b.data(), c2.data(), k};
           jit(&args1);
