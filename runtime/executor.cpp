@@ -42,10 +42,6 @@ bool runs_openblas(const Stage& stage) {
   return false;
 }
 
-std::pair<std::int64_t, std::int64_t> share(std::int64_t count, int tid, int threads) {
-  return {count * tid / threads, count * (tid + 1) / threads};
-}
-
 void copy_floats(float* dst, const float* src, std::int64_t count) {
   std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(float));
 }

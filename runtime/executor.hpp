@@ -28,6 +28,11 @@ struct Bindings {
   void bind(Buffer b, const float* p) { buffers[static_cast<std::size_t>(b)] = p; }
 };
 
+// Thread tid's contiguous share [first, second) of `count` items split over `threads`.
+inline std::pair<std::int64_t, std::int64_t> share(std::int64_t count, int tid, int threads) {
+  return {count * tid / threads, count * (tid + 1) / threads};
+}
+
 // The rows of a chunk of an OpenBLAS GEMM of m rows shared by `threads` (Executor::blas_rows):
 // at least four chunks per thread where that leaves 16 rows or more, at most 256 rows (each
 // call packs B anew, so a chunk must be large beside B).

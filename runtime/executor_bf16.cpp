@@ -14,10 +14,6 @@
 namespace rnnjit {
 namespace {
 
-std::pair<std::int64_t, std::int64_t> rows_of(std::int64_t count, int tid, int threads) {
-  return {count * tid / threads, count * (tid + 1) / threads};
-}
-
 // dst[r][0:k_pad] = bf16(src[r][0:k]) then zeros, for r in [r0, r1): to_bf16 (kernels/bf16.hpp)
 // 16 lanes at a time, since a recurrence rounds all of h on every thread at every step. GCC 12
 // takes the undefined pass-through operand inside its shift and narrowing intrinsics for a read
@@ -62,7 +58,7 @@ void release_amx_tiles() {
 void Executor::pack_bf16(const PackStep& p, const float* w, float* out, int tid, int threads) const {
   const GemmBlocking& k = p.blocking;
   const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns(), k_pad = bf16_k(p.k);
-  const auto [q0, q1] = rows_of(p.groups * ppg, tid, threads);
+  const auto [q0, q1] = share(p.groups * ppg, tid, threads);
   for (std::int64_t q = q0; q < q1; ++q) {
     const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc, width = std::min(pc, k.group - col0);
     auto* panel = reinterpret_cast<std::uint16_t*>(out) + q * k_pad * pc;
@@ -83,7 +79,7 @@ void Executor::bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
   auto* a_bf16 = reinterpret_cast<std::uint16_t*>(call.a_panels);
   ThreadTeam& team = ThreadTeam::instance();
   if (shared) {
-    const auto [r0, r1] = rows_of(a_rows, tid, threads);
+    const auto [r0, r1] = share(a_rows, tid, threads);
     round_rows(a_bf16, k_pad, call.a, g.lda, g.k, r0, r1);
     if (threads > 1) team.barrier();
   } else {

@@ -15,8 +15,8 @@
 #include "kernels/bf16.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
+#include "tests/gemm_check.hpp"
 #include "tests/uniform.hpp"
-#include "tests/worst.hpp"
 
 namespace rnnjit {
 namespace {
@@ -69,25 +69,11 @@ void check(const Bf16Case& c) {
   const std::vector<float> c0 = test::uniform(c.m * ldc, 4);
   const std::vector<float> out = run(c, a, lda, w, c0, ldc);
 
-  double worst = 0;
-  for (std::int64_t i = 0; i < c.m; ++i)
-    for (std::int64_t j = 0; j < ldc; ++j) {
-      const double got = out[static_cast<std::size_t>(i * ldc + j)];
-      if (j >= c.n) {  // padding columns of C are never written
-        ASSERT_EQ(got, c0[static_cast<std::size_t>(i * ldc + j)]) << "wrote padding at " << i << "," << j;
-        continue;
-      }
-      double want = c.beta * c0[static_cast<std::size_t>(i * ldc + j)], scale = std::abs(want);
-      for (std::int64_t k = 0; k < c.k; ++k) {
-        const double p = static_cast<double>(round_to_bf16(a[static_cast<std::size_t>(i * lda + k)])) *
-                         round_to_bf16(w[static_cast<std::size_t>(j * c.k + k)]);
-        want += p;
-        scale += std::abs(p);
-      }
-      // An FP32 sum of k terms errs by at most about k * eps * sum |a b|.
-      worst = test::worst_of(worst, std::abs(got - want) / (scale * static_cast<double>(c.k + 1) * 1.2e-7 + 1e-30));
-    }
-  EXPECT_LE(worst, 1.0) << "error in units of the k*eps*sum|ab| bound";
+  test::expect_gemm_within_bound(out, c0, c.m, c.n, c.k, ldc, c.beta, [&](std::int64_t i, std::int64_t j,
+                                                                          std::int64_t k) {
+    return static_cast<double>(round_to_bf16(a[static_cast<std::size_t>(i * lda + k)])) *
+           round_to_bf16(w[static_cast<std::size_t>(j * c.k + k)]);
+  });
 }
 
 class Bf16Gemm : public testing::TestWithParam<Bf16Case> {};

@@ -14,8 +14,8 @@
 #include "kernels/gemm_reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
+#include "tests/gemm_check.hpp"
 #include "tests/uniform.hpp"
-#include "tests/worst.hpp"
 
 namespace rnnjit {
 namespace {
@@ -74,26 +74,13 @@ void check(const GemmCase& c) {
   ex.run(shared->pack_weights, bind);
   ex.run(shared->forward, bind);
 
-  double worst = 0;
-  for (std::int64_t i = 0; i < c.m; ++i)
-    for (std::int64_t j = 0; j < ldc; ++j) {
-      const double got = out[static_cast<std::size_t>(i * ldc + j)];
-      if (j >= c.n) {  // padding columns of C are never written
-        ASSERT_EQ(got, c0[static_cast<std::size_t>(i * ldc + j)]) << "wrote padding at " << i << "," << j;
-        continue;
-      }
-      double want = c.beta * c0[static_cast<std::size_t>(i * ldc + j)], scale = std::abs(want);
-      for (std::int64_t k = 0; k < c.k; ++k) {
-        const double av = c.trans_a ? a[static_cast<std::size_t>(k * lda + i)] : a[static_cast<std::size_t>(i * lda + k)];
-        const double bv = c.packed_b && !c.plain_pack ? w[static_cast<std::size_t>(j * c.k + k)]
-                                                      : b[static_cast<std::size_t>(k * ldb + j)];
-        want += av * bv;
-        scale += std::abs(av * bv);
-      }
-      // A float dot product of k terms errs by at most about k * eps * sum |a b|.
-      worst = test::worst_of(worst, std::abs(got - want) / (scale * static_cast<double>(c.k + 1) * 1.2e-7 + 1e-30));
-    }
-  EXPECT_LE(worst, 1.0) << "error in units of the k*eps*sum|ab| bound";
+  test::expect_gemm_within_bound(out, c0, c.m, c.n, c.k, ldc, c.beta, [&](std::int64_t i, std::int64_t j,
+                                                                          std::int64_t k) {
+    const double av = c.trans_a ? a[static_cast<std::size_t>(k * lda + i)] : a[static_cast<std::size_t>(i * lda + k)];
+    const double bv = c.packed_b && !c.plain_pack ? w[static_cast<std::size_t>(j * c.k + k)]
+                                                  : b[static_cast<std::size_t>(k * ldb + j)];
+    return av * bv;
+  });
 }
 
 class GeneratedGemm : public testing::TestWithParam<GemmCase> {};
