@@ -12,7 +12,8 @@ direction stacked on its own), runs it in float64 on float32 data (forward, then
 loss of y, hy and cy), and runs the same float32 files through the CLI: forward, backward data
 and every parameter's gradient must agree within 2e-4 of the largest magnitude, or within twice
 PyTorch's own float32 error where float32 cannot do better (ReLU networks: a pre-activation
-within rounding of 0 falls on the other side in float64). --big draws
+within rounding of 0 falls on the other side in float64; ReLU cases with a pre-activation within
+1e-6 of 0 compare y and hy only). --big draws
 I, H up to 1100 and N up to 70 (blocked GEMMs, split steps). Exits 1 when a case disagrees.
 Needs torch and numpy; tests/test_reference_features.cpp runs it when both import.
 """
@@ -26,6 +27,36 @@ import tempfile
 
 import numpy as np
 import torch
+
+
+
+def relu_margin(named, x, h0, lengths, bf, L, D, indep, summed):
+    """The smallest |pre-activation| of a ReLU network (parameters by rnnjit's names), in float64."""
+    p = {name: t.detach().double() for name, t in named}
+    below = (x.transpose(0, 1) if bf else x).double()
+    T, N = below.shape[0], below.shape[1]
+    lens = lengths if lengths is not None else [T] * N
+    margin = float("inf")
+    for l in range(L):
+        outs = []
+        for dd in range(D):
+            suffix = f"_l{l}" + ("_reverse" if dd else "")
+            w, u = p["weight_ih" + suffix], p["weight_hh" + suffix]
+            b = p.get("bias_ih" + suffix, 0) + p.get("bias_hh" + suffix, 0)
+            inp = below[dd] if indep and l > 0 else below
+            h = h0[l * D + dd].double().clone()
+            out = torch.zeros(T, N, w.shape[0], dtype=torch.float64)
+            for s in range(T):
+                live = [n for n in range(N) if s < lens[n]]
+                times = [lens[n] - 1 - s if dd else s for n in live]
+                a = inp[times, live] @ w.T + b + h[live] @ u.T
+                margin = min(margin, a.abs().min().item())
+                h[live] = a.clamp(min=0)
+                out[times, live] = h[live]
+            outs.append(out)
+        below = outs if indep and l < L - 1 else (outs[0] + outs[1] if summed else torch.cat(outs, 2))
+    return margin
+
 
 ap = argparse.ArgumentParser()
 ap.add_argument("rnn_jit")
@@ -102,6 +133,13 @@ for case in range(n_cases):
         lengths[rng.randrange(N)] = T
         if rng.random() < 0.5:  # longest first, as pack_padded_sequence wants them by default
             lengths.sort(reverse=True)
+    # ReLU: a pre-activation within float32's rounding of 0 may take either side in float32, and
+    # the gradients then differ by O(1) from float64's where it does; PyTorch's own float32 run
+    # need not take the side rnnjit's takes (seed 1202, case 1 of --big: |a| = 4e-7, that unit's
+    # bias gradient off by 0.37). Large cases have millions of pre-activations, so such a
+    # near-tie is common there: those cases compare the forward results only (continuous at 0).
+    kink = cell == "rnn_relu" and relu_margin(named, data["x"], data["h0"], lengths, bf, L, D, indep, summed) < 1e-6
+    if lengths is not None:
         for n, length in enumerate(lengths):  # padding that neither side may read
             if bf: data["x"][n, length:] = float("nan")
             else: data["x"][length:, n] = float("nan")
@@ -197,6 +235,8 @@ for case in range(n_cases):
     o = d + "/out/"
     bad = []
     for name, ref in want.items():
+        if kink and name not in ("y", "hy"):
+            continue
         got = np.load(o + name + ".npy").astype(np.float64)
         if got.shape != ref.shape:
             bad.append(f"{name} shape {got.shape} vs {ref.shape}"); continue
@@ -213,7 +253,7 @@ for case in range(n_cases):
         fails += 1
         print("FAIL", desc, "; ".join(bad))
     else:
-        print("ok  ", desc, flush=True)
+        print("ok  ", desc + (" (forward only: a ReLU pre-activation within 1e-6 of 0)" if kink else ""), flush=True)
     shutil.rmtree(d, ignore_errors=True)
 shutil.rmtree(root, ignore_errors=True)
 print("worst relative errors:", {k: f"{v:.1e}" for k, v in worst.items()})
