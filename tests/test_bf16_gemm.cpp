@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -123,6 +124,29 @@ TEST(Bf16Gemm, RoundsANearestEvenKeepingNaNAndInfinity) {
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], 1.0f + 0x1p-6f);
   EXPECT_EQ(out[4], inf);
+}
+
+// A recurrence's step splits each group's panels between the threads: 16-column panels where
+// 32-column ones would split unevenly (H = 800: 25 panels of 32, 50 of 16), 32-column ones
+// otherwise. A one-shot GEMM's threads claim tiles as they go and keep the wider panels.
+TEST(Bf16Blocking, RecurrenceStepSplitsTheColumnsEvenly) {
+  const CacheSizes caches;
+  auto widths = [](const GemmBlocking& b) {
+    std::vector<std::int64_t> w;
+    for (int tid = 0; tid < b.threads; ++tid) w.push_back(b.thread_columns(tid).second - b.thread_columns(tid).first);
+    return w;
+  };
+  const GemmBlocking uneven = choose_bf16_blocking(20, 800, 800, 2, caches, false);
+  EXPECT_EQ(uneven.n_r, 1);
+  EXPECT_EQ(widths(uneven), (std::vector<std::int64_t>{400, 400}));
+  const GemmBlocking even = choose_bf16_blocking(20, 1024, 1024, 2, caches, false);
+  EXPECT_EQ(even.n_r, 2);
+  EXPECT_EQ(widths(even), (std::vector<std::int64_t>{512, 512}));
+  EXPECT_EQ(choose_bf16_blocking(20, 800, 800, 1, caches, false).n_r, 2);
+  EXPECT_EQ(choose_bf16_blocking(6000, 800, 800, 2, caches, true).n_r, 2);
+  // Three threads over H = 100: 4 panels of 32 split 32 : 32 : 36 (the last is 4 wide), 7 of
+  // 16 split 32 : 32 : 36 as well: no gain, the wider panels stay.
+  EXPECT_EQ(choose_bf16_blocking(20, 100, 100, 3, caches, false).n_r, 2);
 }
 
 TEST(Bf16Rounding, NearestEvenAndSpecialValues) {
