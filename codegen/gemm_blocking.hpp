@@ -44,6 +44,8 @@ struct GemmBlocking {
   // GEMM), or one per thread (a recurrence's step, where every thread reads all of h).
   bool bf16 = false;
   std::int64_t a_copies = 1;
+  // AMX-BF16: each k step also prefetches A's rows this many k tiles on into L1 (0: none).
+  std::int64_t a_lookahead = 0;
   // Plan kernel indices: [row tail][column tail][beta]; -1 where that case cannot occur.
   int kernels[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
 

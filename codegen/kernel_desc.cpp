@@ -13,8 +13,8 @@ std::size_t KernelDescHash::operator()(const KernelDesc& d) const {
 
 std::string kernel_name(const KernelDesc& d) {
   if (d.kind_of() == KernelKind::amx_gemm)
-    return fmt::format("bf16gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}", d.rows, d.vectors, d.n_tail, d.beta,
-                       d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead);
+    return fmt::format("bf16gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}_pa{}", d.rows, d.vectors, d.n_tail, d.beta,
+                       d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead, d.prefetch);
   if (d.kind_of() == KernelKind::gemm)
     return fmt::format("sgemm_{}_m{}_v{}_t{}_b{}_ar{}_ak{}_bk{}_cr{}_u{}_p{}_l{}", to_string(d.isa_kind()), d.rows,
                        d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride, d.b_k_stride, d.c_row_stride,
@@ -33,9 +33,9 @@ std::string describe(const KernelDesc& d) {
   if (d.kind_of() == KernelKind::amx_gemm)
     return fmt::format(
         "kind=amx_gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} b_k_stride={} c_row_stride={} "
-        "b_lookahead={} gen={}",
+        "b_lookahead={} a_lookahead={} gen={}",
         to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.b_k_stride, d.c_row_stride,
-        d.b_lookahead, d.generator_version);
+        d.b_lookahead, d.prefetch, d.generator_version);
   if (d.kind_of() == KernelKind::gemm)
     return fmt::format("kind=gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} a_k_stride={} "
                        "b_k_stride={} c_row_stride={} unroll={} prefetch={} b_lookahead={} gen={}",

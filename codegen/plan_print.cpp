@@ -229,7 +229,8 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
                    {"rows", k.rows}, {"unroll", k.unroll}};
   if (k.kind_of() == KernelKind::amx_gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
-              {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}, {"b_lookahead", k.b_lookahead}});
+              {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}, {"b_lookahead", k.b_lookahead},
+              {"a_lookahead", k.prefetch}});
   } else if (k.kind_of() == KernelKind::gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride},

@@ -995,6 +995,7 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
   add_gemm_kernels(g, group, KernelKind::amx_gemm, kernels, [&](KernelDesc& d) {
     d.a_row_stride = static_cast<std::uint32_t>(bf16_k(g.k));
     d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
+    d.prefetch = static_cast<std::uint8_t>(b.a_lookahead);
   });
   return g;
 }

@@ -24,14 +24,15 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   if (d.kind_of() != KernelKind::amx_gemm || d.isa_kind() != Isa::avx512)
     throw Error(fmt::format("{}: not an AMX GEMM descriptor", name));
   if (d.rows < 1 || d.rows > 2 * kTileRows || d.vectors < 1 || d.vectors > 2 || d.n_tail > 15 ||
-      d.b_k_stride < d.vectors || d.b_k_stride > 2 || d.b_lookahead > 16)
+      d.b_k_stride < d.vectors || d.b_k_stride > 2 || d.b_lookahead > 16 || d.prefetch > 16)
     throw Error(fmt::format(
-        "{}: an AMX tile block has 1-32 rows, 1-2 column tiles of a panel of 1-2 (b_k_stride), n_tail < 16 and "
-        "b_lookahead <= 16",
+        "{}: an AMX tile block has 1-32 rows, 1-2 column tiles of a panel of 1-2 (b_k_stride), n_tail < 16, "
+        "b_lookahead <= 16 and an A lookahead (prefetch) <= 16",
         name));
   if (d.a_row_stride % kKTile != 0 || d.a_row_stride == 0 || d.c_row_stride == 0)
     throw Error(fmt::format("{}: A's row stride must be a positive multiple of {} and C's positive", name, kKTile));
-  const std::int64_t reach = std::int64_t{kTileRows} * std::max<std::int64_t>(2 * d.a_row_stride, 4 * d.c_row_stride);
+  const std::int64_t reach = 2 * std::int64_t{kTileRows} * std::max<std::int64_t>(2 * d.a_row_stride, 4 * d.c_row_stride) +
+                             std::int64_t{d.prefetch} * kKTile * 2;
   if (reach > std::numeric_limits<std::int32_t>::max())
     throw Error(fmt::format("{}: strides too large for 32-bit displacements", name));
   row_tiles_ = (static_cast<int>(d.rows) + kTileRows - 1) / kTileRows;
@@ -75,6 +76,9 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   const int b_step = static_cast<int>(d.b_k_stride) * kTileBytes;
   for (int line = 0; d.b_lookahead && line < b_step / 64; ++line)
     prefetcht0(ptr[b + static_cast<int>(d.b_lookahead) * b_step + line * 64]);
+  // A's rows (a line each per k step) as many k steps on, where A streams from L2.
+  for (int row = 0; d.prefetch && row < static_cast<int>(d.rows); ++row)
+    prefetcht0(ptr[a + row * 2 * static_cast<int>(d.a_row_stride) + static_cast<int>(d.prefetch) * kKTile * 2]);
   add(a, kKTile * 2);
   add(b, b_step);
   dec(k);
