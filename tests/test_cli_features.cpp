@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rnnjit/npy.hpp"
+#include "rnnjit/rnn.hpp"
 #include "rnnjit/weights.hpp"
 #include "tests/cli_fixture.hpp"
 #include "tests/rnn_case.hpp"
@@ -300,6 +301,33 @@ TEST_F(CliFeatures, BenchPeakReportsTheWeightStreamingBound) {
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("weight-streaming bound: 10.24 MB of recurrent weights a step"), std::string::npos)
       << text.out;
+}
+
+// bench --fpmath bf16 says what the plan that ran made of it: AMX tiles, or FP32 and why. With
+// AMX the weight-streaming bound counts bf16 weights (half the bytes).
+TEST_F(CliFeatures, BenchSaysWhatFpmathBf16CameTo) {
+  const std::vector<std::string> small{"bench", "--input-size", "8", "--hidden-size", "32", "--seq", "2", "--batch",
+                                       "3", "--reps", "1", "--warmup", "0", "--fpmath", "bf16"};
+  auto line = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = small;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const test::CliResult r = cli(args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    const std::size_t at = r.out.find("fpmath bf16: ");
+    return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  EXPECT_EQ(line({"--backend", "reference"}), "fpmath bf16: the reference backend computes in FP32");
+  EXPECT_EQ(line({"--mode", "train"}), "fpmath bf16: inference only, so this training run is FP32");
+  if (!amx_bf16_usable()) {
+    EXPECT_EQ(line({}), "fpmath bf16: this CPU (or OS) gives no AMX-BF16 tiles, so FP32");
+    return;
+  }
+  EXPECT_EQ(line({}), "fpmath bf16: the GEMMs on the weights take bf16 inputs on AMX tiles");
+  // The weight-streaming bound: W_hh [4*800, 800] in bf16 a step (10.24 MB in FP32).
+  const test::CliResult peak =
+      cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--peak", "--fpmath", "bf16"});
+  ASSERT_EQ(peak.status, 0) << peak.err;
+  EXPECT_NE(peak.out.find("5.12 MB of recurrent weights a step"), std::string::npos) << peak.out;
 }
 
 TEST_F(CliFeatures, BadLengthFilesExitOne) {

@@ -26,6 +26,7 @@
 #include "bench/read_bandwidth.hpp"
 #include "bench/onednn_peer.hpp"
 #include "bench/quiet_cores.hpp"
+#include "codegen/plan.hpp"
 #include "rnnjit/rnn.hpp"
 #include "runtime/cuda/cuda_support.hpp"
 #include "tools/rnn-jit/bench_cuda.hpp"
@@ -64,6 +65,7 @@ struct Timings {
 struct Contender {
   std::string name;
   std::function<void()> iteration;
+  FpMath fpmath = FpMath::strict;  // rnnjit on the CPU: the GEMM math its plan runs
 };
 
 struct Data {
@@ -97,14 +99,16 @@ Contender rnnjit_contender(const std::string& name, const RnnConfig& config, con
   auto ex = std::make_shared<Execution>(Rnn(config, options).prepare(shape, mode));
   auto packed = std::make_shared<std::vector<std::byte>>(mode == Mode::inference ? ex->packed_weights_size() : 0);
   if (!packed->empty()) ex->pack_weights(d.w, *packed);
-  return {name, [ex, mode, packed, &d] {
+  return {name,
+          [ex, mode, packed, &d] {
             ex->forward(d.w, {.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy, .packed_weights = *packed,
                               .seq_lengths = d.lengths});
             if (mode == Mode::training) {
               ex->backward_data(d.w, {.dy = d.dy, .dx = d.dx});
               ex->backward_weights({.x = d.x, .dweights = d.dw});
             }
-          }};
+          },
+          ex->plan().fpmath};
 }
 
 Contender peer(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode, const Options& options,
@@ -146,6 +150,16 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
       "--compare: unknown peer '{}' (expected onednn, onednn_bf16, baseline, reference or strict); cudnn with "
       "--device cuda",
       name));
+}
+
+// What --fpmath bf16 came to in the plan that ran, and why where it stayed FP32.
+const char* fpmath_outcome(bool bf16, const Options& options, Mode mode, Device device) {
+  if (bf16) return "the GEMMs on the weights take bf16 inputs on AMX tiles";
+  if (device == Device::cuda) return "the CUDA executor's GEMMs are FP32";
+  if (options.backend == Backend::reference) return "the reference backend computes in FP32";
+  if (mode == Mode::training) return "inference only, so this training run is FP32";
+  if (!amx_bf16_usable()) return "this CPU (or OS) gives no AMX-BF16 tiles, so FP32";
+  return "the plan's instruction set has no AMX GEMM, so FP32";
 }
 
 int bench(const BenchFlags& f) {
@@ -207,8 +221,7 @@ int bench(const BenchFlags& f) {
   // backward data again in training), each thread its share of a layer's directions, at the
   // rate the threads read working sets of that size now.
   // bf16 weights (an inference plan with --fpmath bf16 on AMX) are half the bytes.
-  const bool bf16 = options.fpmath == FpMath::bf16 && mode == Mode::inference && amx_bf16_usable() &&
-                    device == Device::cpu && options.backend != Backend::reference;
+  const bool bf16 = contenders.front().fpmath == FpMath::bf16;
   const double step_bytes = recurrent_weight_bytes(config) * (bf16 ? 0.5 : 1.0);
   const double streamed_bytes = static_cast<double>(shape.seq_len * config.num_layers) * config.directions() *
                                 step_bytes * (mode == Mode::training ? 2.0 : 1.0);
@@ -242,10 +255,7 @@ int bench(const BenchFlags& f) {
   fmt::print("{} {}{} mode={} reps={} {} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape), lengths,
              mode == Mode::training ? "train" : "infer", f.reps,
              device == Device::cuda ? std::string("device=cuda") : fmt::format("threads={}", threads), flops * 1e-9);
-  if (options.fpmath == FpMath::bf16)
-    fmt::print("  fpmath bf16: {}\n", bf16                     ? "the GEMMs on the weights take bf16 inputs on AMX tiles"
-                                     : mode == Mode::training ? "inference only, so this training run is FP32"
-                                                              : "this CPU (or OS) gives no AMX-BF16 tiles, so FP32");
+  if (options.fpmath == FpMath::bf16) fmt::print("  fpmath bf16: {}\n", fpmath_outcome(bf16, options, mode, device));
   if (peak > 0)
     fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it{}\n", peak, threads,
                100.0 * ours_gflops / peak, bf16 ? " (its GEMMs run on AMX tiles, not FMAs)" : "");
