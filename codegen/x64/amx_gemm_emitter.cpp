@@ -31,8 +31,9 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
         name));
   if (d.a_row_stride % kKTile != 0 || d.a_row_stride == 0 || d.c_row_stride == 0)
     throw Error(fmt::format("{}: A's row stride must be a positive multiple of {} and C's positive", name, kKTile));
-  const std::int64_t reach = 2 * std::int64_t{kTileRows} * std::max<std::int64_t>(2 * d.a_row_stride, 4 * d.c_row_stride) +
-                             std::int64_t{d.prefetch} * kKTile * 2;
+  // The farthest displacements: A's last row (prefetched d.prefetch k steps on), C's second row tile.
+  const std::int64_t a_reach = 2 * kTileRows * 2 * std::int64_t{d.a_row_stride} + d.prefetch * kKTile * 2;
+  const std::int64_t reach = std::max<std::int64_t>(a_reach, kTileRows * 4 * std::int64_t{d.c_row_stride});
   if (reach > std::numeric_limits<std::int32_t>::max())
     throw Error(fmt::format("{}: strides too large for 32-bit displacements", name));
   row_tiles_ = (static_cast<int>(d.rows) + kTileRows - 1) / kTileRows;
