@@ -1,7 +1,7 @@
 // Options::fpmath bf16 end to end: inference of every cell, with tails (H = 19, 50, 115), one
 // and two layers, both directions, a projection, variable lengths, batch-first tensors and no
-// biases, on one and two threads (a recurrence split by hidden units, and one split by batch
-// rows), against the double-precision reference. bf16 keeps 8 bits of each GEMM input, so
+// biases, on one and two threads (a recurrence split by hidden units, in 32- or 16-column
+// panels, and one split by batch rows), against the double-precision reference. bf16 keeps 8 bits of each GEMM input, so
 // the tolerance is bf16's (test_bf16_gemm checks the GEMM itself to FP32's); each case also
 // checks that its plan ran on AMX-BF16 and that its results do differ from the strict plan's
 // (a plan that silently stayed FP32 fails). Training and CPUs without AMX stay FP32: checked
@@ -89,6 +89,9 @@ std::vector<Bf16Case> cases() {
   out.push_back({"lstm_rows_split_2threads", {.cell = CellKind::lstm, .input_size = 16, .hidden_size = 32},
                  {10, 96}, 2});
   out.push_back({"gru_wide_2threads", {.cell = CellKind::gru, .input_size = 300, .hidden_size = 400}, {4, 20}, 2});
+  // H = 800 on two threads: 16-column panels of W_hh, 400 units a thread (32-column ones would
+  // split 416 : 384), streamed from L3 at every step.
+  out.push_back({"lstm_ds2_width_2threads", {.cell = CellKind::lstm, .input_size = 16, .hidden_size = 800}, {4, 5}, 2});
   return out;
 }
 
