@@ -1,11 +1,11 @@
 // Options::fpmath bf16 end to end: inference of every cell, with tails (H = 19, 50, 115), one
 // and two layers, both directions, a projection, variable lengths, batch-first tensors and no
 // biases, on one and two threads (a recurrence split by hidden units, in 32- or 16-column
-// panels, and one split by batch rows), against the double-precision reference. bf16 keeps 8 bits of each GEMM input, so
-// the tolerance is bf16's (test_bf16_gemm checks the GEMM itself to FP32's); each case also
-// checks that its plan ran on AMX-BF16 and that its results do differ from the strict plan's
-// (a plan that silently stayed FP32 fails). Training and CPUs without AMX stay FP32: checked
-// here too. Skipped where the CPU (or OS) gives no AMX-BF16 tiles.
+// panels, and one split by batch rows), against the double-precision reference. bf16 keeps 8
+// bits of each GEMM input, so the tolerance is bf16's (test_bf16_gemm checks the GEMM itself
+// to FP32's); each case also checks that its plan ran on AMX-BF16 and that its results do
+// differ from the strict plan's (a plan that silently stayed FP32 fails). Training and CPUs
+// without AMX stay FP32: checked here too. Skipped where the CPU (or OS) gives no AMX-BF16 tiles.
 #include <gtest/gtest.h>
 
 #include <string>
