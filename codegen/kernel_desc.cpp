@@ -20,12 +20,13 @@ std::string kernel_name(const KernelDesc& d) {
                        d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride, d.b_k_stride, d.c_row_stride,
                        d.unroll, d.prefetch, d.b_lookahead);
   // The clip is named by its bits so that every distinct value gives a distinct name.
-  return fmt::format("{}_{}{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}{}{}{}", to_string(d.cell_kind()),
+  return fmt::format("{}_{}{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}{}{}{}{}", to_string(d.cell_kind()),
                      d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training ? "_train" : "",
                      d.cell_kind() == CellKind::gru_reset_before ? (d.part ? "_n" : "_rz") : "",
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll,
                      d.clip_bits ? fmt::format("_clip{:08x}", d.clip_bits) : "",
                      d.gate_clip_bits ? fmt::format("_gclip{:08x}", d.gate_clip_bits) : "",
+                     d.relu_alpha_bits ? fmt::format("_alpha{:08x}", d.relu_alpha_bits) : "",
                      d.peephole ? "_peep" : "", d.input_forget ? "_cifg" : "");
 }
 
@@ -42,10 +43,10 @@ std::string describe(const KernelDesc& d) {
                        to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride,
                        d.b_k_stride, d.c_row_stride, d.unroll, d.prefetch, d.b_lookahead, d.generator_version);
   return fmt::format("kind=gate cell={} part={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} clip={} "
-                     "gate_clip={} peephole={} input_forget={} gen={}",
+                     "gate_clip={} relu_alpha={} peephole={} input_forget={} gen={}",
                      to_string(d.cell_kind()), d.part, d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training,
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll, d.clip(), d.gate_clip(),
-                     d.peephole, d.input_forget, d.generator_version);
+                     d.relu_alpha(), d.peephole, d.input_forget, d.generator_version);
 }
 
 }  // namespace rnnjit

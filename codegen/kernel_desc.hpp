@@ -59,9 +59,11 @@ struct KernelDesc {
   std::uint32_t clip_bits = 0;  // gate, LSTM: the cell clip as float bits (std::bit_cast), 0: none
   std::uint32_t gate_clip_bits = 0;  // gate: the pre-activation clip (ONNX's clip) as float bits, 0: none
   std::uint32_t b_lookahead = 0;     // gemm: each k step prefetches B's row this many k steps on into L1 (0: none); amx_gemm: its tiles
+  std::uint32_t relu_alpha_bits = 0;  // gate, rnn_relu: the leaky slope below zero as float bits, 0: plain ReLU
 
   float clip() const { return std::bit_cast<float>(clip_bits); }
   float gate_clip() const { return std::bit_cast<float>(gate_clip_bits); }
+  float relu_alpha() const { return std::bit_cast<float>(relu_alpha_bits); }
 
   KernelKind kind_of() const { return static_cast<KernelKind>(kind); }
   Isa isa_kind() const { return static_cast<Isa>(isa); }
@@ -69,7 +71,7 @@ struct KernelDesc {
   Pass pass_kind() const { return static_cast<Pass>(pass); }
   int gates() const { return gate_count(cell_kind()); }
   // Width (in units of H) of a row of the reserve's gate region: LSTM i,f,g,o; GRU r,z,hn,n;
-  // RNN a single slot that only backward writes (the gate gradient).
+  // the vanilla RNNs a single slot that only backward writes (the gate gradient).
   int reserve_gates() const { return cell_kind() == CellKind::gru ? 4 : gates(); }
 
   bool operator==(const KernelDesc& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }

@@ -239,7 +239,7 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
     j.update({{"cell", std::string(to_string(k.cell_kind()))},
               {"pass", k.pass_kind() == Pass::forward ? "forward" : "backward"},
               {"training", static_cast<bool>(k.training)}, {"hidden", k.hidden}, {"cols", k.cols}, {"ld_h", k.ld_h},
-              {"part", k.part}, {"clip", k.clip()}, {"gate_clip", k.gate_clip()},
+              {"part", k.part}, {"clip", k.clip()}, {"gate_clip", k.gate_clip()}, {"relu_alpha", k.relu_alpha()},
               {"peephole", static_cast<bool>(k.peephole)}, {"input_forget", static_cast<bool>(k.input_forget)}});
   }
   return j;

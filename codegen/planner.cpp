@@ -1046,6 +1046,7 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
   d.cols = d.hidden;
   if (config.cell == CellKind::lstm && config.clip > 0.0f) d.clip_bits = std::bit_cast<std::uint32_t>(config.clip);
   if (config.gate_clip > 0.0f) d.gate_clip_bits = std::bit_cast<std::uint32_t>(config.gate_clip);
+  if (config.relu_alpha > 0.0f) d.relu_alpha_bits = std::bit_cast<std::uint32_t>(config.relu_alpha);
   d.peephole = config.peephole;
   d.input_forget = config.input_forget;
   const std::int64_t vectors = (config.hidden_size + 15) / 16;

@@ -24,7 +24,11 @@ struct GateClip {
   // 1 where the gradient passes the clamp, else 0, from the gate's activation a.
   T sigmoid_pass(T a) const { return bound == T(0) || (sigmoid_lo < a && a < sigmoid_hi) ? T(1) : T(0); }
   T tanh_pass(T a) const { return bound == T(0) || (tanh_lo < a && a < tanh_hi) ? T(1) : T(0); }
-  T relu_pass(T a) const { return bound == T(0) || a < bound ? T(1) : T(0); }  // relu(-bound) is 0 anyway
+  // ReLU with slope alpha below zero: relu(-bound) = alpha * (-bound), which a plain ReLU's zero
+  // slope makes moot (alpha 0: only a < bound matters).
+  T relu_pass(T a, T alpha = T(0)) const {
+    return bound == T(0) || (a < bound && (alpha == T(0) || alpha * -bound < a)) ? T(1) : T(0);
+  }
 };
 
 }  // namespace rnnjit

@@ -36,7 +36,12 @@ void gate_forward_reference(const KernelDesc& d, const GateForwardArgs& a) {
       };
       switch (d.cell_kind()) {
         case CellKind::rnn_tanh: h_out[j] = std::tanh(pre(0)); break;
-        case CellKind::rnn_relu: { const float v = pre(0); h_out[j] = v > 0.0f ? v : (v == v ? 0.0f : v); break; }
+        case CellKind::rnn_sigmoid: h_out[j] = sigmoidf(pre(0)); break;
+        case CellKind::rnn_relu: {
+          const float v = pre(0);
+          h_out[j] = v > 0.0f ? v : d.relu_alpha_bits ? d.relu_alpha() * v : (v == v ? 0.0f : v);
+          break;
+        }
         case CellKind::lstm: {
           const float cp = a.c_prev[n * H + j];
           const float i = sigmoidf(pre(0, pp ? pp[j] * cp : 0.0f));
@@ -92,9 +97,15 @@ void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
           gates[j] = dh * (1.0f - h * h) * gclip.tanh_pass(h);
           break;
         }
-        case CellKind::rnn_relu: {
+        case CellKind::rnn_sigmoid: {
           const float dh = dh_at(), h = a.h[n * d.ld_h + j];
-          gates[j] = h > 0.0f ? dh * gclip.relu_pass(h) : 0.0f;
+          gates[j] = dh * h * (1.0f - h) * gclip.sigmoid_pass(h);
+          break;
+        }
+        case CellKind::rnn_relu: {
+          const float dh = dh_at(), h = a.h[n * d.ld_h + j], alpha = d.relu_alpha();
+          const float pass = gclip.relu_pass(h, alpha);
+          gates[j] = h > 0.0f ? dh * pass : d.relu_alpha_bits ? alpha * dh * pass : 0.0f;
           break;
         }
         case CellKind::lstm: {

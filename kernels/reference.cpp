@@ -75,8 +75,9 @@ i64 time_of(bool reversed, i64 step, i64 len) { return reversed ? len - 1 - step
 i64 step_of(bool reversed, i64 t, i64 len) { return time_of(reversed, t, len); }
 
 template <typename T>
-T relu(T x) {
-  return x < T(0) ? T(0) : x;  // NaN stays NaN
+T relu(T x, T alpha) {
+  if (alpha != T(0)) return x > T(0) ? x : alpha * x;  // leaky (NaN stays NaN)
+  return x < T(0) ? T(0) : x;                          // NaN stays NaN
 }
 
 // State of element n before the step at time t (t < len) of a direction, from the reserve: the
@@ -156,6 +157,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   const bool clip = config.clip > 0.0f;
   const T clip_value = static_cast<T>(config.clip);
   const GateClip<T> gclip = gate_clip_of<T>(config);
+  const T relu_alpha = static_cast<T>(config.relu_alpha);
   // Dropout acts in training only, between layers.
   const bool dropout = reserve != nullptr && config.dropout > 0.0f && L > 1;
   const T dropout_factor = static_cast<T>(dropout_scale(config.dropout));
@@ -248,9 +250,9 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           const i64 row = t * N + n;  // (t, n) row of the [T, N, ...] arrays
           for (i64 k = 0; k < H; ++k) {
             T h = 0, c = 0;
-            if (cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh) {
+            if (is_vanilla(cell)) {
               const T a = gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]));
-              h = cell == CellKind::rnn_relu ? relu(a) : tanh_(a);
+              h = cell == CellKind::rnn_relu ? relu(a, relu_alpha) : cell == CellKind::rnn_tanh ? tanh_(a) : sigmoid(a);
               if (reserve) reserve->gates[uld][sz(row * GH + k)] = h;
             } else if (lstm) {
               // Peepholes: i and f see c_{t-1}, o sees c_t; input_forget couples f = 1 - i.
@@ -328,6 +330,7 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
   const T clip_value = static_cast<T>(config.clip);
   const bool clip = config.clip > 0.0f;
   const GateClip<T> gclip = gate_clip_of<T>(config);
+  const T relu_alpha = static_cast<T>(config.relu_alpha);
   const i64 out_width = config.output_size();
   // Rows of W_hh whose product is with h_{t-1} itself: all but n's with the reset before.
   const i64 h_rows = reset_before ? 2 * H : GH;
@@ -394,10 +397,14 @@ void backward_data(const RnnConfig& config, const Shape& shape, const T* w, Rese
           for (i64 k = 0; k < H; ++k) {
             const T dh = dcell[sz(k)];
             if (cell == CellKind::rnn_relu) {
-              const T da = g[k] > T(0) ? dh * gclip.relu_pass(g[k]) : T(0);
+              const T pass = gclip.relu_pass(g[k], relu_alpha);
+              const T da = g[k] > T(0) ? dh * pass : relu_alpha != T(0) ? relu_alpha * dh * pass : T(0);
               gx[k] = gh[k] = da;
             } else if (cell == CellKind::rnn_tanh) {
               const T da = dh * (T(1) - g[k] * g[k]) * gclip.tanh_pass(g[k]);
+              gx[k] = gh[k] = da;
+            } else if (cell == CellKind::rnn_sigmoid) {
+              const T da = dh * g[k] * (T(1) - g[k]) * gclip.sigmoid_pass(g[k]);
               gx[k] = gh[k] = da;
             } else if (lstm) {
               const T i = g[k], f = g[H + k], gg = g[2 * H + k], o = g[3 * H + k];

@@ -27,6 +27,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(std::bit_cast<std::uint32_t>(k.config.dropout));
   mix(k.config.batch_first);
   mix(std::bit_cast<std::uint32_t>(k.config.gate_clip));
+  mix(std::bit_cast<std::uint32_t>(k.config.relu_alpha));
   mix(k.config.peephole);
   mix(k.config.input_forget);
   mix(k.config.bias);

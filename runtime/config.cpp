@@ -37,20 +37,23 @@ std::string_view to_string(CellKind cell) {
     case CellKind::lstm: return "lstm";
     case CellKind::gru: return "gru";
     case CellKind::gru_reset_before: return "gru_reset_before";
+    case CellKind::rnn_sigmoid: return "rnn_sigmoid";
   }
   return "unknown";
 }
 
 CellKind parse_cell(std::string_view name) {
-  for (CellKind c : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru, CellKind::gru_reset_before})
+  for (CellKind c : kCellKinds)
     if (name == to_string(c)) return c;
-  throw Error(fmt::format("unknown cell '{}' (expected rnn_relu, rnn_tanh, lstm, gru or gru_reset_before)", name));
+  throw Error(
+      fmt::format("unknown cell '{}' (expected rnn_relu, rnn_tanh, rnn_sigmoid, lstm, gru or gru_reset_before)", name));
 }
 
 int gate_count(CellKind cell) {
   switch (cell) {
     case CellKind::rnn_relu:
-    case CellKind::rnn_tanh: return 1;
+    case CellKind::rnn_tanh:
+    case CellKind::rnn_sigmoid: return 1;
     case CellKind::lstm: return 4;
     case CellKind::gru:
     case CellKind::gru_reset_before: return 3;
@@ -59,8 +62,8 @@ int gate_count(CellKind cell) {
 }
 
 void validate(const RnnConfig& c) {
-  if (static_cast<int>(c.cell) > static_cast<int>(CellKind::gru_reset_before))
-    throw Error(fmt::format("cell kind {} is not one of rnn_relu, rnn_tanh, lstm, gru, gru_reset_before",
+  if (static_cast<std::size_t>(c.cell) >= kCellKinds.size())
+    throw Error(fmt::format("cell kind {} is not one of rnn_relu, rnn_tanh, lstm, gru, gru_reset_before, rnn_sigmoid",
                             static_cast<int>(c.cell)));
   check_positive(c.input_size, "input_size");
   check_positive(c.hidden_size, "hidden_size");
@@ -77,6 +80,10 @@ void validate(const RnnConfig& c) {
   if (c.clip > 0.0f && !lstm) throw Error(fmt::format("clip applies to LSTM only, not to {}", to_string(c.cell)));
   if (!(c.gate_clip >= 0.0f) || std::isinf(c.gate_clip))
     throw Error(fmt::format("gate_clip must be a finite value >= 0 (0: none), got {}", c.gate_clip));
+  if (!(c.relu_alpha >= 0.0f) || std::isinf(c.relu_alpha))
+    throw Error(fmt::format("relu_alpha must be a finite value >= 0 (0: plain ReLU), got {}", c.relu_alpha));
+  if (c.relu_alpha > 0.0f && c.cell != CellKind::rnn_relu)
+    throw Error(fmt::format("relu_alpha applies to rnn_relu only, not to {}", to_string(c.cell)));
   if (c.peephole && !lstm) throw Error(fmt::format("peephole applies to LSTM only, not to {}", to_string(c.cell)));
   if (c.input_forget && !lstm)
     throw Error(fmt::format("input_forget applies to LSTM only, not to {}", to_string(c.cell)));
@@ -121,6 +128,7 @@ std::string describe(const RnnConfig& c) {
   if (c.dropout > 0.0f) s += fmt::format(" dropout={}", c.dropout);
   if (c.batch_first) s += " batch_first";
   if (c.gate_clip > 0.0f) s += fmt::format(" gate_clip={}", c.gate_clip);
+  if (c.relu_alpha > 0.0f) s += fmt::format(" relu_alpha={}", c.relu_alpha);
   if (c.peephole) s += " peephole";
   if (c.input_forget) s += " input_forget";
   if (!c.bias) s += " no_bias";

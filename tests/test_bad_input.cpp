@@ -93,7 +93,8 @@ TEST(BadConfig, UnknownNamesListTheValidOnes) {
   expect_error([] { parse_mode("fast"); }, "unknown mode 'fast' (expected infer or train)");
   expect_error([] { parse_backend("gpu"); }, "unknown backend 'gpu' (expected auto, reference or jit)");
   expect_error([] { parse_isa("avx9000"); }, "unknown isa 'avx9000' (expected avx512, avx2 or reference)");
-  expect_error([] { parse_cell("LSTM"); }, "unknown cell 'LSTM' (expected rnn_relu, rnn_tanh, lstm, gru or gru_reset_before)");
+  expect_error([] { parse_cell("LSTM"); },
+               "unknown cell 'LSTM' (expected rnn_relu, rnn_tanh, rnn_sigmoid, lstm, gru or gru_reset_before)");
   expect_error([] { gate_count(static_cast<CellKind>(9)); }, "unknown cell kind 9");
   EXPECT_EQ(parse_mode("inference"), Mode::inference);
   EXPECT_EQ(parse_mode("train"), Mode::training);
@@ -129,6 +130,13 @@ TEST(BadConfig, FeatureFieldsNameTheirValue) {
                "sum_directions applies to bidirectional networks (it sums their two directions)");
   expect_error([&] { validate(with([](RnnConfig& c) { c.independent_stacks = true; })); },
                "independent_stacks applies to bidirectional networks (a stack of layers per direction)");
+  expect_error([&] { validate(with([](RnnConfig& c) { c.relu_alpha = 0.1f; })); },
+               "relu_alpha applies to rnn_relu only, not to lstm");
+  expect_error([&] { validate(with([](RnnConfig& c) { c.cell = CellKind::rnn_relu, c.relu_alpha = -0.5f; })); },
+               "relu_alpha must be a finite value >= 0 (0: plain ReLU), got -0.5");
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  expect_error([&] { validate(with([](RnnConfig& c) { c.cell = CellKind::rnn_relu, c.relu_alpha = kInf; })); },
+               "relu_alpha must be a finite value >= 0 (0: plain ReLU), got inf");
 }
 
 TEST(BadLengths, SequenceLengthsAreCheckedByCountAndRange) {

@@ -71,9 +71,7 @@ TEST_P(Bf16Rnn, InferenceMatchesTheReferenceToBf16Precision) {
 
 std::vector<Bf16Case> cases() {
   std::vector<Bf16Case> out;
-  const CellKind cells[] = {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru,
-                            CellKind::gru_reset_before};
-  for (CellKind cell : cells) {
+  for (CellKind cell : kCellKinds) {
     const std::string name(to_string(cell));
     out.push_back({name + "_tails", {.cell = cell, .input_size = 13, .hidden_size = 19}, {6, 5}});
     out.push_back({name + "_bidir_2layers_2threads",

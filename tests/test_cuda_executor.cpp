@@ -167,8 +167,7 @@ std::vector<DeviceCase> device_cases() {
   std::vector<DeviceCase> cases;
   for (const char* feature : {"plain", "tails", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
                               "peephole", "input_forget", "lstm_onnx", "all", "lengths", "lengths_all"})
-    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
-                          CellKind::gru_reset_before})
+    for (CellKind cell : kCellKinds)
       for (bool bidir : {false, true})
         for (std::int64_t layers : {1, 2})
           for (Mode mode : {Mode::inference, Mode::training}) {

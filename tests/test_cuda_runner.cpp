@@ -181,8 +181,7 @@ std::vector<WalkCase> walk_cases() {
   for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
                               "peephole", "input_forget", "lstm_onnx", "no_bias", "sum_directions",
                               "independent_stacks", "all"})
-    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
-                          CellKind::gru_reset_before})
+    for (CellKind cell : kCellKinds)
       for (bool bidir : {false, true})
         for (std::int64_t layers : {1, 2})
           for (Mode mode : {Mode::inference, Mode::training}) {
@@ -324,8 +323,7 @@ TEST_P(GpuWalkLengths, MatchTheReference) {
 std::vector<LengthsCase> lengths_cases() {
   std::vector<LengthsCase> cases;
   for (const char* feature : {"plain", "reverse", "projection", "peephole", "batch_first", "dropout", "all"})
-    for (CellKind cell : {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru,
-                          CellKind::gru_reset_before})
+    for (CellKind cell : kCellKinds)
       for (bool bidir : {false, true})
         for (Mode mode : {Mode::inference, Mode::training}) {
           const std::string f = feature;

@@ -1,6 +1,7 @@
 // The CUDA path without a GPU: every generated gate kernel (all cells, the reset-before GRU's two
-// parts, forward inference and training, backward; H with tails; the LSTM cell clip, ONNX's gate clip on every cell, LSTM
-// peepholes and coupled input/forget gates, alone and together) compiles with NVRTC to PTX, and
+// parts, forward inference and training, backward; H with tails; the LSTM cell clip, ONNX's gate
+// clip on every cell, LSTM peepholes and coupled input/forget gates, the leaky ReLU's slope, alone
+// and together) compiles with NVRTC to PTX, and
 // the generated source's math runs on the host — compiled by the system compiler behind a small
 // shim that plays the CUDA grid — against the scalar twins (kernels/gate_reference.hpp), with
 // gate clips that clamp and, backward, stored activations planted exactly at the clip's bounds.
@@ -49,11 +50,11 @@ KernelDesc cuda_desc(CellKind cell, Pass pass, bool training, std::uint32_t H, s
 struct Features {
   float clip = 0.0f, gate_clip = 0.0f;
   bool peephole = false, input_forget = false;
+  float relu_alpha = 0.0f;
 };
 
 std::vector<KernelDesc> every_kernel(std::uint32_t H) {
-  constexpr CellKind kAll[] = {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru,
-                               CellKind::gru_reset_before};
+  constexpr auto kAll = kCellKinds;
   std::vector<KernelDesc> out;
   auto add = [&](CellKind cell, const Features& f) {  // forward inference and training, backward
     for (int k = 0; k < 3; ++k)
@@ -64,6 +65,7 @@ std::vector<KernelDesc> every_kernel(std::uint32_t H) {
         d.gate_clip_bits = std::bit_cast<std::uint32_t>(f.gate_clip);
         d.peephole = f.peephole;
         d.input_forget = f.input_forget;
+        d.relu_alpha_bits = std::bit_cast<std::uint32_t>(f.relu_alpha);
         out.push_back(d);
       }
   };
@@ -76,6 +78,8 @@ std::vector<KernelDesc> every_kernel(std::uint32_t H) {
   add(CellKind::lstm, {.input_forget = true});
   add(CellKind::lstm, {.clip = 0.375f, .gate_clip = 0.7f, .peephole = true, .input_forget = true});
   add(CellKind::lstm, {.gate_clip = 0.7f, .peephole = true});
+  add(CellKind::rnn_relu, {.relu_alpha = 0.3f});
+  add(CellKind::rnn_relu, {.gate_clip = 0.7f, .relu_alpha = 0.3f});
   return out;
 }
 
@@ -183,7 +187,7 @@ int check(const unsigned char (&bytes)[sizeof(rnnjit::KernelDesc)], Kernel kerne
   // also in inference) held exactly at an activation of a bound; backward, blocked gradients
   // (exact zeros where the twin has them too).
   int clamped = 0;
-  const bool gated = d.cell_kind() != rnnjit::CellKind::rnn_tanh && d.cell_kind() != rnnjit::CellKind::rnn_relu;
+  const bool gated = !rnnjit::is_vanilla(d.cell_kind());
   const bool z_out = reset_before && d.part == 0;  // c_out holds z
   if (d.gate_clip_bits && d.pass == 0)
     for (int i = 0; i < n; ++i)

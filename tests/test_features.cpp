@@ -1,7 +1,8 @@
 // The features through the public API on every backend: reverse direction, cell clipping,
 // dropout between layers, batch-first tensors, variable sequence lengths, the LSTM projection,
 // ONNX's gate clip, LSTM peepholes and coupled input-forget gates, networks without biases and
-// bidirectional ones whose directions are summed or stacked independently, alone and combined,
+// bidirectional ones whose directions are summed or stacked independently, the leaky ReLU, alone
+// and combined (the logistic-sigmoid RNN on a subset of them),
 // forward and backward, against the double-precision reference (whose gradients are checked by
 // finite differences in test_reference_features). Sizes have vector tails
 // (H = 19, 115, 230) and odd batches; the AVX-512 plans run on one and two threads (the cases
@@ -34,6 +35,7 @@ struct Feature {
   bool no_bias = false;
   bool sum_directions = false;  // bidirectional only
   bool independent_stacks = false;  // bidirectional only
+  float relu_alpha = 0.0f;  // rnn_relu only
 };
 
 struct Target {
@@ -76,7 +78,7 @@ TEST_P(Features, MatchReference) {
   const Feature& f = p.feature;
   // Two threads only split plans with enough work per thread: those cases are larger.
   const bool split = p.target.threads > 1;
-  const bool vanilla = p.cell == CellKind::rnn_tanh || p.cell == CellKind::rnn_relu;
+  const bool vanilla = is_vanilla(p.cell);
   RnnConfig config{.cell = p.cell, .input_size = split ? 160 : 23, .hidden_size = split ? (vanilla ? 230 : 115) : 19,
                    .num_layers = f.dropout > 0.0f ? 3 : 2, .bidirectional = p.bidirectional};
   config.reverse = f.reverse && !p.bidirectional;
@@ -90,6 +92,7 @@ TEST_P(Features, MatchReference) {
   config.bias = !f.no_bias;
   config.sum_directions = f.sum_directions && p.bidirectional;
   config.independent_stacks = f.independent_stacks && p.bidirectional;
+  config.relu_alpha = f.relu_alpha;
   RnnCase rc(config, p.target.row_split ? Shape{9, 21} : split ? Shape{24, 10} : Shape{7, 5}, 3);
   if (f.lengths) rc.vary_lengths(7, f.longest_first);
   rc.dropout_seed = 0x5eed;
@@ -123,15 +126,23 @@ std::vector<FeatureCase> feature_cases() {
       {.name = "onnx", .reverse = true, .lengths = true, .gate_clip = 0.7f, .peephole = true, .input_forget = true},
       {.name = "peephole_all", .reverse = true, .batch_first = true, .lengths = true, .clip = 0.6f, .dropout = 0.3f,
        .proj_size = 11, .gate_clip = 0.8f, .peephole = true},
+      {.name = "leaky_relu", .relu_alpha = 0.15f},
+      {.name = "leaky_relu_all", .reverse = true, .batch_first = true, .lengths = true, .dropout = 0.3f,
+       .gate_clip = 0.5f, .sum_directions = true, .relu_alpha = 0.15f},
+  };
+  // The sigmoid RNN shares the tanh RNN's kernels but for its activation: a few features suffice.
+  auto sigmoid_runs = [](const Feature& f) {
+    return f.name == "lengths" || f.name == "gate_clip" || f.name == "dropout" || f.name == "all";
   };
   const Target targets[] = {{Isa::avx512, 1}, {Isa::avx512, 2}, {Isa::avx512, 2, true}, {Isa::avx512, 4, true},
                             {Isa::reference, 1}};
   std::vector<FeatureCase> cases;
   for (const Feature& f : features)
-    for (CellKind cell :
-         {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru, CellKind::gru_reset_before}) {
+    for (CellKind cell : kCellKinds) {
       const bool lstm_only = f.clip > 0.0f || f.proj_size > 0 || f.peephole || f.input_forget;
       if (lstm_only && f.name != "all" && f.name != "onnx" && cell != CellKind::lstm) continue;
+      if (f.relu_alpha > 0.0f && cell != CellKind::rnn_relu) continue;  // the leaky ReLU's features
+      if (cell == CellKind::rnn_sigmoid && !sigmoid_runs(f)) continue;
       for (bool bidir : {false, true}) {
         if (f.reverse && bidir && f.name == "reverse") continue;  // reverse is a unidirectional feature
         const bool bidirectional_only = f.name == "sum_directions" || f.name.starts_with("independent_stacks");

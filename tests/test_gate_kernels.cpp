@@ -9,8 +9,9 @@
 // must not write (columns between cols and ld_h, the reserve in inference, inputs-only carries)
 // must keep their bits. LSTM forward is also run in place (c_out == c_prev).
 //
-// The features (LSTM peepholes and input_forget, the gate clip of every cell) run the same sweep
-// on fewer sizes, with a plain absolute bound instead of the per-formula analysis below.
+// The features (LSTM peepholes and input_forget, the gate clip of every cell, the leaky ReLU's
+// slope) run the same sweep on fewer sizes, with a plain absolute bound instead of the
+// per-formula analysis below.
 //
 // Also: generated code is never writable and executable at once, and the emitters refuse
 // descriptors they cannot encode.
@@ -23,6 +24,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -144,7 +146,10 @@ Launch make_launch(const KernelDesc& d) {
   } else {
     l.add("dy", Role::input, d.ld_h, 1, range(-1, 1));
     if (cell == CellKind::rnn_tanh) l.add("h", Role::input, d.ld_h, 1, range(-1, 1));
-    if (cell == CellKind::rnn_relu) l.add("h", Role::input, d.ld_h, 1, [&](int) { return std::max(0.0f, uniform(-1, 1)); });
+    if (cell == CellKind::rnn_sigmoid) l.add("h", Role::input, d.ld_h, 1, range(0, 1));
+    if (cell == CellKind::rnn_relu && d.relu_alpha_bits) l.add("h", Role::input, d.ld_h, 1, range(-1.5f, 1.5f));
+    if (cell == CellKind::rnn_relu && !d.relu_alpha_bits)
+      l.add("h", Role::input, d.ld_h, 1, [&](int) { return std::max(0.0f, uniform(-1, 1)); });
     if (gru) l.add("h_prev", Role::input, d.ld_h, 1, range(-1, 1));
     if (lstm) {
       l.add("c", Role::input, H, 1, range(-2, 2));
@@ -189,7 +194,9 @@ using Bounds = std::map<std::string, std::vector<double>>;
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-bool has_features(const KernelDesc& d) { return d.peephole || d.input_forget || d.gate_clip_bits; }
+bool has_features(const KernelDesc& d) {
+  return d.peephole || d.input_forget || d.gate_clip_bits || d.relu_alpha_bits;
+}
 
 // Inputs are at most 2 in magnitude and every output is a short chain of products and sums of
 // them, so 512u (3e-5) absolute is tens of times the rounding and far below any mistake.
@@ -227,6 +234,7 @@ Bounds error_bounds(const Launch& l) {
             break;
           case CellKind::rnn_relu: bound("h_out", n, 0, j) = dpre(0); break;
           case CellKind::rnn_tanh: { double h; bound("h_out", n, 0, j) = th(0, h); break; }
+          case CellKind::rnn_sigmoid: { double h; bound("h_out", n, 0, j) = sig(0, h); break; }
           case CellKind::lstm: {
             double i, f, g, o;
             const double di = sig(0, i), df = sig(1, f), dg = th(2, g), dO = sig(3, o);
@@ -272,6 +280,12 @@ Bounds error_bounds(const Launch& l) {
             ADD_FAILURE() << "this sweep has no gru_reset_before kernels";
             break;
           case CellKind::rnn_relu: bound("gates", n, 0, j) = 0; break;  // dh or 0 on both sides
+          case CellKind::rnn_sigmoid: {
+            // (dh h)(1 - h): the same three roundings in the same order on both sides.
+            const double h = in("h", n, 0, j);
+            bound("gates", n, 0, j) = 3 * kU * std::fabs(dh * h * (1 - h));
+            break;
+          }
           case CellKind::rnn_tanh: {
             // dh (1 - h^2): 1 - h^2 fused in the kernel; the twin rounds h^2 (u h^2) and the difference.
             const double h = in("h", n, 0, j);
@@ -469,7 +483,7 @@ std::vector<KernelDesc> sweep() {
     bool training;
   };
   const PassMode passes[] = {{Pass::forward, false}, {Pass::forward, true}, {Pass::backward, false}};
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru})
     for (const PassMode& pm : passes) {
       const int max_unroll = x64::max_gate_unroll(cell, pm.pass);
       for (std::uint32_t H : {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, 800})
@@ -485,16 +499,21 @@ std::vector<KernelDesc> sweep() {
     }
   // The features, alone and together. A gate clip of 0.7 holds about half of the forward's
   // pre-activations (sums of four values in [-2, 2]) and, backward, treats the random gate
-  // values outside (act(-0.7), act(0.7)) as clamped.
+  // values outside (act(-0.7), act(0.7)) as clamped. The leaky ReLU's slopes: 0.3 (not a power
+  // of two: alpha * x rounds) and 1.5 (above 1; its clamped h = -1.05 is inside the backward's
+  // h in [-1.5, 1.5]).
   struct Features {
     bool peephole, input_forget, gate_clip;
+    float relu_alpha = 0.0f;
   };
-  const Features lstm_features[] = {{true, false, false}, {false, true, false}, {false, false, true},
-                                    {true, true, false},  {true, false, true},  {true, true, true}};
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+  const Features features[] = {{true, false, false},        {false, true, false},       {false, false, true},
+                               {true, true, false},         {true, false, true},        {true, true, true},
+                               {false, false, false, 0.3f}, {false, false, true, 0.3f}, {false, false, true, 1.5f}};
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru})
     for (const PassMode& pm : passes)
-      for (const Features& f : lstm_features) {
+      for (const Features& f : features) {
         if (cell != CellKind::lstm && (f.peephole || f.input_forget)) continue;
+        if (cell != CellKind::rnn_relu && f.relu_alpha > 0.0f) continue;
         for (std::uint32_t H : {1, 15, 17, 33, 100})
           for (std::uint32_t ld : {H, 2 * H})
             for (int u = 1; u <= x64::max_gate_unroll(cell, pm.pass); ++u)
@@ -504,6 +523,7 @@ std::vector<KernelDesc> sweep() {
                 d.peephole = f.peephole;
                 d.input_forget = f.input_forget;
                 d.gate_clip_bits = f.gate_clip ? std::bit_cast<std::uint32_t>(0.7f) : 0u;
+                d.relu_alpha_bits = std::bit_cast<std::uint32_t>(f.relu_alpha);
                 descs.push_back(d);
               }
       }
@@ -579,7 +599,7 @@ std::vector<Mapping> mappings() {
 TEST(GateKernelCode, NeverWritableAndExecutable) {
   // Generating needs no AVX-512, only running does: this test runs on any x86-64.
   std::vector<std::unique_ptr<CompiledKernel>> kernels;
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru})
     for (Pass pass : {Pass::forward, Pass::backward})
       kernels.push_back(std::make_unique<CompiledKernel>(gate_desc(cell, pass, pass == Pass::forward, 100, 3, 200, 2)));
   const std::vector<Mapping> maps = mappings();
@@ -620,7 +640,7 @@ TEST(GateKernelRefusals, MoreRegistersThanExist) {
   // Through the runtime too.
   EXPECT_THROW(CompiledKernel(gate_desc(CellKind::lstm, Pass::backward, false, 64, 2, 64, 3)), Error);
   // What max_gate_unroll promises is accepted.
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru})
     for (Pass pass : {Pass::forward, Pass::backward})
       EXPECT_NO_THROW(x64::emit_gate_kernel(gate_desc(cell, pass, false, 64, 2, 64, x64::max_gate_unroll(cell, pass))))
           << to_string(cell);
@@ -632,6 +652,17 @@ TEST(GateKernelRefusals, IsaOtherThanAvx512) {
   // The runtime binds the scalar twin instead: no generated code.
   const CompiledKernel twin(gate_desc(CellKind::lstm, Pass::forward, false, 64, 2, 64, 1, 0, Isa::reference));
   EXPECT_TRUE(twin.code().empty());
+}
+
+TEST(GateKernelRefusals, ReluAlphaOutsideTheLeakyRelu) {
+  KernelDesc d = gate_desc(CellKind::rnn_tanh, Pass::forward, false, 64, 2, 64, 1);
+  d.relu_alpha_bits = std::bit_cast<std::uint32_t>(0.5f);
+  expect_refused(d, "relu_alpha");  // not a ReLU
+  d.cell = static_cast<std::uint8_t>(CellKind::rnn_relu);
+  for (float bad : {-0.5f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    d.relu_alpha_bits = std::bit_cast<std::uint32_t>(bad);
+    expect_refused(d, "relu_alpha");
+  }
 }
 
 TEST(GateKernelRefusals, ZeroUnroll) {

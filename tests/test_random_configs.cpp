@@ -1,9 +1,10 @@
 // Random configurations through the public API against the double-precision reference: sizes
 // drawn so that every dimension meets its edge cases (1, around the vector width of 16, primes),
 // with every cell and every feature switched on or off at random, inference and training, on 1
-// and 2 threads and on the reference ISA. Where test_features walks each feature on fixed sizes,
-// this walks the combinations and shapes nobody listed. The seed is fixed: a failure names its
-// case and reproduces.
+// and 2 threads and on the reference ISA (the last 40 cases are sigmoid RNNs and leaky ReLUs,
+// drawn after the first 300 so that those stay as they were). Where test_features walks each
+// feature on fixed sizes, this walks the combinations and shapes nobody listed. The seed is
+// fixed: a failure names its case and reproduces.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -48,9 +49,11 @@ std::vector<RandomCase> random_cases() {
   constexpr CellKind kCells[] = {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru,
                                  CellKind::gru_reset_before};
   std::vector<RandomCase> cases;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 340; ++i) {
     RnnConfig c;
     c.cell = kCells[std::uniform_int_distribution<int>(0, 4)(rng)];
+    if (i >= 300) c.cell = i % 2 ? CellKind::rnn_sigmoid : CellKind::rnn_relu;
+    c.relu_alpha = i >= 300 && c.cell == CellKind::rnn_relu ? 0.1f : 0.0f;
     c.input_size = pick({1, 2, 7, 15, 16, 17, 33, 64});
     c.hidden_size = pick({1, 3, 8, 15, 16, 17, 31, 32, 33, 47, 64, 65, 130});
     c.num_layers = pick({1, 1, 2, 3});

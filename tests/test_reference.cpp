@@ -144,6 +144,32 @@ TEST(ReferenceHand, RnnReluClipsAtZero) {
   EXPECT_NEAR(o.hy[0], h3, kExact);
 }
 
+TEST(ReferenceHand, RnnLeakyReluAndSigmoid) {
+  const double a = 2.0, b = 0.5, c = -0.1, d = 0.3, alpha = 0.25;
+  const std::vector<double> x{-1.0, 0.75};
+  const double h0 = 0.6;
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_sigmoid}) {
+    RnnConfig cfg{cell, 1, 1, 1, false};
+    if (cell == CellKind::rnn_relu) cfg.relu_alpha = static_cast<float>(alpha);  // 0.25: exact in float
+    const WeightLayout layout(cfg);
+    std::vector<double> w(static_cast<std::size_t>(layout.total_elements()));
+    set_block(layout, w, "weight_ih_l0", {a});
+    set_block(layout, w, "weight_hh_l0", {b});
+    set_block(layout, w, "bias_ih_l0", {c});
+    set_block(layout, w, "bias_hh_l0", {d});
+    const Outputs o = run_forward(cfg, Shape{2, 1}, w, x, &h0, nullptr);
+    auto act = [&](double p) {
+      return cell == CellKind::rnn_relu ? (p > 0 ? p : alpha * p) : 1.0 / (1.0 + std::exp(-p));
+    };
+    const double p1 = a * x[0] + c + b * h0 + d;  // negative: the leaky part
+    ASSERT_LT(p1, 0.0);
+    const double h1 = act(p1), h2 = act(a * x[1] + c + b * h1 + d);
+    EXPECT_NEAR(o.y[0], h1, kExact) << to_string(cell);
+    EXPECT_NEAR(o.y[1], h2, kExact) << to_string(cell);
+    EXPECT_NEAR(o.hy[0], h2, kExact) << to_string(cell);
+  }
+}
+
 // H=2, I=1, N=2: checks the row-major [G*H, in] weight layout (W_hh is not symmetric) and
 // the [T, N, H] activation layout.
 TEST(ReferenceHand, RnnTanhMatrixLayout) {
@@ -339,11 +365,12 @@ struct GradCase {
   i64 seq_len, batch;
   bool with_states;   // h0/c0 passed to forward (else null => zeros)
   bool with_dstates;  // loss includes hy and cy (else dhy/dcy passed as null)
+  float relu_alpha = 0.0f;  // rnn_relu: the leaky slope
 };
 
 std::string case_name(const GradCase& c) {
-  return fmt::format("{}_I{}_H{}_L{}_D{}_T{}_N{}{}{}", to_string(c.cell), c.input, c.hidden, c.layers,
-                     c.bidirectional ? 2 : 1, c.seq_len, c.batch, c.with_states ? "" : "_noh0",
+  return fmt::format("{}{}_I{}_H{}_L{}_D{}_T{}_N{}{}{}", to_string(c.cell), c.relu_alpha > 0 ? "_leaky" : "", c.input,
+                     c.hidden, c.layers, c.bidirectional ? 2 : 1, c.seq_len, c.batch, c.with_states ? "" : "_noh0",
                      c.with_dstates ? "" : "_nodhy");
 }
 
@@ -371,7 +398,8 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {};
 
 TEST_P(GradCheck, MatchesCentralDifferences) {
   const GradCase gc = GetParam();
-  const RnnConfig cfg{gc.cell, gc.input, gc.hidden, gc.layers, gc.bidirectional};
+  RnnConfig cfg{gc.cell, gc.input, gc.hidden, gc.layers, gc.bidirectional};
+  cfg.relu_alpha = gc.relu_alpha;
   const Shape shape{gc.seq_len, gc.batch};
   const WeightLayout layout(cfg);
   const bool lstm = gc.cell == CellKind::lstm, relu = gc.cell == CellKind::rnn_relu;
@@ -486,7 +514,7 @@ TEST_P(GradCheck, MatchesCentralDifferences) {
 
 std::vector<GradCase> grad_cases() {
   std::vector<GradCase> cases;
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru}) {
+  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru}) {
     // cell, I, H, L, bidir, T, N, states, dstates
     cases.push_back({cell, 1, 1, 1, false, 1, 1, true, true});
     cases.push_back({cell, 2, 1, 2, true, 2, 3, false, true});
@@ -495,6 +523,10 @@ std::vector<GradCase> grad_cases() {
     cases.push_back({cell, 7, 17, 1, false, 5, 1, true, false});
     cases.push_back({cell, 4, 17, 2, true, 3, 2, true, true});
   }
+  // The leaky ReLU (its negative units carry gradient too).
+  cases.push_back({CellKind::rnn_relu, 1, 1, 1, false, 1, 1, true, true, 0.2f});
+  cases.push_back({CellKind::rnn_relu, 5, 3, 2, true, 4, 2, true, true, 0.2f});
+  cases.push_back({CellKind::rnn_relu, 4, 17, 2, true, 3, 2, true, false, 0.2f});
   return cases;
 }
 
@@ -574,7 +606,8 @@ TEST_P(FloatVsDouble, Agree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, FloatVsDouble,
-                         ::testing::Values(CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru),
+                         ::testing::Values(CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid,
+                                           CellKind::lstm, CellKind::gru),
                          [](const ::testing::TestParamInfo<CellKind>& info) {
                            return std::string(to_string(info.param));
                          });
@@ -710,7 +743,8 @@ TEST(ReferenceValidation, InvalidShapeThrows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, Conventions,
-                         ::testing::Values(CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm, CellKind::gru),
+                         ::testing::Values(CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid,
+                                           CellKind::lstm, CellKind::gru),
                          [](const ::testing::TestParamInfo<CellKind>& info) {
                            return std::string(to_string(info.param));
                          });

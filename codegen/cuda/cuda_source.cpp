@@ -49,8 +49,10 @@ RNNJIT_HD inline float rnnjit_sigmoid_pass(const RnnjitGateClip& k, float a) {
 RNNJIT_HD inline float rnnjit_tanh_pass(const RnnjitGateClip& k, float a) {
   return k.bound == 0.0f || (k.tanh_lo < a && a < k.tanh_hi) ? 1.0f : 0.0f;
 }
-RNNJIT_HD inline float rnnjit_relu_pass(const RnnjitGateClip& k, float a) {
-  return k.bound == 0.0f || a < k.bound ? 1.0f : 0.0f;
+// alpha: the leaky slope (relu(-bound) = alpha * -bound; 0: a plain ReLU, whose zero slope makes
+// the lower bound moot).
+RNNJIT_HD inline float rnnjit_relu_pass(const RnnjitGateClip& k, float a, float alpha) {
+  return k.bound == 0.0f || (a < k.bound && (alpha == 0.0f || alpha * -k.bound < a)) ? 1.0f : 0.0f;
 }
 // LSTM, gates i,f,g,o of one unit: pre[] are the pre-activations (both biases, no peephole
 // terms); returns h, writes c and gates. clip > 0 clamps c to [-clip, clip] (NaN stays NaN).
@@ -142,11 +144,15 @@ constexpr const char* kPeepholeLoad =
 std::string forward_body(const KernelDesc& d) {
   switch (d.cell_kind()) {
     case CellKind::rnn_tanh:
+    case CellKind::rnn_sigmoid:
     case CellKind::rnn_relu:
       return fmt::format(R"(  const float pre =
       rnnjit_clip_gate(gc, a.gx[row * GH + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j]);
   a.h_out[row * LDH + j] = {};
-)", d.cell_kind() == CellKind::rnn_tanh ? "rnnjit_tanh(pre)" : "pre > 0.0f ? pre : (pre == pre ? 0.0f : pre)");
+)", d.cell_kind() == CellKind::rnn_tanh      ? "rnnjit_tanh(pre)"
+    : d.cell_kind() == CellKind::rnn_sigmoid ? "rnnjit_sigmoid(pre)"
+    : d.relu_alpha_bits                      ? "pre > 0.0f ? pre : ALPHA * pre"
+                                             : "pre > 0.0f ? pre : (pre == pre ? 0.0f : pre)");
     case CellKind::lstm:
       return fmt::format(R"(  float pre[4], act[4], c;
   for (int g = 0; g < 4; ++g)
@@ -191,9 +197,14 @@ std::string backward_body(const KernelDesc& d) {
       return R"(  const float h = a.h[row * LDH + j];
   a.gates[row * R + j] = dh * (1.0f - h * h) * rnnjit_tanh_pass(gc, h);
 )";
+    case CellKind::rnn_sigmoid:
+      return R"(  const float h = a.h[row * LDH + j];
+  a.gates[row * R + j] = dh * h * (1.0f - h) * rnnjit_sigmoid_pass(gc, h);
+)";
     case CellKind::rnn_relu:
       return R"(  const float h = a.h[row * LDH + j];
-  a.gates[row * R + j] = h > 0.0f ? dh * rnnjit_relu_pass(gc, h) : 0.0f;
+  const float pass = rnnjit_relu_pass(gc, h, ALPHA);
+  a.gates[row * R + j] = h > 0.0f ? dh * pass : ALPHA != 0.0f ? ALPHA * dh * pass : 0.0f;
 )";
     case CellKind::lstm:
       return fmt::format(R"(  float g[4];
@@ -258,6 +269,10 @@ std::string gate_kernel_source(const KernelDesc& d) {
     throw Error(fmt::format("{}: invalid part {} (only gru_reset_before has two, 0 and 1)", kernel_name(d), d.part));
   if (d.gate_clip_bits && !(d.gate_clip() > 0.0f && std::isfinite(d.gate_clip())))
     throw Error(fmt::format("{}: invalid gate clip {}", kernel_name(d), d.gate_clip()));
+  if (d.relu_alpha_bits &&
+      !(d.cell_kind() == CellKind::rnn_relu && d.relu_alpha() > 0.0f && std::isfinite(d.relu_alpha())))
+    throw Error(
+        fmt::format("{}: invalid relu alpha {} (a finite slope > 0 of rnn_relu)", kernel_name(d), d.relu_alpha()));
   const bool forward = d.pass_kind() == Pass::forward;
   const std::string body = forward ? forward_body(d) : backward_body(d);
   return fmt::format(R"({prelude}
@@ -266,7 +281,8 @@ std::string gate_kernel_source(const KernelDesc& d) {
 extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
   constexpr int H = {H}, GH = {GH}, R = {R}, LDH = {LDH};
   constexpr float CLIP = {clip};  // LSTM cell clip, 0: none
-  (void)GH; (void)R; (void)LDH; (void)CLIP;
+  constexpr float ALPHA = {alpha};  // rnn_relu's leaky slope, 0: plain ReLU
+  (void)GH; (void)R; (void)LDH; (void)CLIP; (void)ALPHA;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   const int row = blockIdx.y;
   if (j >= {cols}) return;
@@ -278,6 +294,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
                      fmt::arg("args", forward ? "GateForwardArgs" : "GateBackwardArgs"), fmt::arg("H", d.hidden),
                      fmt::arg("GH", d.gates() * d.hidden), fmt::arg("R", d.reserve_gates() * d.hidden),
                      fmt::arg("LDH", d.ld_h), fmt::arg("clip", fmt::format("{:a}f", d.clip())),
+                     fmt::arg("alpha", fmt::format("{:a}f", d.relu_alpha())),
                      fmt::arg("dh", !reads_dh(d) ? "" : "  const float dh = a.dy[row * LDH + j] + a.dh_carry[row * H + j];\n"),
                      fmt::arg("gclip", gate_clip_init(d)), fmt::arg("body", body));
 }

@@ -1,5 +1,6 @@
 #include "codegen/x64/gate_emitter.hpp"
 
+#include <cmath>
 #include <cstddef>
 
 #include <fmt/format.h>
@@ -33,6 +34,9 @@ GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
     throw Error(fmt::format("{}: clip needs an LSTM and a positive value", kernel_name(desc)));
   if (desc.gate_clip_bits && !(desc.gate_clip() > 0.0f && desc.gate_clip() < 1e30f))
     throw Error(fmt::format("{}: gate_clip must be a positive finite value", kernel_name(desc)));
+  if (desc.relu_alpha_bits && !(desc.cell_kind() == CellKind::rnn_relu && desc.relu_alpha() > 0.0f &&
+                                std::isfinite(desc.relu_alpha())))
+    throw Error(fmt::format("{}: relu_alpha needs rnn_relu and a positive finite value", kernel_name(desc)));
   if ((desc.peephole || desc.input_forget) && desc.cell_kind() != CellKind::lstm)
     throw Error(fmt::format("{}: peephole and input_forget need an LSTM", kernel_name(desc)));
   if (desc.cols < 1 || desc.cols > desc.hidden)
@@ -75,6 +79,7 @@ void GateEmitter::store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool m
 // The table after the code: clip, -clip, gate_clip, -gate_clip.
 Xbyak::Address GateEmitter::clip_bound(bool negative) { return ptr[rip + clip_table_ + (negative ? 4 : 0)]; }
 Xbyak::Address GateEmitter::gate_clip_bound(bool negative) { return ptr[rip + clip_table_ + (negative ? 12 : 8)]; }
+Xbyak::Address GateEmitter::relu_alpha() { return ptr_b[rip + clip_table_ + 16]; }
 
 void GateEmitter::clamp_gates(std::span<const Xbyak::Zmm> v) {
   if (!desc_.gate_clip_bits) return;
@@ -100,9 +105,14 @@ void GateEmitter::store_gate_clip_bounds() {
 
 void GateEmitter::zero_unless_passed(const Xbyak::Zmm& grad, const Xbyak::Zmm& a, Activation act) {
   if (!desc_.gate_clip_bits) return;
-  if (act == Activation::relu) {  // relu(-b) = 0 has no gradient anyway: only a < b matters
+  if (act == Activation::relu) {  // a plain relu(-b) = 0 has no gradient anyway: only a < b matters
     vbroadcastss(clip_scratch_, gate_clip_bound(false));
     vcmpps(local_mask_, a, clip_scratch_, 0x11);  // a < b (ordered, quiet: false for NaN)
+    if (desc_.relu_alpha_bits) {                  // and a > alpha * (-b), as the forward computes it
+      vbroadcastss(clip_scratch_, gate_clip_bound(true));
+      vmulps(clip_scratch_, clip_scratch_, relu_alpha());
+      vcmpps(local_mask_ | local_mask_, a, clip_scratch_, 0x1e);
+    }
   } else {
     const int at = act == Activation::sigmoid ? 0 : 8;
     vcmpps(local_mask_, a, ptr_b[rsp + at + 4], 0x11);            // a < act(b)
@@ -172,13 +182,14 @@ void GateEmitter::generate() {
   postamble();
   text_size_ = getSize();
   act_.emit_constant_table();
-  if (desc_.clip_bits || desc_.gate_clip_bits) {
+  if (desc_.clip_bits || desc_.gate_clip_bits || desc_.relu_alpha_bits) {
     align(4);
     L(clip_table_);
     for (std::uint32_t bits : {desc_.clip_bits, desc_.gate_clip_bits}) {
       dd(bits);
       dd(bits ^ 0x80000000u);  // the negative bound
     }
+    dd(desc_.relu_alpha_bits);
   }
   finalize();
 }
@@ -192,7 +203,7 @@ void GateEmitter::generate() {
 namespace rnnjit::x64 {
 
 int max_gate_unroll(CellKind cell, Pass pass) {
-  const bool vanilla = cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh;
+  const bool vanilla = is_vanilla(cell);
   if (pass == Pass::forward) return 4;           // LSTM/GRU: 4 registers a slot (GRU reset before: 3); RNN: 1
   if (cell == CellKind::gru_reset_before) return 3;  // backward: 5 and 4 a slot
   return vanilla ? 4 : 2;                        // backward: RNN 3 a slot; LSTM/GRU 8
@@ -221,6 +232,7 @@ std::unique_ptr<GateEmitter> emit_gate_kernel(const KernelDesc& d) {
                     : std::unique_ptr<GateEmitter>(new GruResetBackwardUpdate(d));
     case CellKind::rnn_relu:
     case CellKind::rnn_tanh:
+    case CellKind::rnn_sigmoid:
       return fwd ? std::unique_ptr<GateEmitter>(new RnnForward(d)) : std::unique_ptr<GateEmitter>(new RnnBackward(d));
   }
   throw Error(fmt::format("{}: no emitter for this cell", kernel_name(d)));

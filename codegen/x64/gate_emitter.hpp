@@ -67,6 +67,8 @@ class GateEmitter : public JitGenerator {
   enum class Activation { sigmoid, tanh, relu };
   void clamp_gates(std::span<const Xbyak::Zmm> v);
   void zero_unless_passed(const Xbyak::Zmm& grad, const Xbyak::Zmm& a, Activation act);
+  // rnn_relu with desc_.relu_alpha_bits: the leaky slope as a broadcast {1to16} operand.
+  Xbyak::Address relu_alpha();
 
   KernelDesc desc_;
   std::size_t text_size_ = 0;

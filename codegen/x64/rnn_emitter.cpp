@@ -1,6 +1,8 @@
-// rnnjit: vanilla RNN gate kernels, h = act(gx + b_ih + gh + b_hh) with act tanh or relu.
-// Backward needs only h_t: tanh' = 1 - h^2, relu' = [h > 0]; a gate clip clamps act's argument
-// and stops the gradient where it held.
+// rnnjit: vanilla RNN gate kernels, h = act(gx + b_ih + gh + b_hh) with act tanh, the logistic
+// sigmoid or relu (leaky with a slope alpha below zero). Backward needs only h_t: tanh' = 1 - h^2,
+// sigmoid' = h (1 - h), relu' = [h > 0] (leaky: alpha where h <= 0, the same lanes as the
+// pre-activation's for alpha >= 0); a gate clip clamps act's argument and stops the gradient
+// where it held.
 #include <cstddef>
 
 #include "codegen/kernel_args.hpp"
@@ -21,8 +23,19 @@ void RnnForward::body(int count, bool masked) {
     accumulate(slot(u, 0), at(bias_hh_, 0, u), masked);
   }
   clamp_gates(slots(count, 0));
-  if (desc_.cell_kind() == CellKind::rnn_tanh) act_.tanh(slots(count, 0));
-  else act_.relu(slots(count, 0));
+  switch (desc_.cell_kind()) {
+    case CellKind::rnn_tanh: act_.tanh(slots(count, 0)); break;
+    case CellKind::rnn_sigmoid: act_.sigmoid(slots(count, 0)); break;
+    default:
+      if (!desc_.relu_alpha_bits) {
+        act_.relu(slots(count, 0));
+        break;
+      }
+      for (int u = 0; u < count; ++u) {  // v <= 0 (or NaN): alpha * v, as the reference's v > 0 ? v : alpha * v
+        vcmpps(local_mask_, slot(u, 0), act_.constant(Constant::zero), 0x1A /*NGT_UQ*/);
+        vmulps(slot(u, 0) | local_mask_, slot(u, 0), relu_alpha());
+      }
+  }
   for (int u = 0; u < count; ++u) store(at(h_out_, 0, u), slot(u, 0), masked);
 }
 
@@ -46,6 +59,15 @@ void RnnBackward::body(int count, bool masked) {
       vfnmadd231ps(R(t), R(h), R(h));
       vmulps(R(dh), R(dh), R(t));
       zero_unless_passed(R(dh), R(h), Activation::tanh);
+    } else if (desc_.cell_kind() == CellKind::rnn_sigmoid) {
+      vmulps(R(dh), R(dh), R(h));  // (dh h) (1 - h), the reference's order
+      vsubps(R(t), act_.one(), R(h));
+      vmulps(R(dh), R(dh), R(t));
+      zero_unless_passed(R(dh), R(h), Activation::sigmoid);
+    } else if (desc_.relu_alpha_bits) {
+      vcmpps(local_mask_, R(h), act_.constant(Constant::zero), 0x1A /*NGT_UQ*/);
+      vmulps(R(dh) | local_mask_, R(dh), relu_alpha());
+      zero_unless_passed(R(dh), R(h), Activation::relu);
     } else {
       vcmpps(local_mask_, R(h), act_.constant(Constant::zero), 0x1E /*GT_OQ*/);
       vmovaps(R(dh) | local_mask_ | T_z, R(dh));

@@ -50,6 +50,9 @@ struct CudnnBackwardIo {
 inline std::string cudnn_peer_refusal(const RnnConfig& config, Mode mode) {
   if (config.cell == CellKind::gru_reset_before)
     return "the cuDNN peer has no gru_reset_before (cuDNN's GRU is the linear-before-reset form only)";
+  if (config.cell == CellKind::rnn_sigmoid)
+    return "the cuDNN peer has no rnn_sigmoid (cuDNN's vanilla RNN is ReLU or tanh)";
+  if (config.relu_alpha > 0.0f) return "the cuDNN peer has no relu_alpha (cuDNN's ReLU is not leaky)";
   if (config.reverse) return "the cuDNN peer has no reverse-only direction (cuDNN runs forward or bidirectional)";
   if (config.dropout > 0.0f && mode == Mode::training && config.num_layers > 1)
     return "the cuDNN peer runs without dropout (cuDNN draws its own masks; results could not agree)";

@@ -7,6 +7,7 @@
 // With batch_first, x, y and their gradients are [N, T, *] instead (states keep their layout).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,21 +16,35 @@
 
 namespace rnnjit {
 
+// rnn_relu, rnn_tanh and rnn_sigmoid are the vanilla RNN h = act(W_ih x + b_ih + W_hh h + b_hh)
+// with act ReLU (leaky with RnnConfig::relu_alpha), tanh or the logistic sigmoid (oneDNN's
+// eltwise_logistic, ONNX's Sigmoid activation).
 // gru is the linear-before-reset GRU of PyTorch, cuDNN and MXNet:
 //   n = tanh(W_in x + b_in + r * (W_hn h + b_hn)).
 // gru_reset_before is ONNX's default GRU (linear_before_reset = 0, oneDNN's "vanilla GRU"):
 //   n = tanh(W_in x + b_in + W_hn (r * h) + b_hn); same parameters, names and shapes.
-enum class CellKind : std::uint8_t { rnn_relu = 0, rnn_tanh = 1, lstm = 2, gru = 3, gru_reset_before = 4 };
+enum class CellKind : std::uint8_t {
+  rnn_relu = 0, rnn_tanh = 1, lstm = 2, gru = 3, gru_reset_before = 4, rnn_sigmoid = 5
+};
+// Every cell kind, in the order of their values.
+inline constexpr std::array<CellKind, 6> kCellKinds = {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::lstm,
+                                                       CellKind::gru,      CellKind::gru_reset_before,
+                                                       CellKind::rnn_sigmoid};
 
-// "rnn_relu", "rnn_tanh", "lstm", "gru", "gru_reset_before".
+// "rnn_relu", "rnn_tanh", "lstm", "gru", "gru_reset_before", "rnn_sigmoid".
 std::string_view to_string(CellKind cell);
-// Throws Error("unknown cell 'x' (expected rnn_relu, rnn_tanh, lstm, gru or gru_reset_before)").
+// Throws Error("unknown cell 'x' (expected rnn_relu, rnn_tanh, rnn_sigmoid, lstm, gru or gru_reset_before)").
 CellKind parse_cell(std::string_view name);
+
+// Whether the cell is one of the vanilla RNNs (one gate, h = act(pre-activation)).
+inline bool is_vanilla(CellKind cell) {
+  return cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh || cell == CellKind::rnn_sigmoid;
+}
 
 // Whether the cell is one of the two GRU forms (gates r,z,n, the same parameter layout).
 inline bool is_gru(CellKind cell) { return cell == CellKind::gru || cell == CellKind::gru_reset_before; }
 
-// Number of gates G: 1 for vanilla RNN, 4 for LSTM (i,f,g,o), 3 for both GRUs (r,z,n).
+// Number of gates G: 1 for the vanilla RNNs, 4 for LSTM (i,f,g,o), 3 for both GRUs (r,z,n).
 int gate_count(CellKind cell);
 
 struct RnnConfig {
@@ -74,6 +89,10 @@ struct RnnConfig {
   // sum_directions): a oneDNN RNN primitive of L > 1 bidirectional layers. Without it, every
   // layer reads the whole (merged) output of the one below, as PyTorch and cuDNN stack.
   bool independent_stacks = false;
+  // rnn_relu only: the slope below zero, h = pre > 0 ? pre : relu_alpha * pre (leaky ReLU:
+  // oneDNN's eltwise_relu alpha, ONNX's LeakyRelu activation, PyTorch's negative_slope);
+  // finite, >= 0. 0: plain ReLU.
+  float relu_alpha = 0.0f;
 
   int directions() const { return bidirectional ? 2 : 1; }
   int gates() const { return gate_count(cell); }
