@@ -142,9 +142,10 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
     case RNNJIT_CELL_LSTM: config.cell = CellKind::lstm; break;
     case RNNJIT_CELL_GRU: config.cell = CellKind::gru; break;
     case RNNJIT_CELL_GRU_RESET_BEFORE: config.cell = CellKind::gru_reset_before; break;
+    case RNNJIT_CELL_RNN_SIGMOID: config.cell = CellKind::rnn_sigmoid; break;
     default:
       invalid(fmt::format("config.cell is {}, not one of RNNJIT_CELL_RNN_RELU, _RNN_TANH, _LSTM, _GRU, "
-                          "_GRU_RESET_BEFORE", c.cell));
+                          "_GRU_RESET_BEFORE, _RNN_SIGMOID", c.cell));
   }
   switch (c.direction) {
     case RNNJIT_DIRECTION_FORWARD: config.bidirectional = false; break;
@@ -168,6 +169,7 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
   config.input_forget = c.input_forget != 0;
   config.bias = c.no_bias == 0;
   config.independent_stacks = c.independent_stacks != 0;
+  config.relu_alpha = c.relu_alpha;
   rnnjit::validate(config);  // names the field
   return config;
 }
@@ -180,6 +182,7 @@ rnnjit_config_t to_c(const RnnConfig& config) {
     case CellKind::lstm: c.cell = RNNJIT_CELL_LSTM; break;
     case CellKind::gru: c.cell = RNNJIT_CELL_GRU; break;
     case CellKind::gru_reset_before: c.cell = RNNJIT_CELL_GRU_RESET_BEFORE; break;
+    case CellKind::rnn_sigmoid: c.cell = RNNJIT_CELL_RNN_SIGMOID; break;
   }
   c.input_size = config.input_size;
   c.hidden_size = config.hidden_size;
@@ -198,6 +201,7 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.input_forget = config.input_forget ? 1 : 0;
   c.no_bias = config.bias ? 0 : 1;
   c.independent_stacks = config.independent_stacks ? 1 : 0;
+  c.relu_alpha = config.relu_alpha;
   c.fpmath = RNNJIT_FPMATH_STRICT;
   return c;
 }
@@ -294,21 +298,47 @@ OnnxNode onnx_node(const rnnjit_onnx_attributes_t* attrs_ptr, std::int64_t input
     if (!a.activations[i]) invalid(fmt::format("ONNX {}: activations[{}] is NULL", op, i));
     given += fmt::format("{}{}", i ? ", " : "", a.activations[i]);
   }
-  bool all_default = true, all_relu = a.activations_count > 0;
-  for (std::size_t i = 0; i < a.activations_count; ++i) {
+  // An RNN's activation, the same for every direction, picks its cell (LeakyRelu: with alpha).
+  auto all_are = [&](const char* name) {
+    bool all = a.activations_count > 0;
+    for (std::size_t i = 0; i < a.activations_count; ++i) all = all && iequals(a.activations[i], name);
+    return all;
+  };
+  bool all_default = true;
+  for (std::size_t i = 0; i < a.activations_count; ++i)
     all_default = all_default && iequals(a.activations[i], defaults[i % per_direction]);
-    all_relu = all_relu && iequals(a.activations[i], "Relu");
-  }
-  if (a.op == RNNJIT_ONNX_RNN && all_relu) {
+  const bool leaky = a.op == RNNJIT_ONNX_RNN && all_are("LeakyRelu");
+  if (a.op == RNNJIT_ONNX_RNN && all_are("Relu")) {
     node.config.cell = CellKind::rnn_relu;
+  } else if (a.op == RNNJIT_ONNX_RNN && all_are("Sigmoid")) {
+    node.config.cell = CellKind::rnn_sigmoid;
+  } else if (leaky) {
+    node.config.cell = CellKind::rnn_relu;
+    node.config.relu_alpha = 0.01f;  // ONNX's LeakyRelu default
   } else if (!all_default) {
     std::string expected;
     for (std::size_t i = 0; i < per_direction; ++i) expected += fmt::format("{}{}", i ? ", " : "", defaults[i]);
     unsupported(fmt::format("ONNX {}: activations [{}] are not supported (only the defaults [{}]{})", op, given,
-                            expected, a.op == RNNJIT_ONNX_RNN ? " and [Relu]" : ""));
+                            expected,
+                            a.op == RNNJIT_ONNX_RNN ? " and one of Relu, Sigmoid, LeakyRelu for every direction" : ""));
   }
-  if (a.activation_alpha_count > 0)
-    unsupported(fmt::format("ONNX {}: activation_alpha is not supported (no supported activation takes one)", op));
+  if (a.activation_alpha_count > 0 && !leaky)
+    unsupported(fmt::format("ONNX {}: activation_alpha is not supported (of the supported activations only LeakyRelu "
+                            "takes one)", op));
+  if (a.activation_alpha_count > 0) {  // LeakyRelu's: one per activation, the same for every direction
+    if (a.activation_alpha_count != a.activations_count)
+      invalid(fmt::format("ONNX {}: activation_alpha has {} entries, expected {} (one per LeakyRelu)", op,
+                          a.activation_alpha_count, a.activations_count));
+    for (std::size_t i = 0; i < a.activation_alpha_count; ++i) {
+      const float alpha = a.activation_alpha[i];
+      if (!(alpha >= 0.0f) || std::isinf(alpha))
+        unsupported(fmt::format("ONNX {}: LeakyRelu alpha {} is not supported (only finite values >= 0)", op, alpha));
+      if (alpha != a.activation_alpha[0])
+        unsupported(fmt::format("ONNX {}: activation_alpha differs between the directions ({} and {})", op,
+                                a.activation_alpha[0], alpha));
+    }
+    node.config.relu_alpha = a.activation_alpha[0];
+  }
   if (a.activation_beta_count > 0)
     unsupported(fmt::format("ONNX {}: activation_beta is not supported (no supported activation takes one)", op));
 

@@ -15,9 +15,13 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "rnnjit.h"
 #include "rnnjit/npy.hpp"
@@ -97,6 +101,7 @@ TEST(CApi, StatusNamesVersionAndEnumNumbering) {
   EXPECT_EQ(RNNJIT_CELL_LSTM, static_cast<int>(CellKind::lstm));
   EXPECT_EQ(RNNJIT_CELL_GRU, static_cast<int>(CellKind::gru));
   EXPECT_EQ(RNNJIT_CELL_GRU_RESET_BEFORE, static_cast<int>(CellKind::gru_reset_before));
+  EXPECT_EQ(RNNJIT_CELL_RNN_SIGMOID, static_cast<int>(CellKind::rnn_sigmoid));
 }
 
 TEST(CApi, CreateValidatesTheConfig) {
@@ -465,7 +470,9 @@ TEST(CApi, ExecutionsRunConcurrentlyAndErrorsArePerThread) {
 // Y_h/Y_c/initial_h/initial_c [D, N, H] (layout 1: [N, D, H]); the second direction is reverse.
 
 // gru: linear_before_reset=1 (PyTorch's exporter); gru_reset_before: 0 (ONNX's default).
-enum class Op { rnn_tanh, rnn_relu, gru, lstm, gru_reset_before };
+// rnn_sigmoid, rnn_leaky: an RNN with activations [Sigmoid] and [LeakyRelu] (alpha kLeakyAlpha).
+enum class Op { rnn_tanh, rnn_relu, gru, lstm, gru_reset_before, rnn_sigmoid, rnn_leaky };
+constexpr float kLeakyAlpha = 0.3f;
 bool is_gru(Op op) { return op == Op::gru || op == Op::gru_reset_before; }
 
 std::string op_name(Op op) {
@@ -475,6 +482,8 @@ std::string op_name(Op op) {
     case Op::gru: return "Gru";
     case Op::gru_reset_before: return "GruResetBefore";
     case Op::lstm: return "Lstm";
+    case Op::rnn_sigmoid: return "RnnSigmoid";
+    case Op::rnn_leaky: return "RnnLeakyRelu";
   }
   return "?";
 }
@@ -503,10 +512,11 @@ void PrintTo(const OnnxCase& c, std::ostream* os) {
                      c.input_forget ? " input_forget=1" : "");
 }
 
-// Attributes of a supported node; `names` keeps the activation strings alive.
+// Attributes of a supported node; `names` and `alphas` keep the activations alive.
 struct Attrs {
   rnnjit_onnx_attributes_t a{};
   std::vector<const char*> names;
+  std::vector<float> alphas;
 };
 
 Attrs attrs_for(const OnnxCase& c) {
@@ -520,10 +530,19 @@ Attrs attrs_for(const OnnxCase& c) {
   at.a.clip = c.clip;
   at.a.has_peepholes = c.peepholes ? 1 : 0;
   at.a.input_forget = c.input_forget ? 1 : 0;
-  if (c.op == Op::rnn_relu) {
-    at.names.assign(static_cast<std::size_t>(c.D()), "Relu");
+  const char* activation = c.op == Op::rnn_relu      ? "Relu"
+                           : c.op == Op::rnn_sigmoid ? "Sigmoid"
+                           : c.op == Op::rnn_leaky   ? "LeakyRelu"
+                                                     : nullptr;
+  if (activation) {
+    at.names.assign(static_cast<std::size_t>(c.D()), activation);
     at.a.activations = at.names.data();
     at.a.activations_count = at.names.size();
+  }
+  if (c.op == Op::rnn_leaky) {
+    at.alphas.assign(static_cast<std::size_t>(c.D()), kLeakyAlpha);
+    at.a.activation_alpha = at.alphas.data();
+    at.a.activation_alpha_count = at.alphas.size();
   }
   return at;
 }
@@ -571,9 +590,11 @@ std::vector<std::string> canonical_gate_names(Op op) {
 RnnConfig config_of(const OnnxCase& c) {
   const CellKind cell = c.op == Op::lstm ? CellKind::lstm : c.op == Op::gru ? CellKind::gru
                         : c.op == Op::gru_reset_before ? CellKind::gru_reset_before
-                        : c.op == Op::rnn_relu ? CellKind::rnn_relu : CellKind::rnn_tanh;
+                        : c.op == Op::rnn_relu || c.op == Op::rnn_leaky ? CellKind::rnn_relu
+                        : c.op == Op::rnn_sigmoid ? CellKind::rnn_sigmoid : CellKind::rnn_tanh;
   return {.cell = cell, .input_size = c.I, .hidden_size = c.H, .num_layers = 1, .bidirectional = c.bidirectional,
-          .reverse = c.reverse, .gate_clip = c.clip, .peephole = c.peepholes, .input_forget = c.input_forget};
+          .reverse = c.reverse, .gate_clip = c.clip, .peephole = c.peepholes, .input_forget = c.input_forget,
+          .relu_alpha = c.op == Op::rnn_leaky ? kLeakyAlpha : 0.0f};
 }
 
 // ONNX index helpers.
@@ -711,7 +732,7 @@ struct Scalar {
 
 TEST(CApiOnnxEquations, HandCheckedScalarCases) {
   const std::vector<float> X = {0.9f, -1.3f};  // [T=2, N=1, I=1]
-  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::gru_reset_before, Op::lstm}) {
+  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::rnn_sigmoid, Op::rnn_leaky, Op::gru, Op::gru_reset_before, Op::lstm}) {
     for (bool bidirectional : {false, true}) {
       SCOPED_TRACE(op_name(op) + (bidirectional ? " bidirectional" : " forward"));
       OnnxCase c{.op = op, .bidirectional = bidirectional, .layout = 0, .bias = true, .initial = true,
@@ -740,10 +761,13 @@ TEST(CApiOnnxEquations, HandCheckedScalarCases) {
         for (int step = 0; step < 2; ++step) {
           const int t = d == 0 ? step : 1 - step;
           const double x = X[static_cast<std::size_t>(t)];
-          if (op == Op::rnn_tanh || op == Op::rnn_relu) {
-            // Ht = f(Xt*(Wi^T) + Ht-1*(Ri^T) + Wbi + Rbi)
+          if (gates_of(op) == 1) {
+            // Ht = f(Xt*(Wi^T) + Ht-1*(Ri^T) + Wbi + Rbi); LeakyRelu(a) = a < 0 ? alpha a : a
             const double a = x * Wg(0) + H * Rg(0) + Wb(0) + Rb(0);
-            H = op == Op::rnn_tanh ? std::tanh(a) : std::max(0.0, a);
+            H = op == Op::rnn_tanh      ? std::tanh(a)
+                : op == Op::rnn_relu    ? std::max(0.0, a)
+                : op == Op::rnn_sigmoid ? Scalar::sigmoid(a)
+                                        : (a < 0 ? double(kLeakyAlpha) * a : a);
           } else if (op == Op::gru) {
             // z, r, h; linear_before_reset = 1:
             // ht = g(Xt*(Wh^T) + (rt (.) (Ht-1*(Rh^T) + Rbh)) + Wbh); Ht = (1 - zt) (.) ht + zt (.) Ht-1
@@ -817,7 +841,7 @@ TEST_P(CApiOnnxMatrix, MatchesTheReference) {
 
 std::vector<OnnxCase> matrix() {
   std::vector<OnnxCase> cases;
-  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::gru_reset_before, Op::lstm})
+  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::rnn_sigmoid, Op::rnn_leaky, Op::gru, Op::gru_reset_before, Op::lstm})
     for (bool bidirectional : {false, true})
       for (int layout : {0, 1})
         for (bool with : {true, false})  // B and initial states given, or both absent
@@ -936,13 +960,13 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
   }
   const char* lstm_acts[] = {"Sigmoid", "Tanh", "Relu"};
   const char* gru_acts[] = {"HardSigmoid", "Tanh", "HardSigmoid", "Tanh"};
-  const char* rnn_sigmoid[] = {"Sigmoid"};
+  const char* rnn_hard_sigmoid[] = {"HardSigmoid"};
   const char* rnn_mixed[] = {"Tanh", "Relu"};
   struct {
     Node* n;
     const char* const* acts;
     std::size_t count;
-  } activation_cases[] = {{fwd_lstm.get(), lstm_acts, 3}, {gru.get(), gru_acts, 4}, {rnn.get(), rnn_sigmoid, 1},
+  } activation_cases[] = {{fwd_lstm.get(), lstm_acts, 3}, {gru.get(), gru_acts, 4}, {rnn.get(), rnn_hard_sigmoid, 1},
                           {rnn.get(), rnn_mixed, 2}};
   for (const auto& ac : activation_cases) {
     rnnjit_onnx_attributes_t a = ac.n->at.a;
@@ -1148,6 +1172,36 @@ TEST_F(CApiOnnx, AcceptedSpellingsOfTheDefaults) {
   r.activations = relu, r.activations_count = 1;
   ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
   EXPECT_EQ(config.cell, static_cast<int>(RNNJIT_CELL_RNN_RELU));
+  EXPECT_EQ(config.relu_alpha, 0.0f);
+  // Sigmoid maps to rnn_sigmoid; LeakyRelu to rnn_relu with its alpha (ONNX's default 0.01).
+  const char* sigmoid[] = {"sigmoid"};
+  r.activations = sigmoid;
+  ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
+  EXPECT_EQ(config.cell, static_cast<int>(RNNJIT_CELL_RNN_SIGMOID));
+  const char* leaky[] = {"LeakyRelu", "LeakyRelu"};
+  r.activations = leaky;
+  ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
+  EXPECT_EQ(config.cell, static_cast<int>(RNNJIT_CELL_RNN_RELU));
+  EXPECT_EQ(config.relu_alpha, 0.01f);
+  const float alphas[] = {0.25f, 0.25f};
+  r.activation_alpha = alphas, r.activation_alpha_count = 1;
+  ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
+  EXPECT_EQ(config.relu_alpha, 0.25f);
+  // Bidirectional: an activation and an alpha per direction, the same for both.
+  r.direction = "bidirectional";
+  r.activations_count = 2, r.activation_alpha_count = 2;
+  ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
+  EXPECT_EQ(config.relu_alpha, 0.25f);
+  r.activation_alpha_count = 1;
+  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kInvalid, "activation_alpha has 1 entries, expected 2");
+  const float differing[] = {0.25f, 0.5f}, negative[] = {-0.5f, -0.5f};
+  r.activation_alpha = differing, r.activation_alpha_count = 2;
+  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kUnsupported, "activation_alpha differs between the directions");
+  r.activation_alpha = negative;
+  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kUnsupported, "LeakyRelu alpha -0.5 is not supported");
+  const char* mixed[] = {"LeakyRelu", "Sigmoid"};
+  r.activations = mixed, r.activation_alpha_count = 0;
+  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kUnsupported, "activations [LeakyRelu, Sigmoid]");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1618,6 +1672,8 @@ if spec.get("input_forget"):
     attrs["input_forget"] = 1
 if spec.get("activations"):
     attrs["activations"] = spec["activations"]
+if spec.get("activation_alpha"):
+    attrs["activation_alpha"] = spec["activation_alpha"]
 outputs = ["Y", "Y_h"] + (["Y_c"] if lstm else [])
 node = helper.make_node(op, names, outputs, **attrs)
 graph = helper.make_graph(
@@ -1653,11 +1709,21 @@ void compare_with_onnx(const std::string& py, const std::filesystem::path& dir, 
   if (!c.lengths.empty()) npy::write_i32((dir / "sequence_lens.npy").string(), {c.N}, c.lengths);
   if (c.peepholes) npy::write_f32((dir / "P.npy").string(), {D, 3 * c.H}, in.P);
   const char* op_text = c.op == Op::lstm ? "LSTM" : is_gru(c.op) ? "GRU" : "RNN";
-  const std::string activations = c.op != Op::rnn_relu ? "null" : D == 2 ? R"(["Relu", "Relu"])" : R"(["Relu"])";
+  // The activations and alphas attrs_for gives the C API, as JSON lists (null: none).
+  const Attrs at = attrs_for(c);
+  std::string activations = "null", alphas = "null";
+  if (at.a.activations_count > 0) {
+    std::vector<std::string> quoted;
+    for (std::size_t i = 0; i < at.a.activations_count; ++i)
+      quoted.push_back(fmt::format("\"{}\"", at.a.activations[i]));
+    activations = fmt::format("[{}]", fmt::join(quoted, ", "));
+  }
+  if (at.a.activation_alpha_count > 0)
+    alphas = fmt::format("[{:.9g}]", fmt::join(std::span(at.a.activation_alpha, at.a.activation_alpha_count), ", "));
   std::ofstream(dir / "spec.json") << fmt::format(
-      R"({{"op": "{}", "D": {}, "H": {}, "direction": "{}", "activations": {}, "layout": {}, "lengths": {}, )"
-      R"("linear_before_reset": {}, "clip": {}, "P": {}, "input_forget": {}}})",
-      op_text, D, c.H, D == 2 ? "bidirectional" : c.reverse ? "reverse" : "forward", activations, c.layout,
+      R"({{"op": "{}", "D": {}, "H": {}, "direction": "{}", "activations": {}, "activation_alpha": {}, "layout": {}, )"
+      R"("lengths": {}, "linear_before_reset": {}, "clip": {}, "P": {}, "input_forget": {}}})",
+      op_text, D, c.H, D == 2 ? "bidirectional" : c.reverse ? "reverse" : "forward", activations, alphas, c.layout,
       c.lengths.empty() ? "false" : "true", c.op == Op::gru_reset_before ? 0 : 1,
       c.clip > 0.0f ? fmt::format("{:.9g}", c.clip) : "null", c.peepholes ? "true" : "false", c.input_forget ? 1 : 0);
   const std::string command = fmt::format("{} {} {}", py, (dir / "ort.py").string(), dir.string());
@@ -1677,10 +1743,11 @@ TEST(CApiOnnxRuntime, MatchesOnnxRuntimeAndOnnxReferenceWhereAvailable) {
                                     fmt::format("rnnjit_test_c_api_onnx_{}", static_cast<long>(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "ort.py") << kOrtScript;
-  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::gru, Op::gru_reset_before, Op::lstm})
+  for (Op op : {Op::rnn_tanh, Op::rnn_relu, Op::rnn_sigmoid, Op::rnn_leaky, Op::gru, Op::gru_reset_before, Op::lstm})
     for (bool bidirectional : {false, true})
       for (int layout : {0, 1}) {
-        if (op == Op::rnn_relu && layout == 1) continue;  // neither engine has it (onnx.reference: no Relu)
+        // onnxruntime has no layout 1, and onnx.reference's RNN knows no activation but Tanh.
+        if (gates_of(op) == 1 && op != Op::rnn_tanh && layout == 1) continue;
         SCOPED_TRACE(fmt::format("{} {} layout {}", op_name(op), bidirectional ? "bidirectional" : "forward", layout));
         compare_with_onnx(py, dir, {.op = op, .bidirectional = bidirectional, .layout = layout});
       }

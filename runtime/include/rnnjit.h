@@ -67,7 +67,8 @@ typedef enum rnnjit_cell {
   RNNJIT_CELL_GRU = 3, /* the linear-before-reset GRU of PyTorch, cuDNN and MXNet */
   /* ONNX's default GRU (linear_before_reset=0): n = tanh(W_in x + b_in + W_hn (r * h) + b_hn);
    * same parameters as RNNJIT_CELL_GRU; inference and training. */
-  RNNJIT_CELL_GRU_RESET_BEFORE = 4
+  RNNJIT_CELL_GRU_RESET_BEFORE = 4,
+  RNNJIT_CELL_RNN_SIGMOID = 5 /* h = sigmoid(...): oneDNN's eltwise_logistic, ONNX's Sigmoid activation */
 } rnnjit_cell_t;
 
 typedef enum rnnjit_direction {
@@ -128,6 +129,9 @@ typedef struct rnnjit_config {
    * layers. Zero: every layer reads the whole output of the one below (PyTorch, cuDNN). */
   int32_t independent_stacks;
   int32_t fpmath;               /* an rnnjit_fpmath_t (0: strict FP32) */
+  /* RNNJIT_CELL_RNN_RELU: the slope below zero, finite and >= 0 (leaky ReLU: oneDNN's alpha,
+   * ONNX's LeakyRelu); 0: plain ReLU. */
+  float relu_alpha;
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
@@ -242,9 +246,11 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * Supported: direction forward, reverse and bidirectional; layout 0 and 1; sequence_lens in
  * [0, T] (Y zero past an element's length, Y_h/Y_c at its last step; an element of length 0 has
  * all-zero Y, Y_h and Y_c, as in onnxruntime); RNN with activations Tanh
- * (default) or Relu; GRU with linear_before_reset=1 (RNNJIT_CELL_GRU) and 0 (ONNX's default,
- * RNNJIT_CELL_GRU_RESET_BEFORE); clip, for every op (config.gate_clip: each gate's
- * pre-activation, biases and peepholes included, is clamped to [-clip, clip]); LSTM peepholes
+ * (default), Relu, Sigmoid (RNNJIT_CELL_RNN_SIGMOID) or LeakyRelu (config.relu_alpha: its
+ * activation_alpha, default 0.01, one value >= 0 for every direction); GRU with
+ * linear_before_reset=1 (RNNJIT_CELL_GRU) and 0 (ONNX's default, RNNJIT_CELL_GRU_RESET_BEFORE);
+ * clip, for every op (config.gate_clip: each gate's pre-activation, biases and peepholes
+ * included, is clamped to [-clip, clip]); LSTM peepholes
  * (input P: attrs.has_peepholes, config.peephole) and input_forget=1 (config.input_forget);
  * B absent (zeros).
  * Peepholes are part of the weights: a node with input P is described with attrs.has_peepholes
@@ -255,7 +261,9 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * or input_forget on another op than LSTM; has_peepholes without P at the import, or a nonzero P
  * without has_peepholes.
  * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: activations
- * other than the defaults (and Relu for RNN), activation_alpha/activation_beta. */
+ * other than the defaults (and Relu, Sigmoid, LeakyRelu for RNN) or differing between the
+ * directions, activation_alpha other than LeakyRelu's (or one < 0, or differing between the
+ * directions), activation_beta. */
 
 typedef enum rnnjit_onnx_op { RNNJIT_ONNX_RNN = 0, RNNJIT_ONNX_GRU = 1, RNNJIT_ONNX_LSTM = 2 } rnnjit_onnx_op_t;
 
