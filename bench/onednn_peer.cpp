@@ -243,16 +243,22 @@ struct OnednnRnn::Impl {
     };
     switch (cfg.cell) {
       case CellKind::rnn_relu:
-      case CellKind::rnn_tanh: {
-        const auto act = cfg.cell == CellKind::rnn_relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_tanh;
+      case CellKind::rnn_tanh:
+      case CellKind::rnn_sigmoid: {
+        const auto act = cfg.cell == CellKind::rnn_relu   ? dnnl::algorithm::eltwise_relu
+                         : cfg.cell == CellKind::rnn_tanh ? dnnl::algorithm::eltwise_tanh
+                                                          : dnnl::algorithm::eltwise_logistic;
+        const float alpha = cfg.relu_alpha;  // eltwise_relu's slope below zero
         using F = dnnl::vanilla_rnn_forward;
         using B = dnnl::vanilla_rnn_backward;
-        F::primitive_desc fpd(F::desc(fwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter), eng);
+        F::primitive_desc fpd(F::desc(fwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
+                                      dnnl::rnn_flags::undef, alpha),
+                              eng);
         p.fwd_pd = fpd;
         p.fwd = F(fpd);
         if (training()) {
           B::primitive_desc bpd(B::desc(bwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter, src_layer,
-                                        iter, wl, wi, bias, dst_layer, iter),
+                                        iter, wl, wi, bias, dst_layer, iter, dnnl::rnn_flags::undef, alpha),
                                 eng, fpd);
           p.bwd_pd = bpd;
           p.bwd = B(bpd);

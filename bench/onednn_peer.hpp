@@ -12,7 +12,8 @@
 //   std::puts(peer.run_info().summary().c_str());                                      // what ran
 //
 // Mapping (done once, in the constructor or set_weights, not in a timed call):
-//   cells: rnn_relu/rnn_tanh -> vanilla_rnn with eltwise_relu/eltwise_tanh; lstm -> lstm (gate order
+//   cells: rnn_relu/rnn_tanh/rnn_sigmoid -> vanilla_rnn with eltwise_relu (alpha = relu_alpha)/
+//   eltwise_tanh/eltwise_logistic; lstm -> lstm (gate order
 //   i,f,c~,o = PyTorch's i,f,g,o); gru -> lbr_gru (PyTorch's GRU is linear-before-reset) whose gate
 //   order is u(=z),r,o(=n): the z and r blocks swap. Weights go from PyTorch's [G*H, I] to oneDNN's
 //   ldigo (transposed); the bias (ldgo) is b_ih + b_hh per gate, except lbr_gru's four bias gates

@@ -166,6 +166,17 @@ TEST_F(CliOnnxFeatures, RunWithAllThreeAndLengthsMatchesTheReference) {
                        "--input-forget"});
 }
 
+// oneDNN's other vanilla RNNs: the logistic sigmoid and the leaky ReLU (eltwise_relu's alpha).
+TEST_F(CliOnnxFeatures, RunWithSigmoidAndLeakyReluMatchesTheReference) {
+  test::RnnCase sigmoid({.cell = CellKind::rnn_sigmoid, .input_size = 6, .hidden_size = 17, .bidirectional = true},
+                        {4, 3}, 37);
+  run_and_compare(sigmoid, {"--cell", "rnn_sigmoid", "--bidirectional"});
+  test::RnnCase leaky({.cell = CellKind::rnn_relu, .input_size = 6, .hidden_size = 17, .num_layers = 2,
+                       .gate_clip = 0.8f, .relu_alpha = 0.125f},
+                      {4, 3}, 38);
+  run_and_compare(leaky, {"--cell", "rnn_relu", "--gate-clip", "0.8", "--relu-alpha", "0.125"});
+}
+
 // oneDNN's bidirectional_sum: y.npy and dy.npy are [T, N, H]; layer 1's weight_ih is [3H, H].
 TEST_F(CliOnnxFeatures, RunWithSummedDirectionsMatchesTheReference) {
   test::RnnCase rc({.cell = CellKind::gru, .input_size = 4, .hidden_size = 6, .num_layers = 2, .bidirectional = true,
@@ -218,6 +229,9 @@ TEST_F(CliFeatures, FlagErrors) {
                {"--proj-size", "LSTM only"});
   expect_error(with({"--gate-clip", "-1"}), 2, {"--gate-clip must be a finite value >= 0 (0: none), got -1"});
   expect_error(with({"--gate-clip", "abc"}), 2, {"--gate-clip"});
+  expect_error(with({"--relu-alpha", "0.1"}), 2, {"--relu-alpha applies to rnn_relu only, not to lstm"});
+  expect_error({"plan", "--cell", "rnn_relu", "--input-size", "4", "--hidden-size", "8", "--relu-alpha", "-1"}, 2,
+               {"--relu-alpha must be a finite value >= 0 (0: plain ReLU), got -1"});
   expect_error({"plan", "--cell", "gru", "--input-size", "4", "--hidden-size", "8", "--peephole"}, 2,
                {"--peephole applies to LSTM only, not to gru"});
   expect_error({"plan", "--cell", "rnn_tanh", "--input-size", "4", "--hidden-size", "8", "--input-forget"}, 2,

@@ -38,19 +38,22 @@ struct PeerCase {
   std::int64_t seq_len, batch;
   bool peephole = false;
   bool sum = false;  // sum_directions: oneDNN's bidirectional_sum
+  float relu_alpha = 0.0f;  // rnn_relu: eltwise_relu's alpha (the leaky slope)
 };
 
 std::ostream& operator<<(std::ostream& os, const PeerCase& c) {
   return os << to_string(c.cell) << " I=" << c.input << " H=" << c.hidden << " L=" << c.layers
             << " D=" << (c.bidirectional ? 2 : 1) << " T=" << c.seq_len << " N=" << c.batch
-            << (c.peephole ? " peephole" : "") << (c.sum ? " sum" : "");
+            << (c.peephole ? " peephole" : "") << (c.sum ? " sum" : "")
+            << (c.relu_alpha > 0.0f ? " leaky" : "");
 }
 
 std::string case_name(const testing::TestParamInfo<PeerCase>& info) {
   const PeerCase& c = info.param;
   return std::string(to_string(c.cell)) + "_I" + std::to_string(c.input) + "_H" + std::to_string(c.hidden) + "_L" +
          std::to_string(c.layers) + (c.bidirectional ? "_bi" : "_uni") + "_T" + std::to_string(c.seq_len) + "_N" +
-         std::to_string(c.batch) + (c.peephole ? "_peephole" : "") + (c.sum ? "_sum" : "");
+         std::to_string(c.batch) + (c.peephole ? "_peephole" : "") + (c.sum ? "_sum" : "") +
+         (c.relu_alpha > 0.0f ? "_leaky" : "");
 }
 
 RnnConfig config_of(const PeerCase& c) {
@@ -62,6 +65,7 @@ RnnConfig config_of(const PeerCase& c) {
   cfg.bidirectional = c.bidirectional;
   cfg.peephole = c.peephole;
   cfg.sum_directions = c.sum;
+  cfg.relu_alpha = c.relu_alpha;
   return cfg;
 }
 
@@ -207,7 +211,12 @@ INSTANTIATE_TEST_SUITE_P(
         PeerCase{CellKind::lstm, 5, 17, 3, true, 4, 3, false, true},
         PeerCase{CellKind::gru, 5, 17, 2, true, 4, 3, false, true},
         PeerCase{CellKind::gru_reset_before, 7, 9, 1, true, 6, 4, false, true},
-        PeerCase{CellKind::lstm, 7, 9, 2, true, 6, 4, true, true}),
+        PeerCase{CellKind::lstm, 7, 9, 2, true, 6, 4, true, true},
+        // oneDNN's eltwise_logistic vanilla RNN and its leaky eltwise_relu (alpha): oracles for
+        // rnnjit's rnn_sigmoid and relu_alpha.
+        PeerCase{CellKind::rnn_sigmoid, 5, 17, 2, true, 4, 3}, PeerCase{CellKind::rnn_sigmoid, 7, 9, 1, false, 6, 4},
+        PeerCase{CellKind::rnn_relu, 5, 17, 2, true, 4, 3, false, false, 0.2f},
+        PeerCase{CellKind::rnn_relu, 7, 9, 3, false, 6, 1, false, false, 0.2f}),
     case_name);
 
 // Optional buffers: no hx/cx means zeros, no hy/cy/dhx/dcx means not written, no dhy/dcy zeros.

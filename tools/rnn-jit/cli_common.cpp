@@ -26,7 +26,7 @@ std::string fields_to_flags(std::string msg) {
       {"seq_len", "--seq"},           {"batch", "--batch"},               {"proj_size", "--proj-size"},
       {"clip", "--clip"},             {"dropout", "--dropout"},           {"reverse", "--direction reverse"},
       {"gate_clip", "--gate-clip"},   {"peephole", "--peephole"},         {"input_forget", "--input-forget"},
-      {"independent_stacks", "--independent-stacks"},
+      {"independent_stacks", "--independent-stacks"}, {"relu_alpha", "--relu-alpha"},
   };
   auto is_word = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; };
   for (const auto& [field, flag] : kFields) {
@@ -64,7 +64,8 @@ std::vector<CommandSpec> commands() {
 }
 
 void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
-  CLI::Option* cell = app.add_option("--cell", f.cell, "cell: rnn_relu, rnn_tanh, lstm, gru or gru_reset_before (ONNX's default GRU)");
+  CLI::Option* cell = app.add_option(
+      "--cell", f.cell, "cell: rnn_relu, rnn_tanh, rnn_sigmoid, lstm, gru or gru_reset_before (ONNX's default GRU)");
   CLI::Option* in = app.add_option("--input-size", f.input_size, "input features I");
   CLI::Option* hid = app.add_option("--hidden-size", f.hidden_size, "hidden features H");
   app.add_option("--layers", f.layers, "stacked layers L")->capture_default_str();
@@ -79,6 +80,9 @@ void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
   app.add_flag("--batch-first", f.batch_first, "x, y and their gradients are [N, T, *]");
   app.add_option("--gate-clip", f.gate_clip,
                  "every gate's pre-activation is clamped to [-gate-clip, gate-clip] (ONNX's clip; 0: none)")
+      ->capture_default_str();
+  app.add_option("--relu-alpha", f.relu_alpha,
+                 "rnn_relu: the slope below zero, h = pre > 0 ? pre : alpha * pre (leaky ReLU; 0: none)")
       ->capture_default_str();
   app.add_flag("--peephole", f.peephole,
                "LSTM peepholes (ONNX's P): parameters weight_peephole_l{k}[_reverse] [3, H], rows i, f, o");
@@ -129,6 +133,7 @@ RnnConfig build_config(const ConfigFlags& f) {
   c.dropout = f.dropout;
   c.batch_first = f.batch_first;
   c.gate_clip = f.gate_clip;
+  c.relu_alpha = f.relu_alpha;
   c.peephole = f.peephole;
   c.input_forget = f.input_forget;
   c.bias = !f.no_bias;

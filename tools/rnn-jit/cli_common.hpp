@@ -72,6 +72,7 @@ struct ConfigFlags {
   float dropout = 0.0f;
   bool batch_first = false;
   float gate_clip = 0.0f;
+  float relu_alpha = 0.0f;
   bool peephole = false;
   bool input_forget = false;
   bool no_bias = false;
