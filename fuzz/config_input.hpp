@@ -62,7 +62,7 @@ template <typename Provider>
 ConfigInput decode_config_input(Provider& in) {
   ConfigInput c;
   c.regime = in.template ConsumeIntegralInRange<int>(0, 3);
-  c.config.cell = static_cast<CellKind>(c.regime <= 1 ? in.template ConsumeIntegralInRange<int>(0, 4)
+  c.config.cell = static_cast<CellKind>(c.regime <= 1 ? in.template ConsumeIntegralInRange<int>(0, 5)
                                                       : in.template ConsumeIntegral<std::uint8_t>());
   c.config.input_size = size_value(in, c.regime, 48);
   c.config.hidden_size = size_value(in, c.regime, 48);
@@ -90,19 +90,20 @@ ConfigInput decode_config_input(Provider& in) {
   c.config.bias = !in.ConsumeBool();
   c.config.sum_directions = in.ConsumeBool();
   c.config.independent_stacks = in.ConsumeBool();
+  c.config.relu_alpha = kFloats[in.template ConsumeIntegralInRange<int>(0, 7)];
   return c;
 }
 
 inline std::string describe_input(const ConfigInput& c) {
   return fmt::format("regime {} cell {} I={} H={} L={} bidirectional={} T={} N={} {} isa {} threads {} reverse={} "
                      "batch_first={} clip={} dropout={} proj_size={} gate_clip={} peephole={} input_forget={} bias={} "
-                     "sum_directions={} independent_stacks={}",
+                     "sum_directions={} independent_stacks={} relu_alpha={}",
                      c.regime, static_cast<int>(c.config.cell), c.config.input_size, c.config.hidden_size,
                      c.config.num_layers, c.config.bidirectional, c.shape.seq_len, c.shape.batch, to_string(c.mode),
                      to_string(c.isa), c.threads, c.config.reverse, c.config.batch_first, c.config.clip,
                      c.config.dropout, c.config.proj_size, c.config.gate_clip, c.config.peephole,
                      c.config.input_forget, c.config.bias, c.config.sum_directions,
-                     c.config.independent_stacks);
+                     c.config.independent_stacks, c.config.relu_alpha);
 }
 
 // Planning is metadata only, but its cost still grows with sizes, layers and threads: plan what
