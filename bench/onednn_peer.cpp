@@ -145,7 +145,7 @@ struct OnednnRnn::Impl {
   Mode mode;
   int threads;
   WeightLayout layout;
-  i64 T, N, H, D, Y, G, GB, L;  // Y: a layer's output width (D*H, or H summed)
+  i64 T, N, H, S, D, Y, G, GB, L;  // S: h's width (P with a projection, else H); Y: a layer's output width
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream strm{eng};
   std::vector<Prims> prims;  // [0]: layer 0; [1]: layers above (when their shape differs)
@@ -154,6 +154,8 @@ struct OnednnRnn::Impl {
     const Prims* p = nullptr;
     memory wl_user, wi_user, bias;      // ldigo, ldigo, ldgo: converted from canonical weights
     memory peephole, dpeephole;         // ldgo [1, D, 3, H]: LSTM with peepholes only
+    memory wp_user, wp_fwd, wp_bwd;     // ldio [1, D, H, P] and the primitives' formats: LSTM projection only
+    memory dwp_user, dwp_bwd;
     memory wl_fwd, wi_fwd;              // the forward primitive's format (== user when it is ldigo)
     memory wl_bwd, wi_bwd;              // the backward primitive's format (training)
     memory dwl_user, dwi_user, dbias;   // ldigo, ldigo, ldgo
@@ -168,8 +170,8 @@ struct OnednnRnn::Impl {
   // and gradients between layers (two, ping-pong). [T, N, Y] each, allocated by oneDNN (aligned).
   std::vector<memory> act, dact;
   std::vector<float> zeros;                  // [D, N, H]: missing hx/cx/dhy/dcy
-  std::vector<float> hy_own, cy_own;         // [L, D, N, H]: hy/cy when the caller gives none
-  std::vector<float> dhx_own, dcx_own;       // [D, N, H]: dhx/dcx when the caller gives none
+  std::vector<float> hy_own, cy_own;         // [L, D, N, S], [L, D, N, H]: hy/cy when the caller gives none
+  std::vector<float> dhx_own, dcx_own;       // [D, N, S], [D, N, H]: dhx/dcx when the caller gives none
   bool forward_done = false, backward_done = false;
 
   // bf16 (inference only): the primitives' data (x, y, h, activations between layers) and weights
@@ -184,10 +186,11 @@ struct OnednnRnn::Impl {
     validate(c, s);
     if (bf16 && m == Mode::training) throw Error("the oneDNN peer runs bf16 in inference only");
     // What the peer does not model is refused, never silently dropped.
-    if (c.reverse || c.proj_size > 0 || c.clip > 0.0f || c.dropout > 0.0f || c.batch_first || c.gate_clip > 0.0f ||
-        c.input_forget || !c.bias || (c.independent_stacks && c.num_layers > 1))
-      throw Error("the oneDNN peer runs forward/bidirectional networks with biases and peepholes at most, not " +
-                  describe(c));
+    if (c.reverse || c.clip > 0.0f || c.dropout > 0.0f || c.batch_first || c.gate_clip > 0.0f || c.input_forget ||
+        !c.bias || (c.independent_stacks && c.num_layers > 1))
+      throw Error("the oneDNN peer runs forward/bidirectional networks with biases, peepholes and projections at "
+                  "most, not " + describe(c));
+    if (bf16 && c.proj_size > 0) throw Error("the oneDNN peer runs the LSTM projection in FP32 only");
     if (th < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(th));
 #if !RNNJIT_PEER_OPENMP
     if (th > 0) throw Error("threads needs oneDNN's OpenMP runtime (not found at build time); use 0");
@@ -195,6 +198,7 @@ struct OnednnRnn::Impl {
     T = s.seq_len;
     N = s.batch;
     H = c.hidden_size;
+    S = c.state_size();
     D = c.directions();
     Y = c.output_size();
     G = c.gates();
@@ -205,13 +209,15 @@ struct OnednnRnn::Impl {
   bool training() const { return mode == Mode::training; }
   bool lstm() const { return cfg.cell == CellKind::lstm; }
   bool peephole() const { return cfg.peephole; }
+  bool projection() const { return cfg.proj_size > 0; }
 
   memory::desc md(const memory::dims& dims, tag t) const { return memory::desc(dims, dt::f32, t); }
   // The data and weights of the primitives: bf16 or FP32.
   memory::desc data_md(const memory::dims& dims, tag t) const {
     return memory::desc(dims, bf16 ? dt::bf16 : dt::f32, t);
   }
-  memory::dims iter_dims() const { return {1, D, N, H}; }
+  memory::dims iter_dims() const { return {1, D, N, S}; }    // h
+  memory::dims iter_c_dims() const { return {1, D, N, H}; }  // c
 
   // The forward and (training) backward primitives for layers of input width `input`.
   Prims build(i64 input) const {
@@ -219,8 +225,8 @@ struct OnednnRnn::Impl {
                      : cfg.sum_directions ? dnnl::rnn_direction::bidirectional_sum
                                           : dnnl::rnn_direction::bidirectional_concat;
     const auto src_layer = data_md({T, N, input}, tag::tnc), dst_layer = data_md({T, N, Y}, tag::tnc);
-    const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_dims(), tag::ldnc);
-    const auto wl = data_md({1, D, input, G, H}, tag::any), wi = data_md({1, D, H, G, H}, tag::any);
+    const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
+    const auto wl = data_md({1, D, input, G, H}, tag::any), wi = data_md({1, D, S, G, H}, tag::any);
     const auto bias = md({1, D, GB, H}, tag::ldgo);
     const auto fwd_kind = training() ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     const auto bwd_kind = dnnl::prop_kind::backward;
@@ -268,15 +274,16 @@ struct OnednnRnn::Impl {
       case CellKind::lstm: {
         using F = dnnl::lstm_forward;
         using B = dnnl::lstm_backward;
-        // An empty peephole descriptor is oneDNN's "no peepholes".
+        // Empty peephole and projection descriptors are oneDNN's "none".
         const memory::desc wp = peephole() ? md({1, D, 3, H}, tag::ldgo) : memory::desc();
+        const memory::desc wr = projection() ? md({1, D, H, S}, tag::any) : memory::desc();
         F::primitive_desc fpd(
-            F::desc(fwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, bias, dst_layer, iter, iter_c), eng);
+            F::desc(fwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, wr, bias, dst_layer, iter, iter_c), eng);
         p.fwd_pd = fpd;
         p.fwd = F(fpd);
         if (training()) {
-          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, iter, wl, wi, wp, bias, dst_layer, iter, iter,
-                                        src_layer, iter, iter, wl, wi, wp, bias, dst_layer, iter, iter),
+          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, wr, bias, dst_layer, iter,
+                                        iter_c, src_layer, iter, iter_c, wl, wi, wp, wr, bias, dst_layer, iter, iter_c),
                                 eng, fpd);
           p.bwd_pd = bpd;
           p.bwd = B(bpd);
@@ -314,16 +321,16 @@ struct OnednnRnn::Impl {
   void setup() {
     prims.push_back(build(cfg.input_size));
     if (L > 1 && Y != cfg.input_size) prims.push_back(build(Y));
-    const i64 state = D * N * H;
-    zeros.assign(static_cast<std::size_t>(state), 0.0f);
+    const i64 state = D * N * S, cell_state = D * N * H;
+    zeros.assign(static_cast<std::size_t>(cell_state), 0.0f);  // H >= S: wide enough for h and c
     hy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
-    if (lstm()) cy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
+    if (lstm()) cy_own.assign(static_cast<std::size_t>(L * cell_state), 0.0f);
     const auto between = data_md({T, N, Y}, tag::tnc);
     for (i64 i = 0; i < (training() ? L - 1 : std::min<i64>(L - 1, 2)); ++i) act.emplace_back(between, eng);
     if (training()) {
       for (i64 i = 0; i < std::min<i64>(L - 1, 2); ++i) dact.emplace_back(between, eng);
       dhx_own.assign(static_cast<std::size_t>(state), 0.0f);
-      if (lstm()) dcx_own.assign(static_cast<std::size_t>(state), 0.0f);
+      if (lstm()) dcx_own.assign(static_cast<std::size_t>(cell_state), 0.0f);
     }
 
     if (bf16) {
@@ -344,7 +351,7 @@ struct OnednnRnn::Impl {
       const Prims& p = *ly.p;
       const i64 in = cfg.layer_input_size(l);
       ly.wl_user = memory(md({1, D, in, G, H}, tag::ldigo), eng);
-      ly.wi_user = memory(md({1, D, H, G, H}, tag::ldigo), eng);
+      ly.wi_user = memory(md({1, D, S, G, H}, tag::ldigo), eng);
       ly.bias = memory(md({1, D, GB, H}, tag::ldgo), eng);
       // Inference reorders once (in set_weights); training reorders in every forward.
       ly.wl_fwd = in_format(ly.wl_user, query(p.fwd_pd, DNNL_ARG_WEIGHTS_LAYER), &ly.fwd_reorders, false);
@@ -352,7 +359,7 @@ struct OnednnRnn::Impl {
 
       const auto none = [&](const memory::desc& d) { return memory(d, eng, DNNL_MEMORY_NONE); };
       const auto src_layer = data_md({T, N, in}, tag::tnc), dst_layer = data_md({T, N, Y}, tag::tnc);
-      const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_dims(), tag::ldnc);
+      const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
       Args& fa = ly.fwd_args;
       fa[DNNL_ARG_SRC_LAYER] = none(src_layer);
       fa[DNNL_ARG_SRC_ITER] = none(iter);
@@ -369,13 +376,18 @@ struct OnednnRnn::Impl {
         ly.peephole = memory(md({1, D, 3, H}, tag::ldgo), eng);
         fa[DNNL_ARG_WEIGHTS_PEEPHOLE] = ly.peephole;
       }
+      if (projection()) {
+        ly.wp_user = memory(md({1, D, H, S}, tag::ldio), eng);
+        ly.wp_fwd = in_format(ly.wp_user, query(p.fwd_pd, DNNL_ARG_WEIGHTS_PROJECTION), &ly.fwd_reorders, false);
+        fa[DNNL_ARG_WEIGHTS_PROJECTION] = ly.wp_fwd;
+      }
       if (!training()) continue;
 
       fa[DNNL_ARG_WORKSPACE] = memory(query(p.fwd_pd, DNNL_ARG_WORKSPACE), eng);
       ly.wl_bwd = in_format(ly.wl_user, query(p.bwd_pd, DNNL_ARG_WEIGHTS_LAYER), &ly.bwd_reorders, false);
       ly.wi_bwd = in_format(ly.wi_user, query(p.bwd_pd, DNNL_ARG_WEIGHTS_ITER), &ly.bwd_reorders, false);
       ly.dwl_user = memory(md({1, D, in, G, H}, tag::ldigo), eng);
-      ly.dwi_user = memory(md({1, D, H, G, H}, tag::ldigo), eng);
+      ly.dwi_user = memory(md({1, D, S, G, H}, tag::ldigo), eng);
       ly.dbias = memory(md({1, D, GB, H}, tag::ldgo), eng);
       ly.dwl_bwd = in_format(ly.dwl_user, query(p.bwd_pd, DNNL_ARG_DIFF_WEIGHTS_LAYER), &ly.grad_reorders, true);
       ly.dwi_bwd = in_format(ly.dwi_user, query(p.bwd_pd, DNNL_ARG_DIFF_WEIGHTS_ITER), &ly.grad_reorders, true);
@@ -390,8 +402,8 @@ struct OnednnRnn::Impl {
       if (lstm()) {
         ba[DNNL_ARG_SRC_ITER_C] = fa[DNNL_ARG_SRC_ITER_C];
         ba[DNNL_ARG_DST_ITER_C] = fa[DNNL_ARG_DST_ITER_C];
-        ba[DNNL_ARG_DIFF_SRC_ITER_C] = none(iter);
-        ba[DNNL_ARG_DIFF_DST_ITER_C] = none(iter);
+        ba[DNNL_ARG_DIFF_SRC_ITER_C] = none(iter_c);
+        ba[DNNL_ARG_DIFF_DST_ITER_C] = none(iter_c);
       }
       ba[DNNL_ARG_WEIGHTS_LAYER] = ly.wl_bwd;
       ba[DNNL_ARG_WEIGHTS_ITER] = ly.wi_bwd;
@@ -407,6 +419,14 @@ struct OnednnRnn::Impl {
         ba[DNNL_ARG_WEIGHTS_PEEPHOLE] = ly.peephole;
         ba[DNNL_ARG_DIFF_WEIGHTS_PEEPHOLE] = ly.dpeephole;
       }
+      if (projection()) {
+        ly.wp_bwd = in_format(ly.wp_user, query(p.bwd_pd, DNNL_ARG_WEIGHTS_PROJECTION), &ly.bwd_reorders, false);
+        ly.dwp_user = memory(md({1, D, H, S}, tag::ldio), eng);
+        ly.dwp_bwd =
+            in_format(ly.dwp_user, query(p.bwd_pd, DNNL_ARG_DIFF_WEIGHTS_PROJECTION), &ly.grad_reorders, true);
+        ba[DNNL_ARG_WEIGHTS_PROJECTION] = ly.wp_bwd;
+        ba[DNNL_ARG_DIFF_WEIGHTS_PROJECTION] = ly.dwp_bwd;
+      }
     }
   }
 
@@ -421,7 +441,7 @@ struct OnednnRnn::Impl {
       float* b = data_of(ly.bias);
       for (int d = 0; d < D; ++d) {
         const float* w_ih = w.data() + layout.block(l, d, ParamKind::weight_ih).offset;  // [G*H, in]
-        const float* w_hh = w.data() + layout.block(l, d, ParamKind::weight_hh).offset;  // [G*H, H]
+        const float* w_hh = w.data() + layout.block(l, d, ParamKind::weight_hh).offset;  // [G*H, S]
         const float* b_ih = w.data() + layout.block(l, d, ParamKind::bias_ih).offset;    // [G*H]
         const float* b_hh = w.data() + layout.block(l, d, ParamKind::bias_hh).offset;
         for (int g = 0; g < G; ++g) {
@@ -429,8 +449,14 @@ struct OnednnRnn::Impl {
           for (i64 o = 0; o < H; ++o) {
             const i64 row = tg * H + o;
             for (i64 i = 0; i < in; ++i) wl[((d * in + i) * G + g) * H + o] = w_ih[row * in + i];
-            for (i64 i = 0; i < H; ++i) wi[((d * H + i) * G + g) * H + o] = w_hh[row * H + i];
+            for (i64 i = 0; i < S; ++i) wi[((d * S + i) * G + g) * H + o] = w_hh[row * S + i];
           }
+        }
+        if (projection()) {  // W_hr [P, H] -> ldio [H, P]
+          const float* w_hr = w.data() + layout.block(l, d, ParamKind::weight_hr).offset;
+          float* wr = data_of(ly.wp_user) + d * H * S;
+          for (i64 o = 0; o < S; ++o)
+            for (i64 i = 0; i < H; ++i) wr[i * S + o] = w_hr[o * H + i];
         }
         for (int g = 0; g < GB; ++g) {
           for (i64 o = 0; o < H; ++o) {
@@ -475,7 +501,7 @@ struct OnednnRnn::Impl {
           for (i64 o = 0; o < H; ++o) {
             const i64 row = tg * H + o;
             for (i64 i = 0; i < in; ++i) w_ih[row * in + i] = wl[((d * in + i) * G + g) * H + o];
-            for (i64 i = 0; i < H; ++i) w_hh[row * H + i] = wi[((d * H + i) * G + g) * H + o];
+            for (i64 i = 0; i < S; ++i) w_hh[row * S + i] = wi[((d * S + i) * G + g) * H + o];
             const float db = b[(d * GB + g) * H + o];
             b_ih[row] = db;  // the summed bias's gradient is each summand's
             b_hh[row] = cfg.cell == CellKind::gru && g == 2 ? b[(d * GB + 3) * H + o] : db;
@@ -485,23 +511,29 @@ struct OnednnRnn::Impl {
           const float* dp = data_of(ly.dpeephole) + d * 3 * H;
           std::copy(dp, dp + 3 * H, dw.data() + layout.block(l, d, ParamKind::weight_peephole).offset);
         }
+        if (projection()) {
+          const float* dwr = data_of(ly.dwp_user) + d * H * S;
+          float* dw_hr = dw.data() + layout.block(l, d, ParamKind::weight_hr).offset;
+          for (i64 o = 0; o < S; ++o)
+            for (i64 i = 0; i < H; ++i) dw_hr[o * H + i] = dwr[i * S + o];
+        }
       }
     }
   }
 
   void forward(const ForwardIo& io) {
-    const i64 state = L * D * N * H;
+    const i64 state = L * D * N * S, cell_state = L * D * N * H;
     check_size(io.x.size(), x_elements(cfg, shape), false, "x");
     check_size(io.y.size(), y_elements(cfg, shape), false, "y");
     check_size(io.hx.size(), state, true, "hx");
     check_size(io.hy.size(), state, true, "hy");
     if (lstm()) {
-      check_size(io.cx.size(), state, true, "cx");
-      check_size(io.cy.size(), state, true, "cy");
+      check_size(io.cx.size(), cell_state, true, "cx");
+      check_size(io.cy.size(), cell_state, true, "cy");
     } else if (!io.cx.empty() || !io.cy.empty()) {
       throw Error("buffers 'cx' and 'cy' are for LSTM only");
     }
-    const i64 step = D * N * H;
+    const i64 step = D * N * S, cell_step = D * N * H;
     float* hy = io.hy.empty() ? hy_own.data() : io.hy.data();
     float* cy = io.cy.empty() ? cy_own.data() : io.cy.data();
     for (i64 l = 0; l < L; ++l) {
@@ -529,8 +561,8 @@ struct OnednnRnn::Impl {
         a[DNNL_ARG_DST_ITER].set_data_handle(hy + l * step);
       }
       if (lstm()) {
-        a[DNNL_ARG_SRC_ITER_C].set_data_handle(io.cx.empty() ? zeros.data() : mutable_ptr(io.cx) + l * step);
-        a[DNNL_ARG_DST_ITER_C].set_data_handle(cy + l * step);
+        a[DNNL_ARG_SRC_ITER_C].set_data_handle(io.cx.empty() ? zeros.data() : mutable_ptr(io.cx) + l * cell_step);
+        a[DNNL_ARG_DST_ITER_C].set_data_handle(cy + l * cell_step);
       }
       if (training()) {
         for (Reorder& r : ly.fwd_reorders) r.run(strm);
@@ -553,18 +585,18 @@ struct OnednnRnn::Impl {
   void backward(const BackwardDataIo& io) {
     if (!training()) throw Error("OnednnRnn::backward needs Mode::training");
     if (!forward_done) throw Error("OnednnRnn::backward needs a forward call first (its workspace was used up)");
-    const i64 state = L * D * N * H;
+    const i64 state = L * D * N * S, cell_state = L * D * N * H;
     check_size(io.dy.size(), y_elements(cfg, shape), false, "dy");
     check_size(io.dx.size(), x_elements(cfg, shape), false, "dx");
     check_size(io.dhy.size(), state, true, "dhy");
     check_size(io.dhx.size(), state, true, "dhx");
     if (lstm()) {
-      check_size(io.dcy.size(), state, true, "dcy");
-      check_size(io.dcx.size(), state, true, "dcx");
+      check_size(io.dcy.size(), cell_state, true, "dcy");
+      check_size(io.dcx.size(), cell_state, true, "dcx");
     } else if (!io.dcy.empty() || !io.dcx.empty()) {
       throw Error("buffers 'dcy' and 'dcx' are for LSTM only");
     }
-    const i64 step = D * N * H;
+    const i64 step = D * N * S, cell_step = D * N * H;
     for (i64 l = L - 1; l >= 0; --l) {
       Layer& ly = layers[static_cast<std::size_t>(l)];
       Args& a = ly.bwd_args;
@@ -577,8 +609,9 @@ struct OnednnRnn::Impl {
       a[DNNL_ARG_DIFF_DST_ITER].set_data_handle(io.dhy.empty() ? zeros.data() : mutable_ptr(io.dhy) + l * step);
       a[DNNL_ARG_DIFF_SRC_ITER].set_data_handle(io.dhx.empty() ? dhx_own.data() : io.dhx.data() + l * step);
       if (lstm()) {
-        a[DNNL_ARG_DIFF_DST_ITER_C].set_data_handle(io.dcy.empty() ? zeros.data() : mutable_ptr(io.dcy) + l * step);
-        a[DNNL_ARG_DIFF_SRC_ITER_C].set_data_handle(io.dcx.empty() ? dcx_own.data() : io.dcx.data() + l * step);
+        a[DNNL_ARG_DIFF_DST_ITER_C].set_data_handle(io.dcy.empty() ? zeros.data()
+                                                                   : mutable_ptr(io.dcy) + l * cell_step);
+        a[DNNL_ARG_DIFF_SRC_ITER_C].set_data_handle(io.dcx.empty() ? dcx_own.data() : io.dcx.data() + l * cell_step);
       }
       for (Reorder& r : ly.bwd_reorders) r.run(strm);
       // oneDNN 2.x accumulates into the weight gradients.
@@ -586,6 +619,7 @@ struct OnednnRnn::Impl {
       std::memset(ly.dwi_bwd.get_data_handle(), 0, ly.dwi_bwd.get_desc().get_size());
       std::memset(ly.dbias.get_data_handle(), 0, ly.dbias.get_desc().get_size());
       if (peephole()) std::memset(ly.dpeephole.get_data_handle(), 0, ly.dpeephole.get_desc().get_size());
+      if (projection()) std::memset(ly.dwp_bwd.get_data_handle(), 0, ly.dwp_bwd.get_desc().get_size());
       ly.p->bwd.execute(strm, a);
       for (Reorder& r : ly.grad_reorders) r.run(strm);
     }

@@ -17,7 +17,11 @@
 //   i,f,c~,o = PyTorch's i,f,g,o); gru -> lbr_gru (PyTorch's GRU is linear-before-reset) whose gate
 //   order is u(=z),r,o(=n): the z and r blocks swap. Weights go from PyTorch's [G*H, I] to oneDNN's
 //   ldigo (transposed); the bias (ldgo) is b_ih + b_hh per gate, except lbr_gru's four bias gates
-//   u, r, o, u' = b_iz+b_hz, b_ir+b_hr, b_in, b_hn.
+//   u, r, o, u' = b_iz+b_hz, b_ir+b_hr, b_in, b_hn. Peepholes: weights_peephole ldgo (rows i, f, o
+//   in both). A projection (proj_size, FP32 only): oneDNN's projection LSTM, W_hr [P, H] transposed
+//   into weights_projection ldio [H, P]; h, hx and hy are P wide, c stays H.
+//   Refused with an Error naming the configuration: reverse, cell clip, dropout, batch_first,
+//   gate clip, input_forget, no biases, independent stacks of several layers.
 //   Layers: one primitive per layer (shared by the layers of equal shape). A multi-layer oneDNN
 //   primitive cannot be used: with bidirectional_concat it runs each direction's stack of layers
 //   independently and concatenates only the last layer's outputs, while rnnjit (cuDNN, PyTorch)

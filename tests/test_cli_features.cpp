@@ -281,7 +281,7 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
   EXPECT_NE(r.out.find("peephole"), std::string::npos) << r.out;
   expect_error(with({"--peephole", "--gate-clip", "0.5"}), 2,
                {"--compare onednn: the oneDNN peer runs plain configurations only", "--gate-clip",
-                "--peephole and --direction bidirectional_sum are supported"});
+                "--peephole, --proj-size, --relu-alpha and --direction bidirectional_sum are supported"});
   expect_error(with({"--input-forget"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only"});
   // oneDNN's bidirectional_sum runs the same network as --direction bidirectional_sum.
   const test::CliResult sum = cli(with({"--direction", "bidirectional_sum", "--layers", "2", "--mode", "train"}));
@@ -289,6 +289,20 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
   EXPECT_NE(sum.out.find("sum_directions"), std::string::npos) << sum.out;
   EXPECT_NE(sum.out.find("onednn"), std::string::npos) << sum.out;
   expect_error(with({"--no-bias"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only", "--no-bias"});
+  // oneDNN's projection LSTM, and its vanilla RNN with the leaky ReLU and with the sigmoid.
+  const test::CliResult projected = cli(with({"--proj-size", "7", "--mode", "train"}));
+  EXPECT_EQ(projected.status, 0) << projected.err;
+  EXPECT_NE(projected.out.find("P=7"), std::string::npos) << projected.out;
+  EXPECT_NE(projected.out.find("onednn"), std::string::npos) << projected.out;
+  for (const std::vector<std::string>& cell : {std::vector<std::string>{"rnn_relu", "--relu-alpha", "0.1"},
+                                               std::vector<std::string>{"rnn_sigmoid"}}) {
+    std::vector<std::string> a = base;
+    a[2] = cell[0];  // base is "bench --cell lstm ..."
+    a.insert(a.end(), cell.begin() + 1, cell.end());
+    const test::CliResult v = cli(a);
+    EXPECT_EQ(v.status, 0) << v.err;
+    EXPECT_NE(v.out.find("onednn"), std::string::npos) << v.out;
+  }
 }
 
 // bench --peak also measures the weight-streaming bound of the recurrence: every step reads its

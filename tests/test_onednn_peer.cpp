@@ -39,13 +39,14 @@ struct PeerCase {
   bool peephole = false;
   bool sum = false;  // sum_directions: oneDNN's bidirectional_sum
   float relu_alpha = 0.0f;  // rnn_relu: eltwise_relu's alpha (the leaky slope)
+  std::int64_t proj_size = 0;  // LSTM: oneDNN's projection LSTM
 };
 
 std::ostream& operator<<(std::ostream& os, const PeerCase& c) {
   return os << to_string(c.cell) << " I=" << c.input << " H=" << c.hidden << " L=" << c.layers
             << " D=" << (c.bidirectional ? 2 : 1) << " T=" << c.seq_len << " N=" << c.batch
             << (c.peephole ? " peephole" : "") << (c.sum ? " sum" : "")
-            << (c.relu_alpha > 0.0f ? " leaky" : "");
+            << (c.relu_alpha > 0.0f ? " leaky" : "") << (c.proj_size > 0 ? " P=" + std::to_string(c.proj_size) : "");
 }
 
 std::string case_name(const testing::TestParamInfo<PeerCase>& info) {
@@ -53,7 +54,7 @@ std::string case_name(const testing::TestParamInfo<PeerCase>& info) {
   return std::string(to_string(c.cell)) + "_I" + std::to_string(c.input) + "_H" + std::to_string(c.hidden) + "_L" +
          std::to_string(c.layers) + (c.bidirectional ? "_bi" : "_uni") + "_T" + std::to_string(c.seq_len) + "_N" +
          std::to_string(c.batch) + (c.peephole ? "_peephole" : "") + (c.sum ? "_sum" : "") +
-         (c.relu_alpha > 0.0f ? "_leaky" : "");
+         (c.relu_alpha > 0.0f ? "_leaky" : "") + (c.proj_size > 0 ? "_P" + std::to_string(c.proj_size) : "");
 }
 
 RnnConfig config_of(const PeerCase& c) {
@@ -66,6 +67,7 @@ RnnConfig config_of(const PeerCase& c) {
   cfg.peephole = c.peephole;
   cfg.sum_directions = c.sum;
   cfg.relu_alpha = c.relu_alpha;
+  cfg.proj_size = c.proj_size;
   return cfg;
 }
 
@@ -161,7 +163,7 @@ TEST_P(OnednnPeer, Bf16InferenceMatchesReferenceToBf16Precision) {
   try {
     peer = std::make_unique<OnednnRnn>(rc.config, rc.shape, Mode::inference, rc.w, 0, /*bf16=*/true);
   } catch (const Error& e) {
-    GTEST_SKIP() << "oneDNN runs no bf16 RNN here: " << e.what();
+    GTEST_SKIP() << "the bf16 peer does not run this case here: " << e.what();
   }
   SCOPED_TRACE(peer->run_info().summary());
   const Tensors got = run_peer(*peer, rc), want = rc.reference(false);
@@ -216,7 +218,12 @@ INSTANTIATE_TEST_SUITE_P(
         // rnnjit's rnn_sigmoid and relu_alpha.
         PeerCase{CellKind::rnn_sigmoid, 5, 17, 2, true, 4, 3}, PeerCase{CellKind::rnn_sigmoid, 7, 9, 1, false, 6, 4},
         PeerCase{CellKind::rnn_relu, 5, 17, 2, true, 4, 3, false, false, 0.2f},
-        PeerCase{CellKind::rnn_relu, 7, 9, 3, false, 6, 1, false, false, 0.2f}),
+        PeerCase{CellKind::rnn_relu, 7, 9, 3, false, 6, 1, false, false, 0.2f},
+        // oneDNN's projection LSTM (h = W_hr (o * tanh(c)), P wide): an oracle for rnnjit's
+        // reference of PyTorch's proj_size; with peepholes and summed directions too.
+        PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3, false, false, 0.0f, 7},
+        PeerCase{CellKind::lstm, 7, 9, 3, false, 6, 4, false, false, 0.0f, 4},
+        PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3, true, true, 0.0f, 11}),
     case_name);
 
 // Optional buffers: no hx/cx means zeros, no hy/cy/dhx/dcx means not written, no dhy/dcy zeros.

@@ -126,11 +126,14 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     RnnConfig plain{config.cell, config.input_size, config.hidden_size, config.num_layers, config.bidirectional};
     plain.peephole = config.peephole;              // oneDNN's peephole LSTM
     plain.sum_directions = config.sum_directions;  // oneDNN's bidirectional_sum
+    plain.proj_size = config.proj_size;            // oneDNN's projection LSTM
+    plain.relu_alpha = config.relu_alpha;          // eltwise_relu's alpha
     if (!(config == plain) || !d.lengths.empty())
       throw UsageError("--compare onednn: the oneDNN peer runs plain configurations only (no --direction reverse, "
-                       "--proj-size, --clip, --dropout, --batch-first, --gate-clip, --input-forget, --no-bias, "
-                       "--independent-stacks or --mixed-lengths; --peephole and --direction bidirectional_sum are "
-                       "supported)");
+                       "--clip, --dropout, --batch-first, --gate-clip, --input-forget, --no-bias, "
+                       "--independent-stacks or --mixed-lengths; --peephole, --proj-size, --relu-alpha and "
+                       "--direction bidirectional_sum are supported)");
+    if (bf16 && config.proj_size > 0) throw UsageError("--compare onednn_bf16: the bf16 peer runs no --proj-size");
     auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads, bf16);
     return {name, [dnnl, mode, &d] {
               dnnl->forward({.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy});
