@@ -186,10 +186,10 @@ struct OnednnRnn::Impl {
     validate(c, s);
     if (bf16 && m == Mode::training) throw Error("the oneDNN peer runs bf16 in inference only");
     // What the peer does not model is refused, never silently dropped.
-    if (c.reverse || c.clip > 0.0f || c.dropout > 0.0f || c.batch_first || c.gate_clip > 0.0f || c.input_forget ||
-        !c.bias || (c.independent_stacks && c.num_layers > 1))
-      throw Error("the oneDNN peer runs forward/bidirectional networks with biases, peepholes and projections at "
-                  "most, not " + describe(c));
+    if (c.clip > 0.0f || c.dropout > 0.0f || c.gate_clip > 0.0f || c.input_forget ||
+        (c.independent_stacks && c.num_layers > 1))
+      throw Error("the oneDNN peer runs no cell clip, dropout, gate clip, input_forget or independent stacks, not " +
+                  describe(c));
     if (bf16 && c.proj_size > 0) throw Error("the oneDNN peer runs the LSTM projection in FP32 only");
     if (th < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(th));
 #if !RNNJIT_PEER_OPENMP
@@ -216,15 +216,18 @@ struct OnednnRnn::Impl {
   memory::desc data_md(const memory::dims& dims, tag t) const {
     return memory::desc(dims, bf16 ? dt::bf16 : dt::f32, t);
   }
+  // x, y and the layers' outputs: [T, N, C] in time-major or batch-major order.
+  tag layer_tag() const { return cfg.batch_first ? tag::ntc : tag::tnc; }
   memory::dims iter_dims() const { return {1, D, N, S}; }    // h
   memory::dims iter_c_dims() const { return {1, D, N, H}; }  // c
 
   // The forward and (training) backward primitives for layers of input width `input`.
   Prims build(i64 input) const {
-    const auto dir = D == 1                ? dnnl::rnn_direction::unidirectional_left2right
+    const auto dir = D == 1 ? (cfg.reverse ? dnnl::rnn_direction::unidirectional_right2left
+                                           : dnnl::rnn_direction::unidirectional_left2right)
                      : cfg.sum_directions ? dnnl::rnn_direction::bidirectional_sum
                                           : dnnl::rnn_direction::bidirectional_concat;
-    const auto src_layer = data_md({T, N, input}, tag::tnc), dst_layer = data_md({T, N, Y}, tag::tnc);
+    const auto src_layer = data_md({T, N, input}, layer_tag()), dst_layer = data_md({T, N, Y}, layer_tag());
     const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
     const auto wl = data_md({1, D, input, G, H}, tag::any), wi = data_md({1, D, S, G, H}, tag::any);
     const auto bias = md({1, D, GB, H}, tag::ldgo);
@@ -325,7 +328,7 @@ struct OnednnRnn::Impl {
     zeros.assign(static_cast<std::size_t>(cell_state), 0.0f);  // H >= S: wide enough for h and c
     hy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
     if (lstm()) cy_own.assign(static_cast<std::size_t>(L * cell_state), 0.0f);
-    const auto between = data_md({T, N, Y}, tag::tnc);
+    const auto between = data_md({T, N, Y}, layer_tag());
     for (i64 i = 0; i < (training() ? L - 1 : std::min<i64>(L - 1, 2)); ++i) act.emplace_back(between, eng);
     if (training()) {
       for (i64 i = 0; i < std::min<i64>(L - 1, 2); ++i) dact.emplace_back(between, eng);
@@ -334,10 +337,10 @@ struct OnednnRnn::Impl {
     }
 
     if (bf16) {
-      x16 = memory(data_md({T, N, cfg.input_size}, tag::tnc), eng);
-      y16 = memory(data_md({T, N, Y}, tag::tnc), eng);
-      x_user = memory(md({T, N, cfg.input_size}, tag::tnc), eng, DNNL_MEMORY_NONE);
-      y_user = memory(md({T, N, Y}, tag::tnc), eng, DNNL_MEMORY_NONE);
+      x16 = memory(data_md({T, N, cfg.input_size}, layer_tag()), eng);
+      y16 = memory(data_md({T, N, Y}, layer_tag()), eng);
+      x_user = memory(md({T, N, cfg.input_size}, layer_tag()), eng, DNNL_MEMORY_NONE);
+      y_user = memory(md({T, N, Y}, layer_tag()), eng, DNNL_MEMORY_NONE);
       h_user = memory(md(iter_dims(), tag::ldnc), eng, DNNL_MEMORY_NONE);
       for (i64 l = 0; l < L; ++l) {
         h16_in.emplace_back(data_md(iter_dims(), tag::ldnc), eng);
@@ -358,7 +361,7 @@ struct OnednnRnn::Impl {
       ly.wi_fwd = in_format(ly.wi_user, query(p.fwd_pd, DNNL_ARG_WEIGHTS_ITER), &ly.fwd_reorders, false);
 
       const auto none = [&](const memory::desc& d) { return memory(d, eng, DNNL_MEMORY_NONE); };
-      const auto src_layer = data_md({T, N, in}, tag::tnc), dst_layer = data_md({T, N, Y}, tag::tnc);
+      const auto src_layer = data_md({T, N, in}, layer_tag()), dst_layer = data_md({T, N, Y}, layer_tag());
       const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
       Args& fa = ly.fwd_args;
       fa[DNNL_ARG_SRC_LAYER] = none(src_layer);
@@ -442,8 +445,10 @@ struct OnednnRnn::Impl {
       for (int d = 0; d < D; ++d) {
         const float* w_ih = w.data() + layout.block(l, d, ParamKind::weight_ih).offset;  // [G*H, in]
         const float* w_hh = w.data() + layout.block(l, d, ParamKind::weight_hh).offset;  // [G*H, S]
-        const float* b_ih = w.data() + layout.block(l, d, ParamKind::bias_ih).offset;    // [G*H]
-        const float* b_hh = w.data() + layout.block(l, d, ParamKind::bias_hh).offset;
+        // [G*H] each; without biases, zeros (oneDNN's bias is then all zeros too).
+        const std::vector<float> no_bias(cfg.bias ? 0 : static_cast<std::size_t>(G * H), 0.0f);
+        const float* b_ih = cfg.bias ? w.data() + layout.block(l, d, ParamKind::bias_ih).offset : no_bias.data();
+        const float* b_hh = cfg.bias ? w.data() + layout.block(l, d, ParamKind::bias_hh).offset : no_bias.data();
         for (int g = 0; g < G; ++g) {
           const i64 tg = torch_gate(cfg.cell, g);
           for (i64 o = 0; o < H; ++o) {
@@ -494,8 +499,10 @@ struct OnednnRnn::Impl {
       for (int d = 0; d < D; ++d) {
         float* w_ih = dw.data() + layout.block(l, d, ParamKind::weight_ih).offset;
         float* w_hh = dw.data() + layout.block(l, d, ParamKind::weight_hh).offset;
-        float* b_ih = dw.data() + layout.block(l, d, ParamKind::bias_ih).offset;
-        float* b_hh = dw.data() + layout.block(l, d, ParamKind::bias_hh).offset;
+        // Without biases oneDNN's bias gradient has nowhere to go.
+        std::vector<float> no_bias(cfg.bias ? 0 : static_cast<std::size_t>(G * H));
+        float* b_ih = cfg.bias ? dw.data() + layout.block(l, d, ParamKind::bias_ih).offset : no_bias.data();
+        float* b_hh = cfg.bias ? dw.data() + layout.block(l, d, ParamKind::bias_hh).offset : no_bias.data();
         for (int g = 0; g < G; ++g) {
           const i64 tg = torch_gate(cfg.cell, g);
           for (i64 o = 0; o < H; ++o) {

@@ -20,8 +20,10 @@
 //   u, r, o, u' = b_iz+b_hz, b_ir+b_hr, b_in, b_hn. Peepholes: weights_peephole ldgo (rows i, f, o
 //   in both). A projection (proj_size, FP32 only): oneDNN's projection LSTM, W_hr [P, H] transposed
 //   into weights_projection ldio [H, P]; h, hx and hy are P wide, c stays H.
-//   Refused with an Error naming the configuration: reverse, cell clip, dropout, batch_first,
-//   gate clip, input_forget, no biases, independent stacks of several layers.
+//   reverse: unidirectional_right2left; batch_first: x, y and the layers' outputs in ntc; no
+//   biases: oneDNN's bias all zeros (its gradient dropped). Refused with an Error naming the
+//   configuration: cell clip, dropout, gate clip, input_forget, independent stacks of several
+//   layers.
 //   Layers: one primitive per layer (shared by the layers of equal shape). A multi-layer oneDNN
 //   primitive cannot be used: with bidirectional_concat it runs each direction's stack of layers
 //   independently and concatenates only the last layer's outputs, while rnnjit (cuDNN, PyTorch)

@@ -610,7 +610,7 @@ TEST_F(BadCli, BenchAndDemoRejectBadCounts) {
     EXPECT_EQ(r.err, "rnn-jit: error: --compare onednn: oneDNN was not found when rnn-jit was built\n");
   }
   // A feature the oneDNN peer does not model is refused, not timed as a different network.
-  const CliResult f = cli(with({"bench"}, with(kSmall, {"--compare", "onednn", "--batch-first", "--reps", "1"})));
+  const CliResult f = cli(with({"bench"}, with(kSmall, {"--compare", "onednn", "--gate-clip", "0.5", "--reps", "1"})));
   EXPECT_EQ(f.status, 2) << f.err;
   if (r.status == 0) {
     EXPECT_NE(f.err.find("--compare onednn: the oneDNN peer runs plain configurations only"), std::string::npos) << f.err;

@@ -281,19 +281,31 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
   EXPECT_NE(r.out.find("peephole"), std::string::npos) << r.out;
   expect_error(with({"--peephole", "--gate-clip", "0.5"}), 2,
                {"--compare onednn: the oneDNN peer runs plain configurations only", "--gate-clip",
-                "--peephole, --proj-size, --relu-alpha and --direction bidirectional_sum are supported"});
+                "--peephole, --proj-size and --relu-alpha are supported"});
   expect_error(with({"--input-forget"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only"});
   // oneDNN's bidirectional_sum runs the same network as --direction bidirectional_sum.
   const test::CliResult sum = cli(with({"--direction", "bidirectional_sum", "--layers", "2", "--mode", "train"}));
   EXPECT_EQ(sum.status, 0) << sum.err;
   EXPECT_NE(sum.out.find("sum_directions"), std::string::npos) << sum.out;
   EXPECT_NE(sum.out.find("onednn"), std::string::npos) << sum.out;
-  expect_error(with({"--no-bias"}), 2, {"--compare onednn: the oneDNN peer runs plain configurations only", "--no-bias"});
+  expect_error(with({"--dropout", "0.5", "--layers", "2", "--mode", "train"}), 2,
+               {"--compare onednn: the oneDNN peer runs plain configurations only", "--dropout"});
   // oneDNN's projection LSTM, and its vanilla RNN with the leaky ReLU and with the sigmoid.
   const test::CliResult projected = cli(with({"--proj-size", "7", "--mode", "train"}));
   EXPECT_EQ(projected.status, 0) << projected.err;
   EXPECT_NE(projected.out.find("P=7"), std::string::npos) << projected.out;
   EXPECT_NE(projected.out.find("onednn"), std::string::npos) << projected.out;
+  // batch-first tensors and no biases, and (one direction) the reverse direction.
+  const test::CliResult batch_first = cli(with({"--batch-first", "--no-bias", "--mode", "train"}));
+  EXPECT_EQ(batch_first.status, 0) << batch_first.err;
+  EXPECT_NE(batch_first.out.find("batch_first no_bias"), std::string::npos) << batch_first.out;
+  std::vector<std::string> reverse = base;
+  reverse.pop_back();  // --bidirectional
+  reverse.insert(reverse.end(), {"--direction", "reverse", "--mode", "train"});
+  const test::CliResult reversed = cli(reverse);
+  EXPECT_EQ(reversed.status, 0) << reversed.err;
+  EXPECT_NE(reversed.out.find("reverse"), std::string::npos) << reversed.out;
+  EXPECT_NE(reversed.out.find("onednn"), std::string::npos) << reversed.out;
   for (const std::vector<std::string>& cell : {std::vector<std::string>{"rnn_relu", "--relu-alpha", "0.1"},
                                                std::vector<std::string>{"rnn_sigmoid"}}) {
     std::vector<std::string> a = base;

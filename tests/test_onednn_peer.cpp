@@ -40,13 +40,23 @@ struct PeerCase {
   bool sum = false;  // sum_directions: oneDNN's bidirectional_sum
   float relu_alpha = 0.0f;  // rnn_relu: eltwise_relu's alpha (the leaky slope)
   std::int64_t proj_size = 0;  // LSTM: oneDNN's projection LSTM
+  bool reverse = false;        // unidirectional: oneDNN's unidirectional_right2left
+  bool batch_first = false;    // x, y [N, T, *]: oneDNN's ntc
+  bool no_bias = false;        // oneDNN's bias all zeros
+
+  PeerCase with(bool PeerCase::*flag) const {
+    PeerCase c = *this;
+    c.*flag = true;
+    return c;
+  }
 };
 
 std::ostream& operator<<(std::ostream& os, const PeerCase& c) {
   return os << to_string(c.cell) << " I=" << c.input << " H=" << c.hidden << " L=" << c.layers
             << " D=" << (c.bidirectional ? 2 : 1) << " T=" << c.seq_len << " N=" << c.batch
             << (c.peephole ? " peephole" : "") << (c.sum ? " sum" : "")
-            << (c.relu_alpha > 0.0f ? " leaky" : "") << (c.proj_size > 0 ? " P=" + std::to_string(c.proj_size) : "");
+            << (c.relu_alpha > 0.0f ? " leaky" : "") << (c.proj_size > 0 ? " P=" + std::to_string(c.proj_size) : "")
+            << (c.reverse ? " reverse" : "") << (c.batch_first ? " batch_first" : "") << (c.no_bias ? " no_bias" : "");
 }
 
 std::string case_name(const testing::TestParamInfo<PeerCase>& info) {
@@ -54,7 +64,8 @@ std::string case_name(const testing::TestParamInfo<PeerCase>& info) {
   return std::string(to_string(c.cell)) + "_I" + std::to_string(c.input) + "_H" + std::to_string(c.hidden) + "_L" +
          std::to_string(c.layers) + (c.bidirectional ? "_bi" : "_uni") + "_T" + std::to_string(c.seq_len) + "_N" +
          std::to_string(c.batch) + (c.peephole ? "_peephole" : "") + (c.sum ? "_sum" : "") +
-         (c.relu_alpha > 0.0f ? "_leaky" : "") + (c.proj_size > 0 ? "_P" + std::to_string(c.proj_size) : "");
+         (c.relu_alpha > 0.0f ? "_leaky" : "") + (c.proj_size > 0 ? "_P" + std::to_string(c.proj_size) : "") +
+         (c.reverse ? "_reverse" : "") + (c.batch_first ? "_batch_first" : "") + (c.no_bias ? "_no_bias" : "");
 }
 
 RnnConfig config_of(const PeerCase& c) {
@@ -68,6 +79,9 @@ RnnConfig config_of(const PeerCase& c) {
   cfg.sum_directions = c.sum;
   cfg.relu_alpha = c.relu_alpha;
   cfg.proj_size = c.proj_size;
+  cfg.reverse = c.reverse;
+  cfg.batch_first = c.batch_first;
+  cfg.bias = !c.no_bias;
   return cfg;
 }
 
@@ -223,7 +237,14 @@ INSTANTIATE_TEST_SUITE_P(
         // reference of PyTorch's proj_size; with peepholes and summed directions too.
         PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3, false, false, 0.0f, 7},
         PeerCase{CellKind::lstm, 7, 9, 3, false, 6, 4, false, false, 0.0f, 4},
-        PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3, true, true, 0.0f, 11}),
+        PeerCase{CellKind::lstm, 5, 17, 2, true, 4, 3, true, true, 0.0f, 11},
+        // unidirectional_right2left (rnnjit's reverse), ntc (batch_first), zero biases (no bias).
+        PeerCase{CellKind::lstm, 7, 9, 2, false, 6, 4}.with(&PeerCase::reverse),
+        PeerCase{CellKind::gru, 5, 17, 1, false, 4, 3}.with(&PeerCase::reverse),
+        PeerCase{CellKind::gru_reset_before, 5, 17, 2, true, 4, 3}.with(&PeerCase::batch_first),
+        PeerCase{CellKind::lstm, 7, 9, 2, false, 6, 4, false, false, 0.0f, 5}.with(&PeerCase::batch_first),
+        PeerCase{CellKind::rnn_tanh, 5, 17, 2, true, 4, 3}.with(&PeerCase::no_bias),
+        PeerCase{CellKind::gru, 7, 9, 2, false, 6, 4}.with(&PeerCase::no_bias).with(&PeerCase::reverse)),
     case_name);
 
 // Optional buffers: no hx/cx means zeros, no hy/cy/dhx/dcx means not written, no dhy/dcy zeros.
@@ -283,8 +304,9 @@ TEST(OnednnPeerBuffers, Errors) {
   bad.hidden_size = 0;
   EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, rc.w), Error);
   bad = cfg;
-  bad.reverse = true;  // what the peer does not model is refused, not dropped
-  EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, rc.w), Error);
+  bad.dropout = 0.5f;  // what the peer does not model is refused, not dropped
+  bad.num_layers = 2;
+  EXPECT_THROW(OnednnRnn(bad, shape, Mode::training, RnnCase(bad, shape, 31).w), Error);
   bad = cfg;
   bad.gate_clip = 1.0f;
   EXPECT_THROW(OnednnRnn(bad, shape, Mode::inference, rc.w), Error);

@@ -128,11 +128,14 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     plain.sum_directions = config.sum_directions;  // oneDNN's bidirectional_sum
     plain.proj_size = config.proj_size;            // oneDNN's projection LSTM
     plain.relu_alpha = config.relu_alpha;          // eltwise_relu's alpha
+    plain.reverse = config.reverse;                // unidirectional_right2left
+    plain.batch_first = config.batch_first;        // ntc
+    plain.bias = config.bias;                      // a zero bias
     if (!(config == plain) || !d.lengths.empty())
-      throw UsageError("--compare onednn: the oneDNN peer runs plain configurations only (no --direction reverse, "
-                       "--clip, --dropout, --batch-first, --gate-clip, --input-forget, --no-bias, "
-                       "--independent-stacks or --mixed-lengths; --peephole, --proj-size, --relu-alpha and "
-                       "--direction bidirectional_sum are supported)");
+      throw UsageError("--compare onednn: the oneDNN peer runs plain configurations only (no --clip, --dropout, "
+                       "--gate-clip, --input-forget, --independent-stacks or --mixed-lengths; --direction reverse "
+                       "and bidirectional_sum, --batch-first, --no-bias, --peephole, --proj-size and --relu-alpha "
+                       "are supported)");
     if (bf16 && config.proj_size > 0) throw UsageError("--compare onednn_bf16: the bf16 peer runs no --proj-size");
     auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads, bf16);
     return {name, [dnnl, mode, &d] {
