@@ -7,11 +7,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || return 1
 
 # nlohmann-json3-dev: JSON output of plans and benchmarks; libdnnl-dev: the optional oneDNN peer,
 # with ocl-icd-opencl-dev, which its CMake config needs (a recommendation apt leaves out here);
-# pkgconf: the install test builds a consumer through rnnjit.pc.
+# pkgconf: the install test builds a consumer through rnnjit.pc; python3-venv: tools/test.sh's
+# environment with onnx and onnxruntime.
 # RNNJIT_EXTRA_PACKAGES (space-separated) adds more, e.g. fuzz/run.sh's clang.
 read -r -a rnnjit_extra_packages <<<"${RNNJIT_EXTRA_PACKAGES:-}"
 RNNJIT_PACKAGES=(build-essential cmake libxbyak-dev libopenblas-dev libfmt-dev libgtest-dev libcli11-dev libzydis-dev
-                 nlohmann-json3-dev libdnnl-dev ocl-icd-opencl-dev pkgconf "${rnnjit_extra_packages[@]}")
+                 nlohmann-json3-dev libdnnl-dev ocl-icd-opencl-dev pkgconf python3-venv "${rnnjit_extra_packages[@]}")
 
 rnnjit_install_packages() {
   local missing=() pkg status

@@ -26,4 +26,17 @@ case "${1:-}" in
     ;;
 esac
 rnnjit_build build
+# onnx and onnxruntime, for test_c_api's comparisons of the ONNX operators, in a virtual
+# environment under build/ (PyPI): best effort, those tests skip without them. An interpreter
+# already named by RNNJIT_TEST_PYTHON (e.g. one with torch as well) is kept.
+if [[ -z ${RNNJIT_TEST_PYTHON:-} ]]; then
+  venv=build/python-peers
+  if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
+    python3 -m venv "$venv" && timeout 600 "$venv/bin/pip" install -q onnx onnxruntime numpy ||
+      echo "test: could not install onnx and onnxruntime: their comparisons will skip" >&2
+  fi
+  if "$venv/bin/python" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
+    export RNNJIT_TEST_PYTHON=$PWD/$venv/bin/python
+  fi
+fi
 exec ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
