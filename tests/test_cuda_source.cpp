@@ -1,10 +1,10 @@
 // The CUDA path without a GPU: every generated gate kernel (all cells, the reset-before GRU's two
 // parts, forward inference and training, backward; H with tails; the LSTM cell clip, ONNX's gate
 // clip on every cell, LSTM peepholes and coupled input/forget gates, the leaky ReLU's slope, alone
-// and together) compiles with NVRTC to PTX, and
-// the generated source's math runs on the host — compiled by the system compiler behind a small
-// shim that plays the CUDA grid — against the scalar twins (kernels/gate_reference.hpp), with
-// gate clips that clamp and, backward, stored activations planted exactly at the clip's bounds.
+// and together) compiles with NVRTC to PTX, and the generated source's math runs on the host —
+// compiled by the system compiler behind a small shim that plays the CUDA grid — against the
+// scalar twins (kernels/gate_reference.hpp), with gate clips that clamp and, backward, stored
+// activations planted exactly at the clip's bounds.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -54,7 +54,6 @@ struct Features {
 };
 
 std::vector<KernelDesc> every_kernel(std::uint32_t H) {
-  constexpr auto kAll = kCellKinds;
   std::vector<KernelDesc> out;
   auto add = [&](CellKind cell, const Features& f) {  // forward inference and training, backward
     for (int k = 0; k < 3; ++k)
@@ -69,11 +68,11 @@ std::vector<KernelDesc> every_kernel(std::uint32_t H) {
         out.push_back(d);
       }
   };
-  for (CellKind cell : kAll) add(cell, {});
+  for (CellKind cell : kCellKinds) add(cell, {});
   add(CellKind::lstm, {.clip = 0.375f});
   // ONNX's gate clip at 0.7: most of the test's pre-activations (sums of four values in (-1, 1))
   // lie beyond it.
-  for (CellKind cell : kAll) add(cell, {.gate_clip = 0.7f});
+  for (CellKind cell : kCellKinds) add(cell, {.gate_clip = 0.7f});
   add(CellKind::lstm, {.peephole = true});
   add(CellKind::lstm, {.input_forget = true});
   add(CellKind::lstm, {.clip = 0.375f, .gate_clip = 0.7f, .peephole = true, .input_forget = true});

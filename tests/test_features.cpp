@@ -2,12 +2,11 @@
 // dropout between layers, batch-first tensors, variable sequence lengths, the LSTM projection,
 // ONNX's gate clip, LSTM peepholes and coupled input-forget gates, networks without biases and
 // bidirectional ones whose directions are summed or stacked independently, the leaky ReLU, alone
-// and combined (the logistic-sigmoid RNN on a subset of them),
-// forward and backward, against the double-precision reference (whose gradients are checked by
-// finite differences in test_reference_features). Sizes have vector tails
-// (H = 19, 115, 230) and odd batches; the AVX-512 plans run on one and two threads (the cases
-// that split are larger), and with a batch the planner splits by rows (two threads for one
-// direction, four for two).
+// and combined (the sigmoid RNN on a subset of them), forward and backward, against the
+// double-precision reference (whose gradients are checked by finite differences in
+// test_reference and test_reference_features). Sizes have vector tails (H = 19, 115, 230) and
+// odd batches; the AVX-512 plans run on one and two threads (the cases that split are larger),
+// and with a batch the planner splits by rows (two threads for one direction, four for two).
 #include <gtest/gtest.h>
 
 #include <ostream>
