@@ -32,7 +32,8 @@ rnnjit_build build
 if [[ -z ${RNNJIT_TEST_PYTHON:-} ]]; then
   venv=build/python-peers
   if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-    python3 -m venv "$venv" && timeout 600 "$venv/bin/pip" install -q onnx onnxruntime numpy ||
+    # Bounded: without PyPI, pip's retries must not eat into CI's time.
+    python3 -m venv "$venv" && timeout 300 "$venv/bin/pip" install -q --timeout 20 --retries 2 onnx onnxruntime numpy ||
       echo "test: could not install onnx and onnxruntime: their comparisons will skip" >&2
   fi
   if "$venv/bin/python" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
