@@ -76,6 +76,11 @@ KernelDesc gate_desc(CellKind cell, Pass pass, bool training, std::uint32_t H, s
   return d;
 }
 
+// The cells whose step is one gate kernel (the reset-before GRU's two-part kernels have their
+// own tests: tests/test_gru_reset_before.cpp).
+constexpr CellKind kOnePartCells[] = {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm,
+                                      CellKind::gru};
+
 // ---- The arrays of one launch ----------------------------------------------------------------
 
 enum class Role {
@@ -483,7 +488,7 @@ std::vector<KernelDesc> sweep() {
     bool training;
   };
   const PassMode passes[] = {{Pass::forward, false}, {Pass::forward, true}, {Pass::backward, false}};
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : kOnePartCells)
     for (const PassMode& pm : passes) {
       const int max_unroll = x64::max_gate_unroll(cell, pm.pass);
       for (std::uint32_t H : {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, 800})
@@ -509,7 +514,7 @@ std::vector<KernelDesc> sweep() {
   const Features features[] = {{true, false, false},        {false, true, false},       {false, false, true},
                                {true, true, false},         {true, false, true},        {true, true, true},
                                {false, false, false, 0.3f}, {false, false, true, 0.3f}, {false, false, true, 1.5f}};
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : kOnePartCells)
     for (const PassMode& pm : passes)
       for (const Features& f : features) {
         if (cell != CellKind::lstm && (f.peephole || f.input_forget)) continue;
@@ -599,7 +604,7 @@ std::vector<Mapping> mappings() {
 TEST(GateKernelCode, NeverWritableAndExecutable) {
   // Generating needs no AVX-512, only running does: this test runs on any x86-64.
   std::vector<std::unique_ptr<CompiledKernel>> kernels;
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : kOnePartCells)
     for (Pass pass : {Pass::forward, Pass::backward})
       kernels.push_back(std::make_unique<CompiledKernel>(gate_desc(cell, pass, pass == Pass::forward, 100, 3, 200, 2)));
   const std::vector<Mapping> maps = mappings();
@@ -640,7 +645,7 @@ TEST(GateKernelRefusals, MoreRegistersThanExist) {
   // Through the runtime too.
   EXPECT_THROW(CompiledKernel(gate_desc(CellKind::lstm, Pass::backward, false, 64, 2, 64, 3)), Error);
   // What max_gate_unroll promises is accepted.
-  for (CellKind cell : {CellKind::rnn_relu, CellKind::rnn_tanh, CellKind::rnn_sigmoid, CellKind::lstm, CellKind::gru})
+  for (CellKind cell : kOnePartCells)
     for (Pass pass : {Pass::forward, Pass::backward})
       EXPECT_NO_THROW(x64::emit_gate_kernel(gate_desc(cell, pass, false, 64, 2, 64, x64::max_gate_unroll(cell, pass))))
           << to_string(cell);
