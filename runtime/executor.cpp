@@ -364,15 +364,22 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   // Not a structured binding: clang before 16 cannot capture one in the lambda below.
   const std::pair<std::int64_t, std::int64_t> panels = k.thread_panels(tid);
   const std::int64_t p0 = panels.first, p1 = panels.second, my_panels = p1 - p0;
-  // This thread's chunks of B in order: (k block, group, panel); the last one is followed by the
-  // first (the next time step of a recurrence uses the same B).
-  const std::int64_t chunks = k_blocks * groups * my_panels;
+  // This thread's chunks of B in order: (k block, group, panel), the (group, panel) pairs of a
+  // k block last to first where the call goes backwards; the last chunk is followed by the first
+  // of the next call (the next time step of a recurrence, going the other way, uses the same B).
+  const std::int64_t chunks = k_blocks * groups * my_panels, per_k_block = groups * my_panels;
   auto chunk_b = [&](std::int64_t kb, std::int64_t grp, std::int64_t p) {
     const float* panel = k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc;
     return panel + kb * k.k_c * b_k;
   };
-  auto chunk_of = [&](std::int64_t i) {
-    return chunk_b(i / (groups * my_panels), (i / my_panels) % groups, p0 + i % my_panels);
+  // The (group, panel) of the i-th chunk of a k block.
+  auto group_panel = [&](std::int64_t i, bool backwards) {
+    const std::int64_t j = backwards ? per_k_block - 1 - i : i;
+    return std::pair{j / my_panels, p0 + j % my_panels};
+  };
+  auto chunk_of = [&](std::int64_t i, bool backwards) {
+    const auto [grp, p] = group_panel(i % per_k_block, backwards);
+    return chunk_b(i / per_k_block, grp, p);
   };
   // The m block of row blocks from rb0 times k block kb of panel p of group grp; `next` is the
   // B chunk the kernels prefetch into L2 (row block rb fetches lines [rb*prefetch,
@@ -435,9 +442,10 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
     }
     if (my_panels <= 0) continue;
     for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block) {
-      for (std::int64_t i = kb * groups * my_panels; i < (kb + 1) * groups * my_panels; ++i) {
-        const auto* next = reinterpret_cast<const std::byte*>(chunk_of((i + 1) % chunks));
-        tiles(kb, (i / my_panels) % groups, p0 + i % my_panels, rb0, next);
+      for (std::int64_t i = kb * per_k_block; i < (kb + 1) * per_k_block; ++i) {
+        const float* next = i + 1 < chunks ? chunk_of(i + 1, call.backwards) : chunk_of(0, !call.backwards);
+        const auto [grp, p] = group_panel(i % per_k_block, call.backwards);
+        tiles(kb, grp, p, rb0, reinterpret_cast<const std::byte*>(next));
       }
     }
   }
@@ -486,10 +494,11 @@ std::pair<std::int64_t, std::int64_t> Executor::gemm_columns(const GemmStep& g, 
   return {0, tid == 0 ? g.n : 0};  // OpenBLAS: one thread computes everything
 }
 
-void Executor::step_gemm(const GemmStep& g, const Bindings& bind, std::int64_t rows, const float* a, const float* b,
-                         float* c, int tid, int threads) const {
+void Executor::step_gemm(const GemmStep& g, const Bindings& bind, std::int64_t step, std::int64_t rows,
+                         const float* a, const float* b, float* c, int tid, int threads) const {
   GemmCall call{a, b, c, g.beta, rows, g.k};
   call.a_panels = resolve(g.a_panels, bind);
+  call.backwards = step % 2 == 1;
   if (g.blocking.generated()) gemm(g, call, tid, threads);
   else if (tid == 0) blas_gemm(g, call);
 }
@@ -553,7 +562,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       a.gates = at(r.gates, t, c0);
       return a;
     };
-    step_gemm(r.gemm, b, live, h_prev, w_hh, gh, tid, threads);
+    step_gemm(r.gemm, b, s, live, h_prev, w_hh, gh, tid, threads);
     if (kernel && reset_before) {
       GateForwardArgs args = step_args(col0);
       args.h_out = reset_h + col0;  // r * h_prev
@@ -563,7 +572,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     }
     if (reset_before) {
       if (threads > 1) ThreadTeam::instance().barrier();  // every unit's r * h_prev is in
-      step_gemm(r.gemm_n, b, live, reset_h, w_hn, gh_n, tid, threads);
+      step_gemm(r.gemm_n, b, s, live, reset_h, w_hn, gh_n, tid, threads);
       if (n_share.kernel) {
         GateForwardArgs args = step_args(n_share.col0);
         args.c_prev = z + n_share.col0;
@@ -587,7 +596,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     }
     if (projected) {  // h = (o * tanh(c)) W_hr^T once every thread's units are in
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.projection, b, live, at(r.cell_out, t, 0), w_hr, h_out, tid, threads);
+      step_gemm(r.projection, b, s, live, at(r.cell_out, t, 0), w_hr, h_out, tid, threads);
     }
     for (std::int64_t n = 0; n < N && lengths; ++n)
       if (past_end(lengths, n, t)) copy_floats(h_out + n * ldh + h0, h_prev + n * ldh + h0, h1 - h0);
@@ -645,7 +654,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
         for (std::int64_t j = h0; j < h1; ++j)
           dhp[n * S + j] = past_end(lengths, n, t) ? 0.0f : dh_carry[n * S + j] + dy[n * ldh + j];
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.projection_grad, b, live, dhp, w_hr, dcell, tid, threads);
+      step_gemm(r.projection_grad, b, s, live, dhp, w_hr, dcell, tid, threads);
     }
     if (kernel) {
       args.dy = projected ? dcell + col0 : at(r.dy, t, col0);
@@ -668,7 +677,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       // d(r * h_prev) = dn W_hn once every dn is in, then dr and its share of dh_{t-1} (both
       // parts split like gemm_n, so each thread reads the d(r * h_prev) columns it computed).
       if (threads > 1) ThreadTeam::instance().barrier();
-      step_gemm(r.gemm_n, b, live, gates + 2 * H, w_hn, d_reset_h, tid, threads);
+      step_gemm(r.gemm_n, b, s, live, gates + 2 * H, w_hn, d_reset_h, tid, threads);
       if (n_share.kernel) {
         const std::int64_t c0 = n_share.col0;
         args = {};
@@ -681,7 +690,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       }
     }
     if (threads > 1) ThreadTeam::instance().barrier();  // every thread's gate gradients are in
-    step_gemm(r.gemm, b, live, gates, w_hh, dh_carry, tid, threads);
+    step_gemm(r.gemm, b, s, live, gates, w_hh, dh_carry, tid, threads);
     for (std::int64_t n = 0; n < N && lengths; ++n)
       if (past_end(lengths, n, t)) copy_floats(dh_carry + n * S + h0, save + n * 2 * H + h0, h1 - h0);
   }

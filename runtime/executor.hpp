@@ -80,6 +80,10 @@ class Executor {
     // and C is overwritten).
     FinishedRows finished;
     float* a_panels = nullptr;  // g.blocking.pack_a: A's panels go here
+    // A recurrence's step: walk this thread's panels last to first (every other step). The
+    // panels the step before read last are then still in L2 when this one starts on them,
+    // where a thread's share of W_hh is larger than L2 and would otherwise all come from L3.
+    bool backwards = false;
   };
   // Thread `tid` of `threads` (of this lane) computes its panels of a generated GEMM (static:
   // the same columns every time, which a recurrence's gate kernel then reads without a
@@ -114,9 +118,10 @@ class Executor {
   // The output columns of a GEMM that thread `tid` computes.
   std::pair<std::int64_t, std::int64_t> gemm_columns(const GemmStep& g, int tid) const;
   // One product of a recurrence's per-step GEMM (its own beta), on this thread's share, for
-  // the first `rows` rows of A and C (at least: a row block is computed whole).
-  void step_gemm(const GemmStep& g, const Bindings& bind, std::int64_t rows, const float* a, const float* b, float* c,
-                 int tid, int threads) const;
+  // the first `rows` rows of A and C (at least: a row block is computed whole). `step`: the
+  // step's index in the loop, whose parity sets the order of the panels (GemmCall::backwards).
+  void step_gemm(const GemmStep& g, const Bindings& bind, std::int64_t step, std::int64_t rows, const float* a,
+                 const float* b, float* c, int tid, int threads) const;
   // The address of a time-indexed operand at time `time`, column `col` (null if unbound).
   float* timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col = 0) const;
   void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;
