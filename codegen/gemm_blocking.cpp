@@ -36,7 +36,7 @@ constexpr std::int64_t kBLookahead = 4;
 }  // namespace
 
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
-                             const CacheSizes& caches, bool shared) {
+                             const CacheSizes& caches, bool shared, std::int64_t b_share_bytes) {
   // Zen 4/5 and Intel cores sustain two zmm FMAs per cycle, and an FMA has a latency of 4. The
   // loads of a k step (m_r broadcasts of A, each from another row, and n_r vectors of B) run
   // at about 1.5 a cycle beside the FMAs, not the 2 the ports allow: a 25 x 1 tile (26 loads
@@ -54,9 +54,15 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   // the projection's 32 columns were two 29 x 1 panels, a thread each, and are one 14 x 2
   // panel, 1.14-1.31x faster). Tiles wider than the group are then left out: their extra
   // vectors would be unused, though the fewer rows they take look as cheap to the model.
+  // Where a step's share of B streams from L3, L2 also takes every panel's fill while it feeds
+  // the tiles, and serves their vectors at about two thirds of its rate: 3 cycles a vector.
+  // Measured on the DS2 LSTM's step (M = 20, 5 MB of W_hh a thread, both threads running): a
+  // 10 x 2 tile, whose panel L2 serves twice, ran 1.1x as fast as a 5 x 5 one (four times),
+  // though the two tie with B in L2.
+  const double l2_cycles = b_share_bytes > caches.l2 ? 3.0 : 2.0;
   auto per_k = [&](std::int64_t m_r, std::int64_t n_r, std::int64_t vectors) {
     const double fma = static_cast<double>(m_r * vectors) / 2.0, loads = static_cast<double>(m_r + vectors) / 1.5;
-    return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r, caches) ? 0.0 : 2.0 * static_cast<double>(vectors)});
+    return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r, caches) ? 0.0 : l2_cycles * static_cast<double>(vectors)});
   };
   GemmBlocking best;
   double best_cost = std::numeric_limits<double>::max();

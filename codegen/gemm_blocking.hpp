@@ -64,9 +64,10 @@ struct GemmBlocking {
 
 // Cost-model choice for C[M, columns] = A[M, K] B[K, columns] split into `groups` of `group`,
 // blocked for `caches`. `shared`: the threads claim tiles as they go (a one-shot GEMM), rather
-// than each computing its panels of every group (a recurrence's step).
+// than each computing its panels of every group (a recurrence's step). `b_share_bytes`: a
+// step's bytes of B per thread, which stream from L3 at every step where L2 cannot hold them.
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
-                             const CacheSizes& caches = {}, bool shared = false);
+                             const CacheSizes& caches = {}, bool shared = false, std::int64_t b_share_bytes = 0);
 
 // AMX-BF16: K rounded up to the 32 k of a tile (A's rows and B's panels are zero padded).
 inline std::int64_t bf16_k(std::int64_t k) { return (k + 31) / 32 * 32; }

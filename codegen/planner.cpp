@@ -1008,7 +1008,8 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
   GemmBlocking& b = g.blocking;
   if (b.bf16) return plan_bf16_gemm(std::move(g), group, threads, kernels, /*shared=*/!prefetch_next, caches);
-  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!prefetch_next);
+  const std::int64_t b_share_bytes = prefetch_next ? g.k * g.n * static_cast<std::int64_t>(sizeof(float)) / threads : 0;
+  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!prefetch_next, b_share_bytes);
   b.pack_a = g.trans_a;
   if (prefetch_next) b.prefetch = (b.n_r + b.row_blocks(g.m) - 1) / b.row_blocks(g.m);
   add_gemm_kernels(g, group, KernelKind::gemm, kernels, [&](KernelDesc& d) {

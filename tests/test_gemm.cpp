@@ -254,6 +254,23 @@ TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
     }
 }
 
+// A recurrence's step whose share of W_hh per thread is larger than L2 streams it from L3 at
+// every step, and L2, taking those fills, serves each panel's vectors more slowly: the model
+// then prefers tiles of more rows, whose panels L2 serves to fewer row blocks (DS2 LSTM: 10 x 2,
+// two row blocks of N = 20, against 5 x 5 and four with the weights in L2).
+TEST(GemmBlocking, StepsStreamingFromL3TakeTallerTiles) {
+  const CacheSizes caches{48 * 1024, 2 * 1024 * 1024};
+  for (const auto& [m, group, groups] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{20, 800, 4},
+                                         {16, 800, 4}, {8, 800, 4}, {20, 800, 3}}) {
+    const std::int64_t share = 800 * group * groups * 4 / 2;
+    const GemmBlocking in_l2 = choose_blocking(m, 800, group, 2, true, caches, false, caches.l2);
+    const GemmBlocking from_l3 = choose_blocking(m, 800, group, 2, true, caches, false, share);
+    EXPECT_LT(from_l3.row_blocks(m), in_l2.row_blocks(m))
+        << fmt::format("M={} group={}: {}x{} from L3, {}x{} from L2", m, group, from_l3.m_r, from_l3.n_r, in_l2.m_r,
+                       in_l2.n_r);
+  }
+}
+
 // Threads split each group's panels, and a group's last panel may be narrow: H = 200 in
 // 64-column panels gives the threads 128 and 72 columns (one waits for the other at every step;
 // measured 0.85x oneDNN on LSTM N=100), in 32-column panels 96 and 104. The model weighs each
