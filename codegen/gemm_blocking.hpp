@@ -60,6 +60,14 @@ struct GemmBlocking {
   }
   // Columns [first, second) of each group that thread `tid` computes.
   std::pair<std::int64_t, std::int64_t> thread_columns(int tid) const;
+  // The (group, panel) of the i-th of the `groups * panels` pairs a recurrence's step gives the
+  // thread whose panels start at `first_panel`: group by group, or last to first `backwards`
+  // (every other step, so that the panels the step before read last are still in L2).
+  static std::pair<std::int64_t, std::int64_t> step_pair(std::int64_t i, std::int64_t groups, std::int64_t panels,
+                                                         std::int64_t first_panel, bool backwards) {
+    const std::int64_t j = backwards ? groups * panels - 1 - i : i;
+    return {j / panels, first_panel + j % panels};
+  }
 };
 
 // Cost-model choice for C[M, columns] = A[M, K] B[K, columns] split into `groups` of `group`,

@@ -374,8 +374,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   };
   // The (group, panel) of the i-th chunk of a k block.
   auto group_panel = [&](std::int64_t i, bool backwards) {
-    const std::int64_t j = backwards ? per_k_block - 1 - i : i;
-    return std::pair{j / my_panels, p0 + j % my_panels};
+    return GemmBlocking::step_pair(i, groups, my_panels, p0, backwards);
   };
   auto chunk_of = [&](std::int64_t i, bool backwards) {
     const auto [grp, p] = group_panel(i % per_k_block, backwards);

@@ -120,13 +120,11 @@ void Executor::bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
     }
     return;
   }
-  // This thread's (group, panel) pairs, last to first where the call goes backwards
-  // (GemmCall::backwards: the ones the step before read last are still in L2).
+  // This thread's (group, panel) pairs in the step's order (GemmCall::backwards).
   const auto [p0, p1] = k.thread_panels(tid);
-  const std::int64_t my_panels = p1 - p0, pairs = groups * my_panels;
-  for (std::int64_t i = 0; i < pairs; ++i) {
-    const std::int64_t j = call.backwards ? pairs - 1 - i : i;
-    for (std::int64_t rb = 0; rb < row_blocks; ++rb) tile(rb, j / my_panels, p0 + j % my_panels);
+  for (std::int64_t i = 0; i < groups * (p1 - p0); ++i) {
+    const auto [grp, p] = GemmBlocking::step_pair(i, groups, p1 - p0, p0, call.backwards);
+    for (std::int64_t rb = 0; rb < row_blocks; ++rb) tile(rb, grp, p);
   }
 }
 
