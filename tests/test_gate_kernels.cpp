@@ -634,6 +634,21 @@ void expect_refused(const KernelDesc& d, const std::string& needle) {
   }
 }
 
+// A forward kernel's gx rows stream from L3 or memory (a step's slice of the T-long projection):
+// every vector prefetches its line of every gate block of the row that about 8 vectors of work
+// ahead reaches, so the activations do not wait on the loads. Checked in the code itself: the
+// first vector's prefetch of the first block, for thread shares one vector wide to a DS2 half.
+TEST(GateKernelCode, ForwardKernelsPrefetchGxRowsAhead) {
+  for (CellKind cell : kOnePartCells)
+    for (const auto& [H, cols] : {std::pair<std::uint32_t, std::uint32_t>{40, 40}, {800, 400}, {800, 16}, {100, 17}}) {
+      const CompiledKernel k(gate_desc(cell, Pass::forward, false, H, 3, H, 1, cols));
+      const std::int64_t vectors = (cols + 15) / 16, rows_ahead = (8 + vectors - 1) / vectors;
+      const std::int64_t row_bytes = std::int64_t{4} * gate_count(cell) * H;
+      const std::string want = fmt::format("prefetcht0 [r8+rcx*1+0x{:X}]", rows_ahead * row_bytes);
+      EXPECT_NE(k.disassembly().find(want), std::string::npos) << k.name() << ": no " << want;
+    }
+}
+
 TEST(GateKernelRefusals, MoreRegistersThanExist) {
   // Slot registers per unrolled vector: forward LSTM/GRU 4, RNN 1; backward LSTM/GRU 8, RNN 3.
   expect_refused(gate_desc(CellKind::lstm, Pass::backward, false, 64, 2, 64, 3), "registers");

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -136,8 +138,25 @@ void GateEmitter::inside_clip(const Xbyak::Opmask& k, const Xbyak::Zmm& c) {
   vcmpps(k | k, c, clip_scratch_, 0x1e);  // and c > -clip
 }
 
-void GateEmitter::row_pointer(const Xbyak::Reg64& reg, std::size_t offset, std::int64_t row_bytes) {
-  row_pointers_.push_back({reg, offset, row_bytes});
+void GateEmitter::row_pointer(const Xbyak::Reg64& reg, std::size_t offset, std::int64_t row_bytes, int streamed_blocks) {
+  row_pointers_.push_back({reg, offset, row_bytes, streamed_blocks});
+}
+
+// A step's gx (or reserve) rows come from L3 or memory, in pieces of a few hundred bytes per
+// block and row: too short for the hardware prefetcher to ramp up on, and the activations
+// leave the loads waiting. Each vector prefetches its line of the row enough rows ahead that
+// about kAheadVectors vectors of work (a few hundred cycles each) hide the latency; the rows
+// past the last one are the next step's, or are never touched (a prefetch does not fault).
+void GateEmitter::prefetch_streamed(int count) {
+  constexpr std::int64_t kAheadVectors = 8;
+  const std::int64_t vectors_per_row = (std::int64_t{desc_.cols} + kVector - 1) / kVector;
+  const std::int64_t rows_ahead = (kAheadVectors + vectors_per_row - 1) / vectors_per_row;
+  for (const RowPointer& p : row_pointers_)
+    for (int block = 0; block < p.streamed_blocks; ++block)
+      for (int u = 0; u < count; ++u) {
+        const std::int64_t ahead = rows_ahead * p.row_bytes + block * hidden_bytes() + u * kVector * 4;
+        if (ahead <= std::numeric_limits<std::int32_t>::max()) prefetcht0(ptr[p.reg + col_ + static_cast<int>(ahead)]);
+      }
 }
 
 void GateEmitter::generate() {
@@ -164,16 +183,21 @@ void GateEmitter::generate() {
     Xbyak::Label col_loop;
     mov(block_counter_, blocks);
     L(col_loop);
+    prefetch_streamed(unroll);
     body(unroll, false);
     add(col_, unroll * kVector * 4);
     dec(block_counter_);
     jnz(col_loop, T_NEAR);
   }
   if (remainder > 0) {
+    prefetch_streamed(remainder);
     body(remainder, false);
     add(col_, remainder * kVector * 4);
   }
-  if (tail) body(1, true);
+  if (tail) {
+    prefetch_streamed(1);
+    body(1, true);
+  }
   for (const RowPointer& p : row_pointers_)
     if (p.row_bytes) add(p.reg, static_cast<int>(p.row_bytes));
   dec(row_counter_);
@@ -211,7 +235,7 @@ int max_gate_unroll(CellKind cell, Pass pass) {
 
 ForwardGateEmitter::ForwardGateEmitter(const KernelDesc& desc, int regs_per_slot) : GateEmitter(desc, regs_per_slot) {
   const std::int64_t gate_row = desc.gates() * hidden_bytes();
-  row_pointer(gx_, offsetof(GateForwardArgs, gx), gate_row);
+  row_pointer(gx_, offsetof(GateForwardArgs, gx), gate_row, desc.gates());
   row_pointer(gh_, offsetof(GateForwardArgs, gh), gate_row);
   row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
   row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);

@@ -38,7 +38,9 @@ class GateEmitter : public JitGenerator {
 
   // A pointer the kernel walks: loaded from the argument struct at byte `offset` on entry and
   // moved on by `row_bytes` after each batch row (0 for one shared by every row, as biases are).
-  void row_pointer(const Xbyak::Reg64& reg, std::size_t offset, std::int64_t row_bytes);
+  // `streamed_blocks` > 0: the rows stream from beyond L2 (a time step's slice of a T-long
+  // buffer), so the kernel prefetches the first `streamed_blocks` H-wide blocks of a row ahead.
+  void row_pointer(const Xbyak::Reg64& reg, std::size_t offset, std::int64_t row_bytes, int streamed_blocks = 0);
   virtual void body(int count, bool masked) = 0;  // `count` consecutive vectors at column rcx
 
   Xbyak::Zmm slot(int u, int i) const;
@@ -83,8 +85,10 @@ class GateEmitter : public JitGenerator {
     Xbyak::Reg64 reg;
     std::size_t offset;
     std::int64_t row_bytes;
+    int streamed_blocks;
   };
   std::vector<RowPointer> row_pointers_;
+  void prefetch_streamed(int count);  // the streamed rows' lines of `count` vectors at column rcx, rows ahead
   Xbyak::Address clip_bound(bool negative);
   Xbyak::Address gate_clip_bound(bool negative);
   void store_gate_clip_bounds();  // backward prologue: the activations of +-gate_clip, to [rsp]

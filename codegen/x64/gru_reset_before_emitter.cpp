@@ -80,9 +80,9 @@ void GruResetCandidate::body(int count, bool masked) {
 }
 
 GruResetBackwardUpdate::GruResetBackwardUpdate(const KernelDesc& desc) : GateEmitter(desc, 5) {
-  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes());
-  row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes());
-  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 3 * hidden_bytes());
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes(), 1);
+  row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes(), 1);
+  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 3 * hidden_bytes(), 3);
   row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());
   generate();
 }
@@ -116,8 +116,8 @@ void GruResetBackwardUpdate::body(int count, bool masked) {
 
 GruResetBackwardReset::GruResetBackwardReset(const KernelDesc& desc) : GateEmitter(desc, 4) {
   row_pointer(d_reset_h_, offsetof(GateBackwardArgs, d_reset_h), hidden_bytes());
-  row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes());
-  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 3 * hidden_bytes());
+  row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes(), 1);
+  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 3 * hidden_bytes(), 3);
   row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());
   generate();
 }

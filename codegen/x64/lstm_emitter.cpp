@@ -83,10 +83,10 @@ void LstmForward::body(int count, bool masked) {
 }
 
 LstmBackward::LstmBackward(const KernelDesc& desc) : GateEmitter(desc, 8) {
-  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes());
-  row_pointer(c_, offsetof(GateBackwardArgs, c), hidden_bytes());
-  row_pointer(c_prev_, offsetof(GateBackwardArgs, c_prev), hidden_bytes());
-  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 4 * hidden_bytes());
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes(), 1);
+  row_pointer(c_, offsetof(GateBackwardArgs, c), hidden_bytes(), 1);
+  row_pointer(c_prev_, offsetof(GateBackwardArgs, c_prev), hidden_bytes(), 1);
+  row_pointer(gates_, offsetof(GateBackwardArgs, gates), 4 * hidden_bytes(), 4);
   row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());
   row_pointer(dc_carry_, offsetof(GateBackwardArgs, dc_carry), hidden_bytes());
   if (desc.peephole) row_pointer(peephole_, offsetof(GateBackwardArgs, peephole), 0);
