@@ -19,6 +19,7 @@
 #include "runtime/io_bindings.hpp"
 #include "runtime/log.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/packed_weights.hpp"
 #include "runtime/thread_team.hpp"
 
 #if defined(__linux__)
@@ -89,6 +90,7 @@ class ExecutionImpl {
       std::vector<std::shared_ptr<const CompiledKernel>> kernels;
       for (const KernelDesc& d : plan_->kernels) kernels.push_back(Cache::instance().kernel(d));
       executor_ = std::make_unique<Executor>(plan_, std::move(kernels));
+      packed_fingerprint_ = packed_layout_fingerprint(*plan_);
     }
   }
 
@@ -103,7 +105,8 @@ class ExecutionImpl {
     return backend_ == Backend::jit && mode_ == Mode::training ? plan_->workspace.reserve_bytes : 0;
   }
   std::uint64_t allocations() const { return allocations_; }
-  std::size_t packed_weights_size() const { return backend_ == Backend::jit ? plan_->workspace.packed_bytes : 0; }
+  // The caller's buffer: a header and the panels (runtime/packed_weights.hpp).
+  std::size_t packed_weights_size() const { return panel_bytes() > 0 ? panel_bytes() + kPackedWeightsOverhead : 0; }
 
   void pack_weights(std::span<const float> w, std::span<std::byte> packed) const {
     checks_.weights(w);
@@ -112,7 +115,7 @@ class ExecutionImpl {
     if (packed.empty()) return;
     Bindings b;
     b.bind(Buffer::weights, w.data());
-    b.packed = packed.data();
+    b.packed = start_packed_weights(packed, panel_bytes(), packed_fingerprint_);
     executor_->run(plan_->pack_weights, b);
   }
 
@@ -139,9 +142,10 @@ class ExecutionImpl {
       if (io.packed_weights.size() != packed_weights_size())
         throw Error(fmt::format("packed_weights has {} bytes, expected {} (from pack_weights)", io.packed_weights.size(),
                                 packed_weights_size()));
-      b.packed = const_cast<std::byte*>(io.packed_weights.data());  // only read by the forward steps
-    } else if (packed_weights_size() > 0) {
-      b.packed = own_packed_.get(packed_weights_size(), allocations_);
+      // Only read by the forward steps.
+      b.packed = const_cast<std::byte*>(packed_panels(io.packed_weights, panel_bytes(), packed_fingerprint_));
+    } else if (panel_bytes() > 0) {
+      b.packed = own_packed_.get(panel_bytes(), allocations_);
       executor_->run(plan_->pack_weights, b);
     }
     if (training) {
@@ -205,6 +209,7 @@ class ExecutionImpl {
   }
 
  private:
+  std::size_t panel_bytes() const { return backend_ == Backend::jit ? plan_->workspace.packed_bytes : 0; }
   const Region& reserve_region(int index) const { return plan_->workspace.regions[static_cast<std::size_t>(index)]; }
   // The lengths forward training kept in the reserve; null when they were all T (no carrying).
   const std::int32_t* kept_lengths(const Bindings& b) const {
@@ -231,6 +236,7 @@ class ExecutionImpl {
   std::shared_ptr<const Plan> plan_;
   std::unique_ptr<Executor> executor_;
   AlignedBuffer own_workspace_, own_reserve_, own_packed_;
+  std::uint64_t packed_fingerprint_ = 0;
   std::uint64_t allocations_ = 0;
   ReserveCycle reserve_;
   std::unique_ptr<reference::Reserve<float>> ref_reserve_;

@@ -4,9 +4,11 @@
 // counts.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 
 #include "runtime/cache.hpp"
+#include "runtime/packed_weights.hpp"
 #include "tests/rnn_case.hpp"
 #include "tests/scoped_env.hpp"
 
@@ -79,6 +81,69 @@ TEST_F(Api, CallerOwnedBuffersGiveTheSameResults) {
   EXPECT_EQ(a.dx, b.dx);
   EXPECT_EQ(a.dw, b.dw);
   EXPECT_EQ(ex.allocations(), 0u);  // everything was the caller's
+}
+
+// Packed weights (cuDNN's weight space) read right from a buffer at any alignment, and from a
+// copy moved to another alignment: the buffer's header says where its panels start.
+TEST_F(Api, PackedWeightsWorkAtAnyAlignment) {
+  Execution ex = rnn.prepare(rc.shape, Mode::inference);
+  const std::size_t size = ex.packed_weights_size();
+  if (size == 0) GTEST_SKIP() << "this plan packs no weights (no generated GEMM)";
+  std::vector<float> want(static_cast<std::size_t>(y_elements(rc.config, rc.shape))), y(want.size());
+  ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = want});  // packed into its own buffer
+  std::vector<std::byte> store(size + 64), copy(size + 64);
+  for (std::size_t shift : {0, 1, 4, 16, 17, 48, 63}) {
+    const std::span<std::byte> packed(store.data() + shift, size);
+    ex.pack_weights(rc.w, packed);
+    const std::byte* panels = packed_panels(packed, ex.plan().workspace.packed_bytes, packed_layout_fingerprint(ex.plan()));
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(panels) % 64, 0u) << "packed at byte " << shift;
+    ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = y, .packed_weights = packed});
+    EXPECT_EQ(y, want) << "packed at byte " << shift;
+    const std::span<std::byte> moved(copy.data() + (shift + 21) % 64, size);
+    std::memcpy(moved.data(), packed.data(), size);
+    std::fill(y.begin(), y.end(), 0.0f);
+    ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = y, .packed_weights = moved});
+    EXPECT_EQ(y, want) << "packed at byte " << shift << ", then copied";
+  }
+}
+
+// A buffer pack_weights never wrote is refused, and so is one packed for a plan with another
+// layout even where the sizes agree (the batch size changes the tiles' panel widths); plans
+// with one layout share their packed weights.
+TEST_F(Api, PackedWeightsOfAnotherLayoutAreRefused) {
+  const RnnConfig config{CellKind::lstm, 32, 64, 1, false};
+  std::vector<RnnCase> cases;
+  std::vector<Execution> exs;
+  for (std::int64_t n : {1, 2, 4, 8}) {
+    cases.emplace_back(config, Shape{3, n});
+    exs.push_back(Rnn(config).prepare(cases.back().shape, Mode::inference));
+  }
+  if (exs.front().packed_weights_size() == 0) GTEST_SKIP() << "these plans pack no weights (no generated GEMM)";
+  std::vector<std::byte> zeros(exs.front().packed_weights_size());
+  std::vector<float> y(static_cast<std::size_t>(y_elements(config, cases.front().shape)));
+  EXPECT_NE(error_of([&] { exs.front().forward(cases.front().w, {.x = cases.front().x, .y = y, .packed_weights = zeros}); })
+                .find("were not written by pack_weights"),
+            std::string::npos);
+  int refused = 0, shared = 0;
+  for (std::size_t a = 0; a < exs.size(); ++a)
+    for (std::size_t b = 0; b < exs.size(); ++b) {
+      if (a == b || exs[a].packed_weights_size() != exs[b].packed_weights_size()) continue;
+      std::vector<std::byte> packed(exs[a].packed_weights_size());
+      exs[a].pack_weights(cases[a].w, packed);
+      std::vector<float> got(static_cast<std::size_t>(y_elements(config, cases[b].shape))), want(got.size());
+      auto run = [&] { exs[b].forward(cases[b].w, {.x = cases[b].x, .y = got, .packed_weights = packed}); };
+      if (packed_layout_fingerprint(exs[a].plan()) != packed_layout_fingerprint(exs[b].plan())) {
+        EXPECT_NE(error_of(run).find("packed for another plan's layout"), std::string::npos) << a << " -> " << b;
+        ++refused;
+      } else {
+        run();
+        exs[b].forward(cases[b].w, {.x = cases[b].x, .y = want});
+        EXPECT_EQ(got, want) << a << " -> " << b;
+        ++shared;
+      }
+    }
+  EXPECT_GT(refused, 0) << "no two plans of one size with different layouts: the test lost its point";
+  EXPECT_GT(shared, 0) << "no two plans of one layout: the test lost its point";
 }
 
 TEST_F(Api, NoAllocationInTheSteadyState) {

@@ -358,6 +358,13 @@ TEST_F(CApiBuffers, MatchesTheCppApiAndTheReference) {
   io.packed_weights = packed.data(), io.packed_weights_bytes = packed.size();
   io.reserve = reserve.data(), io.reserve_bytes = reserve.size();
   io.workspace = workspace.data(), io.workspace_bytes = workspace.size();
+  if (ps > 0) {  // a buffer of the right size that pack_weights did not write is refused
+    std::vector<std::byte> unpacked(ps);
+    io.packed_weights = unpacked.data();
+    EXPECT_ERROR(rnnjit_forward(train.get(), rc.w.data(), rc.w.size(), &io), RNNJIT_STATUS_INVALID_ARGUMENT,
+                 "packed_weights were not written by pack_weights");
+    io.packed_weights = packed.data();
+  }
   ASSERT_OK(rnnjit_forward(train.get(), rc.w.data(), rc.w.size(), &io));
 
   got.dx.resize(rc.x.size());

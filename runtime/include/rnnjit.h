@@ -220,7 +220,9 @@ typedef struct rnnjit_backward_weights_io {
 
 /* Packs weights into the layout of the generated GEMMs (rnnjit_forward_io_t.packed_weights):
  * inference callers whose weights do not change pack once. packed_bytes must equal
- * rnnjit_execution_packed_weights_size (nothing to do when that is 0). */
+ * rnnjit_execution_packed_weights_size (nothing to do when that is 0). Any alignment of packed
+ * works (a header records where the 64-byte-aligned panels start); forward refuses a buffer
+ * this did not write, or wrote for a plan with another layout. */
 rnnjit_status_t rnnjit_pack_weights(const rnnjit_execution_t* execution, const float* weights, size_t weights_size,
                                     void* packed, size_t packed_bytes);
 

@@ -156,9 +156,13 @@ class Execution {
 
   std::size_t workspace_size() const;  // bytes of scratch, free between calls
   std::size_t reserve_size() const;    // bytes kept from forward training to backward (0 in inference)
-  std::size_t packed_weights_size() const;  // bytes of the packed weights (0 when nothing is packed)
+  // Bytes of a packed-weights buffer (0 when nothing is packed): a small header naming the
+  // layout, then the panels from the first 64-byte boundary, so any alignment of the buffer works.
+  std::size_t packed_weights_size() const;
 
-  // Packs weights into the layout of the generated GEMMs, for ForwardIo::packed_weights.
+  // Packs weights into the layout of the generated GEMMs, for ForwardIo::packed_weights. Plans
+  // with the same layout share packed weights; forward refuses (Error) a buffer pack_weights did
+  // not write or wrote for another layout.
   void pack_weights(std::span<const float> weights, std::span<std::byte> packed) const;
 
   // Empty reserve/workspace spans mean the Execution's own buffers.
