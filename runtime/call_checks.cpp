@@ -65,8 +65,6 @@ void CallChecks::require_training(const char* call) const {
 void CallChecks::scratch(std::span<const std::byte> s, std::size_t needed, const char* name) {
   if (s.empty()) return;
   if (s.size() < needed) throw Error(fmt::format("{} has {} bytes, needs {}", name, s.size(), needed));
-  if (reinterpret_cast<std::uintptr_t>(s.data()) % alignof(float) != 0)
-    throw Error(fmt::format("{} is not aligned to {} bytes", name, alignof(float)));
 }
 
 void ReserveCycle::require_forwarded(const std::byte* reserve) const {

@@ -100,10 +100,10 @@ class ExecutionImpl {
   Mode mode() const { return mode_; }
   Backend backend() const { return backend_; }
   const Plan& plan() const { return *plan_; }
-  std::size_t workspace_size() const { return backend_ == Backend::jit ? plan_->workspace.workspace_bytes : 0; }
-  std::size_t reserve_size() const {
-    return backend_ == Backend::jit && mode_ == Mode::training ? plan_->workspace.reserve_bytes : 0;
-  }
+  // A caller's workspace or reserve may have any alignment: the regions start at its first
+  // 64-byte boundary (as in its own buffers), so each is asked 63 bytes larger than the plan's.
+  std::size_t workspace_size() const { return with_alignment_slack(workspace_bytes()); }
+  std::size_t reserve_size() const { return with_alignment_slack(reserve_bytes()); }
   std::uint64_t allocations() const { return allocations_; }
   // The caller's buffer: a header and the panels (runtime/packed_weights.hpp).
   std::size_t packed_weights_size() const { return panel_bytes() > 0 ? panel_bytes() + kPackedWeightsOverhead : 0; }
@@ -210,6 +210,15 @@ class ExecutionImpl {
 
  private:
   std::size_t panel_bytes() const { return backend_ == Backend::jit ? plan_->workspace.packed_bytes : 0; }
+  std::size_t workspace_bytes() const { return backend_ == Backend::jit ? plan_->workspace.workspace_bytes : 0; }
+  std::size_t reserve_bytes() const {
+    return backend_ == Backend::jit && mode_ == Mode::training ? plan_->workspace.reserve_bytes : 0;
+  }
+  static std::size_t with_alignment_slack(std::size_t bytes) { return bytes > 0 ? bytes + kRegionAlignment - 1 : 0; }
+  static std::byte* aligned_start(std::span<std::byte> s) {
+    const auto at = reinterpret_cast<std::uintptr_t>(s.data());
+    return s.data() + (kRegionAlignment - at % kRegionAlignment) % kRegionAlignment;
+  }
   const Region& reserve_region(int index) const { return plan_->workspace.regions[static_cast<std::size_t>(index)]; }
   // The lengths forward training kept in the reserve; null when they were all T (no carrying).
   const std::int32_t* kept_lengths(const Bindings& b) const {
@@ -222,9 +231,9 @@ class ExecutionImpl {
     CallChecks::scratch(workspace, workspace_size(), "workspace");
     CallChecks::scratch(reserve, reserve_size(), "reserve");
     Bindings b;
-    b.workspace = workspace.empty() ? own_workspace_.get(workspace_size(), allocations_) : workspace.data();
+    b.workspace = workspace.empty() ? own_workspace_.get(workspace_bytes(), allocations_) : aligned_start(workspace);
     if (mode_ == Mode::training)
-      b.reserve = reserve.empty() ? own_reserve_.get(reserve_size(), allocations_) : reserve.data();
+      b.reserve = reserve.empty() ? own_reserve_.get(reserve_bytes(), allocations_) : aligned_start(reserve);
     return b;
   }
 

@@ -83,6 +83,29 @@ TEST_F(Api, CallerOwnedBuffersGiveTheSameResults) {
   EXPECT_EQ(ex.allocations(), 0u);  // everything was the caller's
 }
 
+// A caller's workspace and reserve may have any alignment (their regions start at the first
+// 64-byte boundary): the same results, bit for bit, at every offset.
+TEST_F(Api, CallerScratchAtAnyAlignment) {
+  Execution own = rnn.prepare(rc.shape, Mode::training);
+  const Tensors want = rc.run(own);
+  Execution ex = rnn.prepare(rc.shape, Mode::training);
+  std::vector<std::byte> reserve_store(ex.reserve_size() + 64), workspace_store(ex.workspace_size() + 64);
+  for (std::size_t shift : {1, 2, 4, 17, 40, 63}) {
+    const std::span<std::byte> reserve(reserve_store.data() + shift, ex.reserve_size());
+    const std::span<std::byte> workspace(workspace_store.data() + (shift * 7) % 64, ex.workspace_size());
+    Tensors got;
+    got.y.resize(want.y.size());
+    got.dx.resize(want.dx.size());
+    got.dw.resize(want.dw.size());
+    ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = got.y}, reserve, workspace);
+    ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = got.dx}, reserve, workspace);
+    ex.backward_weights({.x = rc.x, .dweights = got.dw}, reserve, workspace);
+    EXPECT_EQ(got.y, want.y) << "shift " << shift;
+    EXPECT_EQ(got.dx, want.dx) << "shift " << shift;
+    EXPECT_EQ(got.dw, want.dw) << "shift " << shift;
+  }
+}
+
 // Packed weights (cuDNN's weight space) read right from a buffer at any alignment, and from a
 // copy moved to another alignment: the buffer's header says where its panels start.
 TEST_F(Api, PackedWeightsWorkAtAnyAlignment) {

@@ -242,21 +242,16 @@ TEST_F(BadBuffers, CellStatesOnlyForLstm) {
   expect_error([&] { ex.backward_data(gw, {.dy = gdy, .dx = dx, .dcx = c}); }, "dcx is only used by LSTM, not by gru");
 }
 
-TEST_F(BadBuffers, ScratchSpansTooSmallOrMisaligned) {
+TEST_F(BadBuffers, ScratchSpansTooSmall) {
   Execution ex = Rnn(config).prepare(shape, Mode::training);
   ASSERT_GT(ex.reserve_size(), 0u);
   ASSERT_GT(ex.workspace_size(), 0u);
-  std::vector<std::byte> tiny(8), reserve(ex.reserve_size() + 64), workspace(ex.workspace_size() + 64);
+  std::vector<std::byte> tiny(8);
   // Too small, in every call that takes them.
   expect_error([&] { ex.backward_data(w, {.dy = dy, .dx = dx}, tiny); },
                fmt::format("reserve has 8 bytes, needs {}", ex.reserve_size()));
   expect_error([&] { ex.backward_weights({.x = x, .dweights = dw}, {}, tiny); },
                fmt::format("workspace has 8 bytes, needs {}", ex.workspace_size()));
-  // Large enough, but not aligned for floats.
-  const std::span<std::byte> odd_reserve = std::span(reserve).subspan(1, ex.reserve_size());
-  const std::span<std::byte> odd_workspace = std::span(workspace).subspan(2, ex.workspace_size());
-  expect_error([&] { ex.forward(w, {.x = x, .y = y}, odd_reserve); }, "reserve is not aligned to 4 bytes");
-  expect_error([&] { ex.forward(w, {.x = x, .y = y}, {}, odd_workspace); }, "workspace is not aligned to 4 bytes");
 }
 
 TEST_F(BadBuffers, PackedWeightsMustHaveTheirSize) {

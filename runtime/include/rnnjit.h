@@ -174,7 +174,8 @@ rnnjit_status_t rnnjit_execution_tensor_sizes(const rnnjit_execution_t* executio
 /* Bytes of scratch (free between calls), of the reserve kept from forward training to backward
  * (0 in inference) and of the packed weights (0 when the plan packs nothing). Buffers passed
  * instead of the execution's own must have at least (workspace, reserve) or exactly (packed)
- * these sizes and be aligned to 4 bytes (64 is best). */
+ * these sizes; any alignment works (each includes the slack to start its data at a 64-byte
+ * boundary). */
 rnnjit_status_t rnnjit_execution_workspace_size(const rnnjit_execution_t* execution, size_t* bytes);
 rnnjit_status_t rnnjit_execution_reserve_size(const rnnjit_execution_t* execution, size_t* bytes);
 rnnjit_status_t rnnjit_execution_packed_weights_size(const rnnjit_execution_t* execution, size_t* bytes);
