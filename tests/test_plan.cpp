@@ -183,6 +183,20 @@ TEST(Planner, SmallProblemsRunOnOneThread) {
   EXPECT_EQ(make_plan({CellKind::gru, 200, 200, 1, false}, {2, 2}, Mode::inference, Isa::avx512, 2).threads, 1);
 }
 
+// One direction whose time steps are small runs on one thread however long its sequence: its
+// steps would be split by hidden units with a barrier after each (too few rows to split by
+// rows). Two directions (a lane each) and larger steps keep both threads.
+TEST(Planner, SmallTimeStepsOfOneDirectionRunOnOneThread) {
+  const auto threads = [](CellKind cell, std::int64_t I, std::int64_t H, bool bi, std::int64_t T, std::int64_t N) {
+    return make_plan({cell, I, H, 1, bi}, {T, N}, Mode::inference, Isa::avx512, 2).threads;
+  };
+  EXPECT_EQ(threads(CellKind::gru, 40, 40, false, 500, 4), 1);  // 38 MFLOP, 77 KFLOP a step
+  EXPECT_EQ(threads(CellKind::lstm, 32, 32, false, 200, 8), 1);
+  EXPECT_EQ(threads(CellKind::gru, 40, 40, true, 500, 4), 2);
+  EXPECT_EQ(threads(CellKind::lstm, 64, 64, false, 200, 4), 2);   // 262 KFLOP a step
+  EXPECT_EQ(threads(CellKind::lstm, 1024, 32, false, 200, 8), 2);  // 2.2 MFLOP a step, mostly input
+}
+
 TEST(Planner, AvxTwoUsesScalarGateKernelsAndSaysSo) {
   const Plan p = make_plan({CellKind::gru, 8, 8, 1, false}, {2, 2}, Mode::training, Isa::avx2, 2);
   ASSERT_FALSE(p.notes.empty());
