@@ -2,13 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "codegen/fnv1a.hpp"
+
 namespace rnnjit {
 
 std::size_t KernelDescHash::operator()(const KernelDesc& d) const {
-  const auto* p = reinterpret_cast<const unsigned char*>(&d);
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::size_t i = 0; i < sizeof(d); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return static_cast<std::size_t>(h);
+  Fnv1a h;
+  h.bytes(&d, sizeof(d));
+  return static_cast<std::size_t>(h.value());
 }
 
 std::string kernel_name(const KernelDesc& d) {

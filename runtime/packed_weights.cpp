@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/fnv1a.hpp"
 #include "codegen/plan.hpp"
 #include "rnnjit/error.hpp"
 
@@ -24,16 +25,6 @@ struct Header {
 };
 static_assert(sizeof(Header) == 24 && std::is_trivially_copyable_v<Header>);
 static_assert(sizeof(Header) + kRegionAlignment - 1 <= kPackedWeightsOverhead);
-
-class Fnv1a {
- public:
-  void add(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) h_ = (h_ ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
-  }
-  std::uint64_t value() const { return h_; }
- private:
-  std::uint64_t h_ = 1469598103934665603ull;
-};
 
 }  // namespace
 

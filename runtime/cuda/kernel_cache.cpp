@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/fnv1a.hpp"
 #include "codegen/kernel_desc.hpp"
 #include "rnnjit/error.hpp"
 #include "runtime/log.hpp"
@@ -21,24 +22,6 @@ namespace fs = std::filesystem;
 
 namespace rnnjit::cuda {
 namespace {
-
-// FNV-1a over length-prefixed fields: no two different field lists hash the same bytes.
-class Hasher {
- public:
-  void add(const std::string& s) {
-    const std::uint64_t n = s.size();
-    bytes(&n, sizeof(n));
-    bytes(s.data(), s.size());
-  }
-  std::uint64_t value() const { return h_; }
-
- private:
-  void bytes(const void* p, std::size_t n) {
-    const auto* c = static_cast<const unsigned char*>(p);
-    for (std::size_t i = 0; i < n; ++i) h_ = (h_ ^ c[i]) * 1099511628211ull;
-  }
-  std::uint64_t h_ = 1469598103934665603ull;
-};
 
 constexpr const char* kTempMarker = ".tmp.";
 
@@ -97,12 +80,12 @@ std::string CacheKey::file_name() const {
 
 CacheKey cache_key(const std::string& source, const std::string& module, const Target& target, const std::string& nvrtc,
                    std::uint32_t generator_version) {
-  Hasher h;
-  h.add("rnnjit cuda kernel");
-  h.add(source);
-  h.add(target.name());
-  h.add(nvrtc);
-  h.add(std::to_string(generator_version));
+  Fnv1a h;  // over length-prefixed fields
+  h.add_field("rnnjit cuda kernel");
+  h.add_field(source);
+  h.add_field(target.name());
+  h.add_field(nvrtc);
+  h.add_field(std::to_string(generator_version));
   return {module, target, h.value()};
 }
 
