@@ -25,6 +25,10 @@ inline constexpr int kBufferCount = 18;
 std::string_view to_string(Buffer b);
 
 inline constexpr std::size_t kRegionAlignment = 64;
+// v rounded up to a multiple of kRegionAlignment (an offset, a size or an address).
+inline constexpr std::uintptr_t align_to_region(std::uintptr_t v) {
+  return (v + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+}
 
 // workspace: scratch, free between calls; reserve: kept from forward training to backward;
 // packed: the weights in the generated GEMM's panel layout (cuDNN's "weight space").

@@ -11,8 +11,6 @@
 namespace rnnjit {
 namespace {
 
-std::size_t round_up(std::size_t v) { return (v + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
-
 Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset = 0) {
   static constexpr Buffer kBuffers[] = {Buffer::workspace, Buffer::reserve, Buffer::packed};
   return {kBuffers[static_cast<int>(ws.regions[static_cast<std::size_t>(region)].space)], region, offset};
@@ -72,9 +70,11 @@ class Planner {
     // moves the weights three times too (packs them twice, writes their gradients): GRU I=H=200
     // T=2 N=2 training (1 MB of weights) ran 1.3x faster on two threads, LSTM I=H=128 T=1 N=4
     // inference (0.5 MB) up to 2x slower.
-    const double flops = 2.0 * static_cast<double>(shape.seq_len * shape.batch) * config.gates() *
-                         static_cast<double>(config.hidden_size) *
-                         static_cast<double>(config.input_size + config.hidden_size) * config.directions() *
+    // A time step's GEMM FLOPs in one direction of the first layer (input and recurrent products).
+    const double step_flops = 2.0 * static_cast<double>(shape.batch) * config.gates() *
+                              static_cast<double>(config.hidden_size) *
+                              static_cast<double>(config.input_size + config.hidden_size);
+    const double flops = step_flops * static_cast<double>(shape.seq_len) * config.directions() *
                          (mode == Mode::training ? 3.0 : 1.0);
     const double weight_bytes =
         4.0 * static_cast<double>(config.directions()) *
@@ -84,9 +84,6 @@ class Planner {
     // And one direction with too few batch rows to split by rows (kMinSliceRows) and small time
     // steps runs on one thread: its steps would be split by hidden units, and the barrier after
     // each costs more than the half step it saves.
-    const double step_flops = 2.0 * static_cast<double>(shape.batch) * config.gates() *
-                              static_cast<double>(config.hidden_size) *
-                              static_cast<double>(config.input_size + config.hidden_size);
     const bool small_steps = config.directions() == 1 && shape.batch < kMinSliceRows * threads &&
                              step_flops < kMinStepFlopsPerThread * threads;
     plan_.threads = isa == Isa::avx512 && !small_steps &&
@@ -1044,7 +1041,7 @@ std::string_view to_string(Space s) {
 int WorkspacePlan::add(std::string name, Space space, std::size_t bytes) {
   std::size_t& end = this->bytes(space);
   regions.push_back({std::move(name), space, end, bytes});
-  end = round_up(end + bytes);
+  end = align_to_region(end + bytes);
   return static_cast<int>(regions.size()) - 1;
 }
 

@@ -50,7 +50,7 @@ std::uint64_t packed_layout_fingerprint(const Plan& plan) {
 
 std::byte* start_packed_weights(std::span<std::byte> buffer, std::size_t panel_bytes, std::uint64_t fingerprint) {
   const auto start = reinterpret_cast<std::uintptr_t>(buffer.data());
-  const std::uintptr_t panels = (start + sizeof(Header) + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+  const std::uintptr_t panels = align_to_region(start + sizeof(Header));
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kPackedLayoutVersion;

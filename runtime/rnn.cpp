@@ -217,7 +217,7 @@ class ExecutionImpl {
   static std::size_t with_alignment_slack(std::size_t bytes) { return bytes > 0 ? bytes + kRegionAlignment - 1 : 0; }
   static std::byte* aligned_start(std::span<std::byte> s) {
     const auto at = reinterpret_cast<std::uintptr_t>(s.data());
-    return s.data() + (kRegionAlignment - at % kRegionAlignment) % kRegionAlignment;
+    return s.data() + (align_to_region(at) - at);
   }
   const Region& reserve_region(int index) const { return plan_->workspace.regions[static_cast<std::size_t>(index)]; }
   // The lengths forward training kept in the reserve; null when they were all T (no carrying).
