@@ -87,11 +87,16 @@ inline std::int64_t bf16_packed_offset(std::int64_t n_r, std::int64_t k, std::in
   return (((k / 32) * n_r + c / 16) * 16 + (k % 32) / 2) * 32 + (c % 16) * 2 + k % 2;
 }
 
-// Floats of the A panels (blocking.pack_a): k_c rows of every row block of one k block, or
-// with bf16, a_copies copies of M rows of bf16_k(K) bf16 values.
-inline std::int64_t a_panel_elements(const GemmBlocking& b, std::int64_t m, std::int64_t k) {
+// Floats of the A panels (blocking.pack_a): k_c rows of every row block of one k block (or
+// with whole_k, of every k block: block kb at a_panel_offset(kb)), or with bf16, a_copies
+// copies of M rows of bf16_k(K) bf16 values.
+inline std::int64_t a_panel_elements(const GemmBlocking& b, std::int64_t m, std::int64_t k, bool whole_k = false) {
   if (b.bf16) return b.a_copies * m * bf16_k(k) / 2;
-  return std::min(b.k_c, k) * b.row_blocks(m) * b.m_r;
+  return (whole_k ? k : std::min(b.k_c, k)) * b.row_blocks(m) * b.m_r;
+}
+// Where k block kb's panels [row block][k][m_r] start in A panels that hold all of K.
+inline std::int64_t a_panel_offset(const GemmBlocking& b, std::int64_t m, std::int64_t kb) {
+  return kb * b.k_c * b.row_blocks(m) * b.m_r;
 }
 
 // Tiling of an AMX-BF16 GEMM of M rows over column groups of `group` (see GemmBlocking::bf16).

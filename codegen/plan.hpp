@@ -79,6 +79,11 @@ struct GemmStep {
   float beta = 0.0f;
   GemmBlocking blocking;  // generated GEMM tiling and its kernels; empty: OpenBLAS
   Operand a_panels;       // blocking.pack_a: workspace for k_c x (row blocks * m_r) floats
+  // blocking.pack_a: the A panels of one k block at a time, or of all of K (a_panel_elements()),
+  // packed here and kept for the next GEMM of the lane, which multiplies the same A with the
+  // same m_r and k_c (dW_hh after dW_ih: both sum over the gate gradients) and packs nothing.
+  enum class APanels : std::uint8_t { per_k_block, keep_for_next, packed_before };
+  APanels a_panels_use = APanels::per_k_block;
   std::int64_t batch = 1, a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
   // Variable lengths: C's row blocks made only of rows of finished sequences are not computed.
   // Either nothing reads those rows (an input projection: the gate kernel's results there are

@@ -64,6 +64,10 @@ std::string gemm_text(const Plan& p, const GemmStep& g) {
                  ? fmt::format(", sums no K row of a finished sequence (variable lengths: B masked into {})",
                                operand_text(p, g.b_masked))
                  : std::string(", sums no K row of a finished sequence (variable lengths)");
+  if (g.a_panels_use == GemmStep::APanels::keep_for_next)
+    skips += fmt::format(", A packed for all of K into {} and kept for the next GEMM", operand_text(p, g.a_panels));
+  else if (g.a_panels_use == GemmStep::APanels::packed_before)
+    skips += fmt::format(", A's panels as the last GEMM packed them into {}", operand_text(p, g.a_panels));
   return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}{}, A={} B={} C={} ldc={} ({}){}", g.what,
                      g.m, g.n, g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb,
                      g.k, batch, g.a.buffer == Buffer::none ? "per step" : operand_text(p, g.a), operand_text(p, g.b),
@@ -77,7 +81,11 @@ nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
           {"batch", g.batch}, {"a_batch_stride", g.a_batch_stride}, {"b_batch_stride", g.b_batch_stride},
           {"c_batch_stride", g.c_batch_stride}, {"sequence_rows", sequence_rows_name(g.sequence_rows)},
           {"k_sequence_rows", sequence_rows_name(g.k_sequence_rows)}, {"sequences", g.sequences},
-          {"b_masked", operand_json(p, g.b_masked)}};
+          {"b_masked", operand_json(p, g.b_masked)},
+          {"a_panels", operand_json(p, g.a_panels)},
+          {"a_panels_use", g.a_panels_use == GemmStep::APanels::keep_for_next   ? "keep_for_next"
+                           : g.a_panels_use == GemmStep::APanels::packed_before ? "packed_before"
+                                                                                : "per_k_block"}};
 }
 
 std::string step_text(const Plan& p, const Step& step) {

@@ -221,8 +221,10 @@ class Planner {
                             plan_.caches);
     const auto lane_index = static_cast<std::size_t>(lane);
     if (g.blocking.pack_a)
-      g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_.at(lane_index), "a_panels", lane,
-                                                               a_panel_elements(g.blocking, g.m, g.k)));
+      g.a_panels = region_operand(plan_.workspace,
+                                  lane_region(a_panels_.at(lane_index), "a_panels", lane,
+                                              a_panel_elements(g.blocking, g.m, g.k,
+                                                               g.a_panels_use != GemmStep::APanels::per_k_block)));
     if (pack_b) {
       const std::int64_t elements = packed_elements(g.blocking, g.n / group, g.k);
       const Operand panels = region_operand(
@@ -839,12 +841,15 @@ class Planner {
         std::vector<Step> lane;
         const Operand gates = region_operand(plan_.workspace, gates_[ld_index(l, d)]);
         const std::int64_t in = config_.layer_input_size(l);
+        std::size_t dw_ih_index = 0;  // in lane: the last dW_ih GEMM
         for (const InputSide& piece : input_side()) {
           GemmStep dw{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
                       shifted(gates, piece.col), layer_input(l, d), dweight(l, d, ParamKind::weight_ih, piece.row, in),
                       s.R, ld_input(l), in, 0.0f, {}, {}};
           dw.sequences = s.N;
           dw.k_sequence_rows = GemmStep::SequenceRows::time_major;
+          // Its A panels sized for all of K, for dW_hh (share_a_panels() below decides).
+          if (!s.gru) dw.a_panels_use = GemmStep::APanels::keep_for_next;
           if (batch_first_input(l)) {
             // Sum over batch rows n of gates(:, n)^T x[n]: T rows of each, B read in place.
             dw.k = s.T;
@@ -853,6 +858,7 @@ class Planner {
             dw.lda = s.N * s.R;
             dw.b_batch_stride = s.T * in;
             dw.k_sequence_rows = GemmStep::SequenceRows::batch_major;
+            dw.a_panels_use = GemmStep::APanels::per_k_block;
           }
           dw = gemm(dw, in, d, batch_first_input(l) ? nullptr : &lane);
           // A B that is not packed is masked into a copy: time-major, and on the GPU batch-major
@@ -864,6 +870,7 @@ class Planner {
             dw.b_masked = region_operand(plan_.workspace, lane_region(b_panels_.at(static_cast<std::size_t>(scratch_lane)),
                                                                       "b_panels", scratch_lane, elements));
           }
+          dw_ih_index = lane.size();
           lane.push_back(std::move(dw));
           if (!config_.bias) continue;
           // Every cell but the plain GRU adds b_ih and b_hh to the same pre-activations, so
@@ -883,6 +890,7 @@ class Planner {
           GemmStep dw = gemm(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N, gates,
                                       h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}},
                              s.S, d, &lane);
+          if (auto* dw_ih = std::get_if<GemmStep>(&lane[dw_ih_index])) share_a_panels(*dw_ih, dw);
           lane.push_back(std::move(dw));
         }
         if (s.reset_before) {
@@ -910,6 +918,24 @@ class Planner {
         add_lane(stage, std::move(lane), one_lane);
       }
       plan_.backward_weights.push_back(std::move(stage));
+    }
+  }
+
+  // dW_ih and dW_hh of the LSTM and the plain RNN both sum over the gate gradients (A^T, one
+  // GEMM each over all gates): where the two tile A alike, the first (planned with
+  // keep_for_next, its A panels sized for all of K) packs A once, and the second reads those
+  // panels instead of packing A again: a pass over T*N*G*H floats, and as many written, saved.
+  void share_a_panels(GemmStep& first, GemmStep& second) {
+    if (first.a_panels_use != GemmStep::APanels::keep_for_next) return;
+    const GemmBlocking &a = first.blocking, &b = second.blocking;
+    const bool same_a = first.a.buffer == second.a.buffer && first.a.region == second.a.region &&
+                        first.a.offset == second.a.offset && first.m == second.m && first.k == second.k &&
+                        first.lda == second.lda;
+    if (same_a && a.pack_a && b.pack_a && second.batch == 1 && a.m_r == b.m_r && a.k_c == b.k_c) {
+      second.a_panels_use = GemmStep::APanels::packed_before;
+      second.a_panels = first.a_panels;
+    } else {
+      first.a_panels_use = GemmStep::APanels::per_k_block;  // (in a region larger than it needs)
     }
   }
 

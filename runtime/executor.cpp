@@ -49,16 +49,29 @@ void copy_floats(float* dst, const float* src, std::int64_t count) {
 // The opmask of the first n of 16 lanes (all 16 for n >= 16).
 __mmask16 first_lanes(std::int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1); }
 
-// Copies count <= 32 floats with two masked AVX-512 moves: the rows of A's panels are m_r
-// floats, too short for a memcpy call each (its overhead dominated the copy). Only generated
-// GEMMs pack A, and they only run where the CPU has AVX-512.
-__attribute__((target("avx512f"))) void copy_tile_row(float* dst, const float* src, std::int64_t count) {
-  assert(count >= 1 && count <= 32);  // m_r <= GemmEmitter::max_rows(1) = 29
-  const __mmask16 low = first_lanes(count);
-  _mm512_mask_storeu_ps(dst, low, _mm512_maskz_loadu_ps(low, src));
-  if (count > 16) {
-    const __mmask16 high = first_lanes(count - 16);
-    _mm512_mask_storeu_ps(dst + 16, high, _mm512_maskz_loadu_ps(high, src + 16));
+// Copies rows [kk0, kk1) of a k block of A^T (kn rows of A, lda apart, from its first row)
+// into the row-block panels [row block][kk][m_r] of that block: 64 rows at a time and within
+// them panel by panel, so the 64 rows stay in L2 while every panel takes its m_r floats of
+// each and each panel's writes stay sequential. A panel row is m_r <= 29 floats
+// (GemmEmitter::max_rows(1)), too short for a memcpy call: two masked moves, their masks
+// computed once a panel. Only generated GEMMs pack A, and only where the CPU has AVX-512.
+__attribute__((target("avx512f"))) void pack_a_panels(float* panels, const float* a, std::int64_t lda,
+                                                       std::int64_t m, std::int64_t m_r, std::int64_t kn,
+                                                       std::int64_t kk0, std::int64_t kk1) {
+  assert(m_r >= 1 && m_r <= 32);
+  const std::int64_t row_blocks = (m + m_r - 1) / m_r;
+  for (std::int64_t c0 = kk0; c0 < kk1; c0 += 64) {
+    const std::int64_t c1 = std::min(kk1, c0 + 64);
+    for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+      const std::int64_t rows = std::min(m_r, m - rb * m_r);
+      const __mmask16 low = first_lanes(rows), high = first_lanes(std::max<std::int64_t>(rows - 16, 0));
+      const float* src = a + c0 * lda + rb * m_r;
+      float* dst = panels + (rb * kn + c0) * m_r;
+      for (std::int64_t kk = c0; kk < c1; ++kk, src += lda, dst += m_r) {
+        _mm512_mask_storeu_ps(dst, low, _mm512_maskz_loadu_ps(low, src));
+        if (high) _mm512_mask_storeu_ps(dst + 16, high, _mm512_maskz_loadu_ps(high, src + 16));
+      }
+    }
   }
 }
 
@@ -361,6 +374,10 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
   const std::int64_t k_blocks = (call.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(call.rows);
   const std::int64_t rows_per_block = k.m_c > 0 ? k.m_c / k.m_r : row_blocks;
+  // Packed A: one k block at a time in one place, or all of K (kept for or from another GEMM).
+  auto a_block = [&](std::int64_t kb) {
+    return g.a_panels_use == GemmStep::APanels::per_k_block ? a_panels : a_panels + a_panel_offset(k, g.m, kb);
+  };
   // Not a structured binding: clang before 16 cannot capture one in the lambda below.
   const std::pair<std::int64_t, std::int64_t> panels = k.thread_panels(tid);
   const std::int64_t p0 = panels.first, p1 = panels.second, my_panels = p1 - p0;
@@ -400,7 +417,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
                         static_cast<std::size_t>(std::min(pc, k.group - p * pc)) * sizeof(float));
         continue;
       }
-      args.a = k.pack_a ? a_panels + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
+      args.a = k.pack_a ? a_block(kb) + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
       args.c = c + r0 * g.ldc + grp * k.group + p * pc;
       args.prefetch = next && rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
       (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
@@ -413,21 +430,13 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
     const std::int64_t k0 = kb * k.k_c, kn = std::min(k.k_c, call.k - k0);
     if (k.pack_a) {
-      // All threads copy a share of this k block's rows of A into the row-block panels, 64
-      // rows at a time and within them panel by panel: the 64 rows stay in L2 while every
-      // panel takes its m_r floats of each, and each panel's writes stay sequential.
-      if (threads > 1 && kb > 0) team.barrier();  // the last block is consumed
-      const std::int64_t r0 = kn * tid / threads, r1 = kn * (tid + 1) / threads;
-      for (std::int64_t c0 = r0; c0 < r1; c0 += 64) {
-        const std::int64_t c1 = std::min(r1, c0 + 64);
-        for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
-          const std::int64_t rows = std::min(k.m_r, g.m - rb * k.m_r);
-          const float* column = a + k0 * g.lda + rb * k.m_r;
-          float* panel = a_panels + rb * kn * k.m_r;
-          for (std::int64_t kk = c0; kk < c1; ++kk) copy_tile_row(panel + kk * k.m_r, column + kk * g.lda, rows);
-        }
+      // All threads copy a share of this k block's rows of A into its panels (unless the last
+      // GEMM did); every tile of the last block is done first: its C tiles are added to next.
+      if (threads > 1 && kb > 0) team.barrier();
+      if (g.a_panels_use != GemmStep::APanels::packed_before) {
+        pack_a_panels(a_block(kb), a + k0 * g.lda, g.lda, g.m, k.m_r, kn, kn * tid / threads, kn * (tid + 1) / threads);
+        if (threads > 1) team.barrier();
       }
-      if (threads > 1) team.barrier();
     }
     if (shared) {
       const std::int64_t kb_end = k.pack_a ? kb + 1 : k_blocks;

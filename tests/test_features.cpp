@@ -188,6 +188,30 @@ TEST(SplitDirections, MatchReferenceOnTwoThreads) {
     }
 }
 
+// dW_hh reads the gate gradients' A panels that dW_ih packed for all of K: with caches so small
+// that T*N spans five k blocks (the last one short), M and the hidden size vector tails, variable
+// lengths and two threads, the weight gradients still match the reference.
+TEST(WeightGradients, SharedGatePanelsMatchReference) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+  test::ScopedEnv caches("RNNJIT_CACHES", "4K,64K");  // k_c = 64
+  for (CellKind cell : {CellKind::lstm, CellKind::rnn_tanh}) {
+    SCOPED_TRACE(std::string(to_string(cell)));
+    const RnnConfig config{.cell = cell, .input_size = 37, .hidden_size = 45, .num_layers = 2, .bidirectional = true};
+    RnnCase rc(config, Shape{21, 13}, 3);  // K = T*N = 273
+    rc.vary_lengths();
+    Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
+    Execution ex = rnn.prepare(rc.shape, Mode::training);
+    int shared = 0;
+    for (const Stage& stage : ex.plan().backward_weights)
+      for (const auto& lane : stage.lanes)
+        for (const Step& step : lane)
+          if (const auto* g = std::get_if<GemmStep>(&step))
+            shared += g->a_panels_use == GemmStep::APanels::packed_before && g->k > 4 * g->blocking.k_c;
+    EXPECT_EQ(shared, 4) << "every dW_hh of 2 layers x 2 directions reads dW_ih's panels of five k blocks";
+    test::expect_matches(rc.run(ex), rc.reference(true), rc, true);
+  }
+}
+
 // Padded positions of y and dx are exactly zero, and what a caller leaves in dy there is ignored.
 TEST(VariableLengths, PaddingIsZeroAndIgnored) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
