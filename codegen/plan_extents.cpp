@@ -1,6 +1,7 @@
 #include "codegen/plan_extents.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -141,6 +142,59 @@ void check_extents(const Plan& p) {
                                                       : std::string(to_string(e.operand.buffer)),
                                 e.begin, e.end, limit));
     });
+}
+
+std::vector<std::uint8_t> region_calls(const Plan& p) {
+  std::vector<std::uint8_t> calls(p.workspace.regions.size(), 0);
+  std::uint8_t bit = 1;
+  for (const auto* stages : {&p.pack_weights, &p.forward, &p.backward_data, &p.backward_weights}) {
+    for_each_extent(p, *stages, [&](const Extent& e) {
+      if (e.operand.region >= 0) calls[static_cast<std::size_t>(e.operand.region)] |= bit;
+    });
+    for (const Stage& stage : *stages)  // a dropout step's mask region is no operand
+      for (const auto& lane : stage.lanes)
+        for (const Step& step : lane)
+          if (const auto* d = std::get_if<DropoutStep>(&step)) calls[static_cast<std::size_t>(d->mask_region)] |= bit;
+    bit = static_cast<std::uint8_t>(bit << 1);
+  }
+  for (std::uint8_t& c : calls)
+    if (c == 0) c = kAllCalls;
+  return calls;
+}
+
+void overlay_workspace_of_calls(Plan& p) {
+  const std::vector<std::uint8_t> calls = region_calls(p);
+  // Largest first (first fit decreasing): small regions then fill the gaps beside large ones.
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < p.workspace.regions.size(); ++i)
+    if (p.workspace.regions[i].space == Space::workspace) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return p.workspace.regions[a].size > p.workspace.regions[b].size;
+  });
+  std::vector<std::size_t> placed;  // workspace regions laid out so far
+  std::size_t end = 0;
+  for (std::size_t i : order) {
+    Region& r = p.workspace.regions[i];
+    // The lowest candidate (0 or the end of a region that shares a call) clear of all of those.
+    auto clashes = [&](std::size_t offset) {
+      for (std::size_t j : placed) {
+        const Region& q = p.workspace.regions[j];
+        if ((calls[i] & calls[j]) && offset < q.offset + q.size && q.offset < offset + r.size) return true;
+      }
+      return false;
+    };
+    std::size_t best = std::numeric_limits<std::size_t>::max();
+    if (!clashes(0)) best = 0;
+    for (std::size_t j : placed) {
+      const Region& q = p.workspace.regions[j];
+      const std::size_t candidate = align_to_region(q.offset + q.size);
+      if ((calls[i] & calls[j]) && candidate < best && !clashes(candidate)) best = candidate;
+    }
+    r.offset = best;
+    placed.push_back(i);
+    end = std::max<std::size_t>(end, align_to_region(r.offset + r.size));
+  }
+  p.workspace.workspace_bytes = end;
 }
 
 }  // namespace rnnjit

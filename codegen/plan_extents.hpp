@@ -25,4 +25,16 @@ std::int64_t buffer_elements(const Plan& plan, Buffer buffer);
 // Throws Error naming the step and operand if any operand reaches outside its buffer/region.
 void check_extents(const Plan& plan);
 
+// The calls (bit 0 pack_weights, 1 forward, 2 backward_data, 3 backward_weights) whose steps
+// use each region; a region no step uses (one the API fills) counts as used by every call.
+inline constexpr std::uint8_t kAllCalls = 0xf;
+std::vector<std::uint8_t> region_calls(const Plan& plan);
+
+// Workspace regions hold nothing from one call to the next, so two regions that no call uses
+// both may overlap: lays the workspace regions out again, each at the lowest aligned offset
+// where it meets no region of a call it shares, so the workspace is as large as its largest
+// call needs rather than the sum of all (training: the weight gradients' A panels lie where
+// the forward call's input projections were).
+void overlay_workspace_of_calls(Plan& plan);
+
 }  // namespace rnnjit

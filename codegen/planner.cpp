@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/plan_extents.hpp"
 #include "codegen/x64/gate_emitter.hpp"
 #include "rnnjit/weights.hpp"
 
@@ -157,6 +158,7 @@ class Planner {
       plan_backward_data();
       plan_backward_weights();
     }
+    overlay_workspace_of_calls(plan_);
     return std::move(plan_);
   }
 
