@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -843,7 +844,8 @@ class Planner {
         std::vector<Step> lane;
         const Operand gates = region_operand(plan_.workspace, gates_[ld_index(l, d)]);
         const std::int64_t in = config_.layer_input_size(l);
-        std::size_t dw_ih_index = 0;  // in lane: the last dW_ih GEMM
+        std::size_t dw_ih_index = 0;          // in lane: the last dW_ih GEMM
+        std::optional<PackStep> x_panels;     // the pieces' B (the layer input) as last packed
         for (const InputSide& piece : input_side()) {
           GemmStep dw{fmt::format("dW_ih l{} d{}", l, d), true, false, piece.width, in, s.T * s.N,
                       shifted(gates, piece.col), layer_input(l, d), dweight(l, d, ParamKind::weight_ih, piece.row, in),
@@ -862,7 +864,14 @@ class Planner {
             dw.k_sequence_rows = GemmStep::SequenceRows::batch_major;
             dw.a_panels_use = GemmStep::APanels::per_k_block;
           }
-          dw = gemm(dw, in, d, batch_first_input(l) ? nullptr : &lane);
+          std::vector<Step> packs;
+          dw = gemm(dw, in, d, batch_first_input(l) ? nullptr : &packs);
+          // The GRU's pieces multiply the same B: packed once where their panels are alike.
+          const auto* pack = packs.empty() ? nullptr : std::get_if<PackStep>(&packs.front());
+          if (!pack || !x_panels || !same_panels(*pack, *x_panels)) {
+            if (pack) x_panels = *pack;
+            for (Step& step : packs) lane.push_back(std::move(step));
+          }
           // A B that is not packed is masked into a copy: time-major, and on the GPU batch-major
           // too (cuBLAS's products share one k). Its home: the lane's B scratch (no GEMM packs).
           const bool time_major = dw.k_sequence_rows == GemmStep::SequenceRows::time_major;
@@ -875,11 +884,14 @@ class Planner {
           dw_ih_index = lane.size();
           lane.push_back(std::move(dw));
           if (!config_.bias) continue;
-          // Every cell but the plain GRU adds b_ih and b_hh to the same pre-activations, so
-          // both get the same gradient; the plain GRU's n gate puts r between b_hn and dn.
-          ColumnSumStep db{fmt::format("db_ih{} l{} d{}", s.gru ? "" : " and db_hh", l, d), shifted(gates, piece.col),
-                           dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N, piece.width, s.R, 0.0f};
-          if (!s.gru) db.also_dst = dweight(l, d, ParamKind::bias_hh, piece.row, 1);
+          // Every cell adds b_ih and b_hh to the same pre-activations, so both get the same
+          // gradient, but the GRU's n gate, which puts r between b_hn and dn (the plain GRU) or
+          // sums its own columns (the reset-before one): db_hh's n rows are summed below.
+          const bool same_bias_rows = !s.gru || piece.col + piece.width <= 2 * s.H;
+          ColumnSumStep db{fmt::format("db_ih{} l{} d{}", same_bias_rows ? " and db_hh" : "", l, d),
+                           shifted(gates, piece.col), dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N,
+                           piece.width, s.R, 0.0f};
+          if (same_bias_rows) db.also_dst = dweight(l, d, ParamKind::bias_hh, piece.row, 1);
           lane.push_back(std::move(db));
         }
         // dW_hh pairs the gradient at time t with h at the previous time of this direction:
@@ -913,14 +925,24 @@ class Planner {
                              s.H, d, &lane);
           lane.push_back(std::move(dw));
         }
-        if (s.gru && config_.bias)
-          lane.push_back(ColumnSumStep{fmt::format("db_hh l{} d{}", l, d), gates, dweight(l, d, ParamKind::bias_hh),
-                                       s.T * s.N, s.GH, s.R, 0.0f});
+        if (s.gru && config_.bias)  // its r and z rows were summed with db_ih's
+          lane.push_back(ColumnSumStep{fmt::format("db_hh (n) l{} d{}", l, d), shifted(gates, 2 * s.H),
+                                       dweight(l, d, ParamKind::bias_hh, 2 * s.H, 1), s.T * s.N, s.H, s.R, 0.0f});
         if (config_.peephole) plan_peephole_gradient(lane, l, d);
         add_lane(stage, std::move(lane), one_lane);
       }
       plan_.backward_weights.push_back(std::move(stage));
     }
+  }
+
+  // Whether two packs of B leave the same panels in the same place.
+  static bool same_panels(const PackStep& a, const PackStep& b) {
+    auto same = [](const Operand& x, const Operand& y) {
+      return x.buffer == y.buffer && x.region == y.region && x.offset == y.offset;
+    };
+    return same(a.src, b.src) && same(a.dst, b.dst) && a.k == b.k && a.groups == b.groups &&
+           a.blocking.n_r == b.blocking.n_r && a.blocking.group == b.blocking.group && a.transpose == b.transpose &&
+           a.ld == b.ld && a.sequences == b.sequences && a.blocking.bf16 == b.blocking.bf16;
   }
 
   // dW_ih and dW_hh of the LSTM and the plain RNN both sum over the gate gradients (A^T, one
