@@ -884,9 +884,9 @@ class Planner {
           dw_ih_index = lane.size();
           lane.push_back(std::move(dw));
           if (!config_.bias) continue;
-          // Every cell adds b_ih and b_hh to the same pre-activations, so both get the same
-          // gradient, but the GRU's n gate, which puts r between b_hn and dn (the plain GRU) or
-          // sums its own columns (the reset-before one): db_hh's n rows are summed below.
+          // b_ih and b_hh add to the same pre-activations, so one column sum writes both; but
+          // for the GRU's n rows (the plain GRU puts r between b_hn and dn, the reset-before one
+          // keeps their gradients in columns of their own), summed for db_hh below.
           const bool same_bias_rows = !s.gru || piece.col + piece.width <= 2 * s.H;
           ColumnSumStep db{fmt::format("db_ih{} l{} d{}", same_bias_rows ? " and db_hh" : "", l, d),
                            shifted(gates, piece.col), dweight(l, d, ParamKind::bias_ih, piece.row, 1), s.T * s.N,
