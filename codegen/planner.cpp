@@ -223,11 +223,10 @@ class Planner {
     g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent,
                             plan_.caches);
     const auto lane_index = static_cast<std::size_t>(lane);
-    if (g.blocking.pack_a)
-      g.a_panels = region_operand(plan_.workspace,
-                                  lane_region(a_panels_.at(lane_index), "a_panels", lane,
-                                              a_panel_elements(g.blocking, g.m, g.k,
-                                                               g.a_panels_use != GemmStep::APanels::per_k_block)));
+    // (Panels that two GEMMs may share get their region from share_a_panels().)
+    if (g.blocking.pack_a && g.a_panels_use == GemmStep::APanels::per_k_block)
+      g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_.at(lane_index), "a_panels", lane,
+                                                               a_panel_elements(g.blocking, g.m, g.k)));
     if (pack_b) {
       const std::int64_t elements = packed_elements(g.blocking, g.n / group, g.k);
       const Operand panels = region_operand(
@@ -901,10 +900,12 @@ class Planner {
         // The reset-before GRU's n rows multiply r * h_prev, kept per step: one GEMM of their own.
         const std::int64_t h_rows = s.reset_before ? 2 * s.H : s.GH;
         {
-          GemmStep dw = gemm(GemmStep{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N, gates,
-                                      h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}},
-                             s.S, d, &lane);
-          if (auto* dw_ih = std::get_if<GemmStep>(&lane[dw_ih_index])) share_a_panels(*dw_ih, dw);
+          GemmStep dw{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N, gates,
+                      h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}};
+          const bool may_share = std::get<GemmStep>(lane[dw_ih_index]).a_panels_use == GemmStep::APanels::keep_for_next;
+          if (may_share) dw.a_panels_use = GemmStep::APanels::packed_before;
+          dw = gemm(std::move(dw), s.S, d, &lane);
+          if (may_share) share_a_panels(std::get<GemmStep>(lane[dw_ih_index]), dw, one_lane ? 0 : d);
           lane.push_back(std::move(dw));
         }
         if (s.reset_before) {
@@ -946,21 +947,23 @@ class Planner {
   }
 
   // dW_ih and dW_hh of the LSTM and the plain RNN both sum over the gate gradients (A^T, one
-  // GEMM each over all gates): where the two tile A alike, the first (planned with
-  // keep_for_next, its A panels sized for all of K) packs A once, and the second reads those
-  // panels instead of packing A again: a pass over T*N*G*H floats, and as many written, saved.
-  void share_a_panels(GemmStep& first, GemmStep& second) {
-    if (first.a_panels_use != GemmStep::APanels::keep_for_next) return;
+  // GEMM each over all gates), and were planned to share: where the two tile A alike, the
+  // first packs A's panels once, for all of K, and the second reads them instead of packing A
+  // again (a pass over T*N*G*H floats, and as many written, saved); else each packs its own, a
+  // k block at a time. Either way their A panels get their region here, sized for what they hold.
+  void share_a_panels(GemmStep& first, GemmStep& second, int lane) {
     const GemmBlocking &a = first.blocking, &b = second.blocking;
     const bool same_a = first.a.buffer == second.a.buffer && first.a.region == second.a.region &&
                         first.a.offset == second.a.offset && first.m == second.m && first.k == second.k &&
                         first.lda == second.lda;
-    if (same_a && a.pack_a && b.pack_a && second.batch == 1 && a.m_r == b.m_r && a.k_c == b.k_c) {
-      second.a_panels_use = GemmStep::APanels::packed_before;
-      second.a_panels = first.a_panels;
-    } else {
-      first.a_panels_use = GemmStep::APanels::per_k_block;  // (in a region larger than it needs)
-    }
+    if (!same_a || !a.pack_a || !b.pack_a || second.batch != 1 || a.m_r != b.m_r || a.k_c != b.k_c)
+      first.a_panels_use = second.a_panels_use = GemmStep::APanels::per_k_block;
+    for (GemmStep* g : {&first, &second})
+      if (g->blocking.pack_a)
+        g->a_panels = region_operand(
+            plan_.workspace, lane_region(a_panels_.at(static_cast<std::size_t>(lane)), "a_panels", lane,
+                                         a_panel_elements(g->blocking, g->m, g->k,
+                                                          g->a_panels_use != GemmStep::APanels::per_k_block)));
   }
 
   // dP_i, dP_f: the i and f gradients times c_{t-1} (c_init at the direction's first step, else

@@ -32,6 +32,8 @@ std::vector<PlanCase> cases() {
           out.push_back({cell, 5, 17, 3, bi, 4, 3, mode, isa, 2});
           out.push_back({cell, 800, 800, 2, bi, 300, 20, mode, isa, 2});
           out.push_back({cell, 40, 100, 2, bi, 30, 37, mode, isa, 2});  // one direction: split by rows
+          // K = T*N over one k block and dW_ih, dW_hh tiled apart: no shared A panels.
+          out.push_back({cell, 300, 64, 1, bi, 60, 37, mode, isa, 2});
           out.push_back({cell, 1, 1, 1, bi, 1, 1, mode, isa, 1});
         }
   return out;
