@@ -851,7 +851,8 @@ class Planner {
                       s.R, ld_input(l), in, 0.0f, {}, {}};
           dw.sequences = s.N;
           dw.k_sequence_rows = GemmStep::SequenceRows::time_major;
-          // Its A panels sized for all of K, for dW_hh (share_a_panels() below decides).
+          // Its A panels kept for dW_hh where the two share them (share_a_panels() below
+          // decides, and gives them their region).
           if (!s.gru) dw.a_panels_use = GemmStep::APanels::keep_for_next;
           if (batch_first_input(l)) {
             // Sum over batch rows n of gates(:, n)^T x[n]: T rows of each, B read in place.
