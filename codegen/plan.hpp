@@ -58,6 +58,7 @@ struct Operand {
   Buffer buffer = Buffer::none;
   int region = -1;
   std::int64_t offset = 0;
+  bool operator==(const Operand&) const = default;
 };
 
 // An operand that moves with the time step t (sequence order): base + t * t_stride elements.
@@ -105,6 +106,11 @@ struct GemmStep {
   SequenceRows k_sequence_rows = SequenceRows::none;
   Operand b_masked;
 };
+
+// Floats of a GEMM's A panels (blocking.pack_a): one k block, or all of K where they are shared.
+inline std::int64_t a_panel_elements(const GemmStep& g) {
+  return a_panel_elements(g.blocking, g.m, g.k, g.a_panels_use != GemmStep::APanels::per_k_block);
+}
 
 // Packs a GEMM's B into the generated GEMM's panels (codegen/gemm_blocking.hpp) so that it
 // streams contiguously. transpose: src is W [groups*group, k] (one row per output column,

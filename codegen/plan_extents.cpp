@@ -24,9 +24,7 @@ void gemm(const std::function<void(const Extent&)>& fn, const GemmStep& g) {
   else matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.b_batch_stride, g.batch);
   matrix(fn, g.b_masked, g.k, g.n, g.ldb, g.b_batch_stride, g.batch);  // B's copy, laid out as B
   matrix(fn, g.c, g.m, g.n, g.ldc, g.c_batch_stride, g.batch);
-  if (g.blocking.pack_a)
-    matrix(fn, g.a_panels, 1,
-           a_panel_elements(g.blocking, g.m, g.k, g.a_panels_use != GemmStep::APanels::per_k_block), 0);
+  if (g.blocking.pack_a) matrix(fn, g.a_panels, 1, a_panel_elements(g), 0);
 }
 
 void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, const RecurrenceStep& r) {

@@ -225,8 +225,8 @@ class Planner {
     const auto lane_index = static_cast<std::size_t>(lane);
     // (Panels that two GEMMs may share get their region from share_a_panels().)
     if (g.blocking.pack_a && g.a_panels_use == GemmStep::APanels::per_k_block)
-      g.a_panels = region_operand(plan_.workspace, lane_region(a_panels_.at(lane_index), "a_panels", lane,
-                                                               a_panel_elements(g.blocking, g.m, g.k)));
+      g.a_panels = region_operand(plan_.workspace,
+                                  lane_region(a_panels_.at(lane_index), "a_panels", lane, a_panel_elements(g)));
     if (pack_b) {
       const std::int64_t elements = packed_elements(g.blocking, g.n / group, g.k);
       const Operand panels = region_operand(
@@ -939,10 +939,7 @@ class Planner {
 
   // Whether two packs of B leave the same panels in the same place.
   static bool same_panels(const PackStep& a, const PackStep& b) {
-    auto same = [](const Operand& x, const Operand& y) {
-      return x.buffer == y.buffer && x.region == y.region && x.offset == y.offset;
-    };
-    return same(a.src, b.src) && same(a.dst, b.dst) && a.k == b.k && a.groups == b.groups &&
+    return a.src == b.src && a.dst == b.dst && a.k == b.k && a.groups == b.groups &&
            a.blocking.n_r == b.blocking.n_r && a.blocking.group == b.blocking.group && a.transpose == b.transpose &&
            a.ld == b.ld && a.sequences == b.sequences && a.blocking.bf16 == b.blocking.bf16;
   }
@@ -954,17 +951,13 @@ class Planner {
   // k block at a time. Either way their A panels get their region here, sized for what they hold.
   void share_a_panels(GemmStep& first, GemmStep& second, int lane) {
     const GemmBlocking &a = first.blocking, &b = second.blocking;
-    const bool same_a = first.a.buffer == second.a.buffer && first.a.region == second.a.region &&
-                        first.a.offset == second.a.offset && first.m == second.m && first.k == second.k &&
-                        first.lda == second.lda;
+    const bool same_a = first.a == second.a && first.m == second.m && first.k == second.k && first.lda == second.lda;
     if (!same_a || !a.pack_a || !b.pack_a || second.batch != 1 || a.m_r != b.m_r || a.k_c != b.k_c)
       first.a_panels_use = second.a_panels_use = GemmStep::APanels::per_k_block;
     for (GemmStep* g : {&first, &second})
       if (g->blocking.pack_a)
-        g->a_panels = region_operand(
-            plan_.workspace, lane_region(a_panels_.at(static_cast<std::size_t>(lane)), "a_panels", lane,
-                                         a_panel_elements(g->blocking, g->m, g->k,
-                                                          g->a_panels_use != GemmStep::APanels::per_k_block)));
+        g->a_panels = region_operand(plan_.workspace, lane_region(a_panels_.at(static_cast<std::size_t>(lane)),
+                                                                  "a_panels", lane, a_panel_elements(*g)));
   }
 
   // dP_i, dP_f: the i and f gradients times c_{t-1} (c_init at the direction's first step, else
