@@ -37,6 +37,8 @@ struct GemmBlocking {
   // Where B's k_c x n_r panel cannot stay in L1, each k step also prefetches the B row this
   // many k steps ahead into L1 (0: none), so the FMAs do not wait on L2 for it.
   std::int64_t b_lookahead = 0;
+  // C's tiles are written with non-temporal stores (KernelDesc::stream_c): see streams_c().
+  bool stream_c = false;
   // AMX-BF16 (Plan::fpmath bf16): B packed as bf16 tiles (bf16_packed_offset), A rounded to bf16
   // rows of bf16_k(K) into a_panels before the tiles read it; C and every sum stay FP32. m_r is
   // up to 32 rows (two 16-row A tiles), n_r 1 or 2 tiles of 16 columns, k_c all of bf16_k(K). The A

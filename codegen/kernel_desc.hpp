@@ -50,6 +50,10 @@ struct KernelDesc {
   std::uint8_t part = 0;
   std::uint8_t peephole = 0;      // gate, LSTM: i, f see P_i, P_f times c_prev and o sees P_o times c
   std::uint8_t input_forget = 0;  // gate, LSTM: f = 1 - i
+  // gemm, beta 0 and no n_tail: C's tiles are written with non-temporal stores, which need C's
+  // rows 64-byte aligned (c and c_row_stride) and an sfence before another thread reads C.
+  std::uint8_t stream_c = 0;
+  std::uint8_t unused_[3] = {};  // the descriptor is hashed and compared as bytes: no padding
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
   std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
   std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and dy (D*H)

@@ -369,6 +369,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   const float beta = call.beta;
   const GemmBlocking& k = g.blocking;
   if (k.bf16) return bf16_gemm(g, call, tid, threads, shared);
+  assert(!k.stream_c || reinterpret_cast<std::uintptr_t>(c) % kRegionAlignment == 0);  // vmovntps faults otherwise
   const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
   const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
@@ -457,6 +458,8 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       }
     }
   }
+  // Non-temporal stores are not ordered with the barrier's release store: fence them first.
+  if (k.stream_c) _mm_sfence();
 }
 
 void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) const {

@@ -5,6 +5,8 @@
 // twin.
 #include <gtest/gtest.h>
 
+#include <immintrin.h>
+
 #include <cmath>
 
 #include <fmt/format.h>
@@ -30,29 +32,42 @@ struct GemmCase {
   std::int64_t groups;
   bool plain_pack = false;  // packed_b from the row-major B (the backward GEMMs' PackStep), not from W
   CacheSizes caches{};      // what the blocking is chosen for
+  // C in a workspace region with whole-vector rows, larger than the caches' L2: the planner
+  // must choose non-temporal stores for it (GemmBlocking::stream_c).
+  bool c_streams = false;
 };
 
 // Runs C = op(A) B (+ beta C) as a one-step plan and compares with a double-precision loop.
 void check(const GemmCase& c) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
-  const std::int64_t lda = (c.trans_a ? c.m : c.k) + 3, ldb = c.n + 5, ldc = c.n + 1;
+  const std::int64_t lda = (c.trans_a ? c.m : c.k) + 3, ldb = c.n + 5, ldc = c.c_streams ? (c.n + 31) / 16 * 16 : c.n + 1;
   const std::vector<float> a = test::uniform((c.trans_a ? c.k : c.m) * lda, 1), w = test::uniform(c.n * c.k, 2);
   std::vector<float> b = test::uniform(c.k * ldb, 3), out = test::uniform(c.m * ldc, 4);
   const std::vector<float> c0 = out;
 
   Plan plan;
   plan.threads = c.threads;
-  GemmStep g{"test", c.trans_a, false, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, {Buffer::y, -1, 0},
+  // The workspace: (c_streams) C, then A's panels, from a 64-byte boundary as Execution aligns it.
+  Operand c_operand{Buffer::y, -1, 0};
+  if (c.c_streams)
+    c_operand = {Buffer::workspace, plan.workspace.add("c", Space::workspace, out.size() * sizeof(float)), 0};
+  GemmStep g{"test", c.trans_a, false, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, c_operand,
              lda, ldb, ldc, c.beta, {}};
   g.blocking.packed_b = c.packed_b;
   g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, false, c.caches);
-  std::vector<float> packed, a_panels;
-  Bindings bind;
+  EXPECT_EQ(g.blocking.stream_c, c.c_streams) << "the planner's choice of streaming stores for C";
   if (g.blocking.pack_a) {  // transposed A is copied into row-block panels first
-    a_panels.resize(static_cast<std::size_t>(a_panel_elements(g.blocking, c.m, c.k)));
-    g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, a_panels.size() * sizeof(float)), 0};
-    bind.workspace = reinterpret_cast<std::byte*>(a_panels.data());
+    const std::int64_t elements = a_panel_elements(g.blocking, c.m, c.k);
+    g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, elements * sizeof(float)), 0};
   }
+  std::vector<float> workspace(plan.workspace.workspace_bytes / sizeof(float) + 16);
+  float* workspace_start = workspace.data();
+  while (reinterpret_cast<std::uintptr_t>(workspace_start) % kRegionAlignment) ++workspace_start;
+  std::vector<float> packed;
+  Bindings bind;
+  bind.workspace = reinterpret_cast<std::byte*>(workspace_start);
+  float* const c_data = c.c_streams ? workspace_start + plan.workspace.regions[0].offset / sizeof(float) : out.data();
+  if (c.c_streams) std::copy(out.begin(), out.end(), c_data);
   if (c.packed_b) {
     // B = W^T from W [n, k], or B itself (row-major, ldb): pack it the way the planner's
     // PackStep does.
@@ -73,6 +88,7 @@ void check(const GemmCase& c) {
   bind.bind(Buffer::y, out.data());
   ex.run(shared->pack_weights, bind);
   ex.run(shared->forward, bind);
+  if (c.c_streams) std::copy(c_data, c_data + out.size(), out.begin());
 
   test::expect_gemm_within_bound(out, c0, c.m, c.n, c.k, ldc, c.beta, [&](std::int64_t i, std::int64_t j,
                                                                           std::int64_t k) {
@@ -118,14 +134,23 @@ std::vector<GemmCase> sweep() {
   out.push_back({130, 63, 300, true, true, 0.0f, 2, 1, false, tiny});
   out.push_back({40, 150, 513, false, true, 0.0f, 2, 3, true, tiny});
   out.push_back({17, 65, 129, false, false, 1.0f, 1, 1, false, tiny});
+  // C larger than L2, in a workspace region: written with streaming stores, row tails, a
+  // narrower last panel per group, packed and plain B, transposed A within one k block.
+  out.push_back({403, 96, 40, false, true, 0.0f, 2, 2, false, tiny, true});
+  out.push_back({190, 160, 33, false, false, 0.0f, 1, 1, false, tiny, true});
+  out.push_back({301, 112, 50, true, true, 0.0f, 2, 1, false, tiny, true});
+  // ... but not where it is added to, nor over several k blocks (each adds to the last).
+  out.push_back({403, 96, 40, false, true, 1.0f, 2, 2, false, tiny});
+  out.push_back({403, 96, 100, false, true, 0.0f, 2, 2, false, tiny});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](const auto& info) {
   const GemmCase& c = info.param;
-  return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
+  return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
                      c.plain_pack ? "_packed_plain" : c.packed_b ? "_packed" : "", static_cast<int>(c.beta),
-                     c.threads, c.groups, c.caches == CacheSizes{} ? "" : fmt::format("_l2_{}k", c.caches.l2 / 1024));
+                     c.threads, c.groups, c.caches == CacheSizes{} ? "" : fmt::format("_l2_{}k", c.caches.l2 / 1024),
+                     c.c_streams ? "_c_streams" : "");
 });
 
 // The microkernel alone against its scalar twin, for every tile the register file allows, with
@@ -159,6 +184,60 @@ TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
           for (std::size_t i = 0; i < c1.size(); ++i)
             ASSERT_NEAR(c1[i], c2[i], 1e-5) << kernel_name(d) << " element " << i;
         }
+}
+
+// Streaming stores (stream_c: beta 0, whole vectors, 64-byte aligned rows of C) against the
+// scalar twin, for every tile.
+TEST(GemmMicrokernel, StreamingStoresMatchScalarTwin) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  for (int vectors = 1; vectors <= 15; ++vectors)
+    for (int rows = 1; rows <= (32 - 2 - vectors) / vectors; ++rows) {
+      KernelDesc d;
+      d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+      d.isa = static_cast<std::uint8_t>(Isa::avx512);
+      d.rows = static_cast<std::uint32_t>(rows);
+      d.vectors = static_cast<std::uint8_t>(vectors);
+      d.stream_c = 1;
+      d.unroll = 4;
+      d.a_row_stride = 11;
+      d.a_k_stride = 1;
+      d.b_k_stride = static_cast<std::uint32_t>(16 * vectors);
+      d.c_row_stride = static_cast<std::uint32_t>(16 * vectors + 16);
+      const std::int64_t k = 9;
+      const auto a = test::uniform(rows * 11, 5), b = test::uniform(k * d.b_k_stride, 6);
+      std::vector<float> c1(rows * d.c_row_stride + 16, 0.5f), c2 = c1;
+      float* aligned = c1.data();
+      while (reinterpret_cast<std::uintptr_t>(aligned) % 64) ++aligned;
+      const std::ptrdiff_t at = aligned - c1.data();
+      CompiledKernel jit(d);
+      GemmArgs args1{a.data(), b.data(), aligned, k}, args2{a.data(), b.data(), c2.data() + at, k};
+      jit(&args1);
+      _mm_sfence();
+      gemm_reference(d, args2);
+      for (std::size_t i = 0; i < c1.size(); ++i)
+        ASSERT_NEAR(c1[i], c2[i], 1e-5) << kernel_name(d) << " element " << i;
+    }
+}
+
+TEST(GemmMicrokernel, RefusesStreamingStoresItCannotMake) {
+  for (const auto& [beta, n_tail, c_row_stride] : {std::tuple{1, 0, 32}, {0, 3, 32}, {0, 0, 40}}) {
+    KernelDesc d;
+    d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+    d.isa = static_cast<std::uint8_t>(Isa::avx512);
+    d.rows = 2;
+    d.vectors = 2;
+    d.unroll = 4;
+    d.stream_c = 1;
+    d.beta = static_cast<std::uint8_t>(beta);
+    d.n_tail = static_cast<std::uint8_t>(n_tail);
+    d.c_row_stride = static_cast<std::uint32_t>(c_row_stride);
+    try {
+      CompiledKernel k(d);
+      FAIL() << "expected an Error for " << kernel_name(d);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("streaming stores"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(GemmMicrokernel, RefusesTilesThatDoNotFitTheRegisters) {

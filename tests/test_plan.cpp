@@ -375,5 +375,31 @@ TEST(Planner, InputProjectionPadsOnlyItsLastVector) {
   }
 }
 
+// An input projection larger than the threads' L2 writes its gates with streaming stores
+// (GemmBlocking::stream_c) where its tiles' rows are whole vectors; a small one, whose gates the
+// recurrence then reads from L2, does not, and neither does any recurrent GEMM.
+TEST(Planner, OnlyLargeAlignedProjectionsStreamTheirOutput) {
+  for (const auto& [H, T, N] : {std::tuple{50, 100, 100}, {64, 100, 100}, {100, 100, 100}, {800, 100, 100},
+                                {64, 10, 10}}) {
+    const Plan p = make_plan({CellKind::gru, 1024, H, 1, false}, {T, N}, Mode::training, Isa::avx512, 2);
+    const std::string what = fmt::format("H={} T={} N={}", H, T, N);
+    const bool large = 4.0 * T * N * 3 * H > 2.0 * CacheSizes{}.l2;
+    bool projection_seen = false;
+    for (const auto* calls : {&p.forward, &p.backward_data, &p.backward_weights})
+      for (const Stage& stage : *calls)
+        for (const auto& lane : stage.lanes)
+          for (const Step& s : lane) {
+            if (const auto* g = std::get_if<GemmStep>(&s)) {
+              const bool projection = g->what.starts_with("input projection");
+              projection_seen = projection_seen || projection;
+              EXPECT_EQ(g->blocking.stream_c, projection && large && H % 16 == 0) << what << ": " << g->what;
+            } else if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+              EXPECT_FALSE(r->gemm.blocking.stream_c) << what << ": " << r->what;
+            }
+          }
+    EXPECT_TRUE(projection_seen) << what;
+  }
+}
+
 }  // namespace
 }  // namespace rnnjit

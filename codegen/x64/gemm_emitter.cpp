@@ -18,6 +18,8 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   if (vectors_ < 1 || rows_ < 1 || rows_ * vectors_ + vectors_ + 2 > kRegisters)
     throw Error(fmt::format("{}: a {}x{} tile needs {} zmm registers, only {} exist", name, rows_, vectors_,
                             rows_ * vectors_ + vectors_ + 2, kRegisters));
+  if (d.stream_c && (d.beta || d.n_tail || d.c_row_stride % 16))
+    throw Error(fmt::format("{}: streaming stores need beta 0, no n_tail and 64-byte aligned rows of C", name));
   if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.prefetch > 16 || d.b_lookahead > 64)
     throw Error(fmt::format(
         "{}: n_tail must be < 16, unroll in [1, 16], prefetch at most 16 and b_lookahead at most 64", name));
@@ -71,6 +73,7 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
         else vaddps(acc(i, v), acc(i, v), at);
       }
       if (masked(v)) vmovups(at | k1, acc(i, v));
+      else if (d.stream_c) vmovntps(at, acc(i, v));
       else vmovups(at, acc(i, v));
     }
   vzeroupper();

@@ -7,6 +7,8 @@
 // advancing with B's k stride: in a recurrence the weights do not fit in L2, and fetching the
 // next panel while this one is multiplied hides the trip to L3. With b_lookahead = D, each k
 // step prefetches the B row D k steps ahead into L1, for panels of B that stream from L2.
+// With stream_c, C is written with non-temporal stores (vmovntps): a C far larger than the
+// caches then goes to memory without first being read in for ownership.
 //
 // Register map: accumulators zmm0 .. zmm(rows*vectors - 1), B vectors next, two broadcast
 // registers last; the emitter refuses tiles that need more than the 32 zmm registers.
