@@ -58,12 +58,14 @@ class ThreadTeam {
  private:
   ThreadTeam() = default;
   void ensure_workers(int n);
+  void keep_workers_off_callers_cpu();
   void worker(int tid);
 
   std::mutex run_mutex_;  // one run at a time
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::thread> workers_;
+  int workers_kept_off_ = -1;  // the CPU the workers' affinity leaves out (-1: none yet)
   const std::function<void(int)>* job_ = nullptr;
   int job_threads_ = 0;
   // Written under mutex_; atomic so that a worker can poll them before it takes the mutex.

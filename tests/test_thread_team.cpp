@@ -1,6 +1,9 @@
 // The worker team's shared loops: every iteration of every loop is claimed exactly once, by
 // whichever thread asks first, however the threads interleave and whatever the loop lengths.
+// And the workers' CPUs: any the caller may use but the one it runs on.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <vector>
@@ -65,6 +68,40 @@ TEST(SharedLoop, RunsStartAfresh) {
     });
     ASSERT_EQ(done.load(), 10 * (run % 4 + 1)) << "run " << run;
   }
+}
+
+// A worker woken on the caller's CPU shares it until the scheduler's next balancing (ms on a
+// VM): run() keeps the workers off the CPU the caller runs on, and on every other CPU the
+// caller may use. A caller confined to one CPU leaves them where they were.
+TEST(ThreadTeam, WorkersRunOffTheCallersCpu) {
+  cpu_set_t callers;
+  ASSERT_EQ(sched_getaffinity(0, sizeof callers, &callers), 0);
+  if (CPU_COUNT(&callers) < 2) GTEST_SKIP() << "the test process may use only one CPU";
+  ThreadTeam& team = ThreadTeam::instance();
+  for (int threads : {2, 3}) {
+    std::vector<cpu_set_t> masks(static_cast<std::size_t>(threads));
+    team.run(threads, [&](int tid) {
+      if (tid > 0) sched_getaffinity(0, sizeof(cpu_set_t), &masks[static_cast<std::size_t>(tid)]);
+    });
+    for (int tid = 1; tid < threads; ++tid) {
+      const cpu_set_t& m = masks[static_cast<std::size_t>(tid)];
+      EXPECT_EQ(CPU_COUNT(&m), CPU_COUNT(&callers) - 1) << "worker " << tid;
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+        if (CPU_ISSET(cpu, &m)) EXPECT_TRUE(CPU_ISSET(cpu, &callers)) << "worker " << tid << " on CPU " << cpu;
+    }
+  }
+  // Confined to one CPU, the caller leaves the workers a CPU to run on.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  team.run(2, [&](int tid) {
+    if (tid == 1) sched_getaffinity(0, sizeof mask, &mask);
+  });
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof callers, &callers), 0);
+  EXPECT_GE(CPU_COUNT(&mask), 1);
 }
 
 }  // namespace
