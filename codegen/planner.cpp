@@ -252,14 +252,15 @@ class Planner {
 
   // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate
   // (`groups` column groups of `group`: G of H for W_ih and W_hh, one of P for W_hr).
-  // `threads`: the threads that share it (0: the lane's).
+  // `threads`: the threads that share it (0: the lane's); `lane`: whose scratch (bf16 A panels)
+  // it uses, distinct for GEMMs that run at once.
   GemmStep with_packed_weights(GemmStep g, const std::string& name, bool recurrent, std::int64_t group = 0,
-                               std::int64_t groups = 0, int threads = 0) {
+                               std::int64_t groups = 0, int threads = 0, int lane = 0) {
     if (!generate_gemms()) return g;
     if (group == 0) group = s_.H, groups = s_.G;
     g.blocking.packed_b = true;
     g.blocking.bf16 = plan_.fpmath == FpMath::bf16;
-    g = generated(g, group, threads, recurrent);
+    g = generated(g, group, threads, recurrent, lane);
     const int packed = plan_.workspace.add(
         "packed." + name, Space::packed,
         static_cast<std::size_t>(packed_elements(g.blocking, groups, g.k)) * sizeof(float));
@@ -532,14 +533,14 @@ class Planner {
         else
           lane.push_back(input_projection(projection, w_ih, group, groups, lane_threads()));
         if (batch_slices_ == 1) {
-          forward_lane(lane, l, d, 0, s.N, lane_threads(), "");
+          forward_lane(lane, l, d, 0, s.N, lane_threads(), d, "");
           add_lane(stage, std::move(lane));
           continue;
         }
         for (int i = 0; i < batch_slices_; ++i) {
           std::vector<Step> slice;
           const auto [n0, n1] = batch_slice(i);
-          forward_lane(slice, l, d, n0, n1, 1, fmt::format(".s{}", i));
+          forward_lane(slice, l, d, n0, n1, 1, d * batch_slices_ + i, fmt::format(".s{}", i));
           stage.lanes.push_back(std::move(slice));
         }
       }
@@ -561,9 +562,10 @@ class Planner {
   // The time loop of layer l, direction d over batch rows [n0, n1), appended to `lane` with the
   // copies of its initial state in and its final state out: every per-row operand starts n0 rows
   // down (the time strides stay those of the whole batch), and the recurrent GEMMs are planned
-  // for `threads` threads. `slice` names the rows' own packed weights (empty: all rows).
+  // for `threads` threads, with lane `lane_index`'s scratch. `slice` names the rows' own packed
+  // weights (empty: all rows).
   void forward_lane(std::vector<Step>& lane, std::int64_t l, int d, std::int64_t n0, std::int64_t n1, int threads,
-                    const std::string& slice) {
+                    int lane_index, const std::string& slice) {
     const auto& s = s_;
     const std::int64_t ldh = s.W, rows = n1 - n0;
     const std::size_t ld = ld_index(l, d);
@@ -589,7 +591,7 @@ class Planner {
       // r,z on h_prev (gates 0 and 1 of W_hh), then n on r * h_prev (gate 2) after a barrier.
       r.gemm = with_packed_weights(GemmStep{"recurrent projection r,z", false, true, rows, 2 * s.H, s.S, {},
                                             weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
-                                   fmt::format("w_hh_rz.l{}.d{}{}", l, d, slice), true, s.H, 2, threads);
+                                   fmt::format("w_hh_rz.l{}.d{}{}", l, d, slice), true, s.H, 2, threads, lane_index);
       r.reset_h = training() ? Timed{shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]),
                                              d * s.S + n0 * ldh),
                                      s.N * ldh}
@@ -599,12 +601,12 @@ class Planner {
       r.gemm_n = with_packed_weights(GemmStep{"recurrent projection n (on r * h_prev)", false, true, rows, s.H, s.S, {},
                                               shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
                                               shifted(r.gh, 2 * s.H), ldh, s.S, s.GH, 0.0f, {}},
-                                     fmt::format("w_hh_n.l{}.d{}{}", l, d, slice), true, s.H, 1, threads);
+                                     fmt::format("w_hh_n.l{}.d{}{}", l, d, slice), true, s.H, 1, threads, lane_index);
       split_gate_kernel(r, Pass::forward, r.gemm_n, 1);
     } else {
       r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, rows, s.GH, s.S, {},
                                             weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
-                                   fmt::format("w_hh.l{}.d{}{}", l, d, slice), true, 0, 0, threads);
+                                   fmt::format("w_hh.l{}.d{}{}", l, d, slice), true, 0, 0, threads, lane_index);
     }
     split_gate_kernel(r, Pass::forward, r.gemm);
     r.gx = {region_operand(plan_.workspace, gx_[d], n0 * s.GH), s.N * s.GH};
@@ -614,7 +616,8 @@ class Planner {
                               : Timed{region_operand(plan_.workspace, cell_state_out_[d], n0 * s.H), 0};
       r.projection = with_packed_weights(GemmStep{"output projection", false, true, rows, s.P, s.H, {},
                                                   weight(l, d, ParamKind::weight_hr), {}, s.H, s.H, ldh, 0.0f, {}},
-                                         fmt::format("w_hr.l{}.d{}{}", l, d, slice), true, s.P, 1, threads);
+                                         fmt::format("w_hr.l{}.d{}{}", l, d, slice), true, s.P, 1, threads,
+                                         lane_index);
     }
     r.bias_ih = bias(l, d, ParamKind::bias_ih);
     r.bias_hh = bias(l, d, ParamKind::bias_hh);

@@ -95,6 +95,41 @@ TEST(Planner, WorkspaceIsAsLargeAsItsLargestCall) {
 
 // The executor touches exactly what the planner sized: each region's highest touched element
 // is its last one, and nothing reaches past it (check_extents throws otherwise).
+// The lanes of a stage run at once, lane i on thread i % threads: no two lanes on different
+// threads may use one scratch region (A or B panels).
+void expect_lanes_share_no_scratch(const Plan& p) {
+  for (const auto* calls : {&p.pack_weights, &p.forward, &p.backward_data, &p.backward_weights})
+    for (const Stage& stage : *calls) {
+      std::vector<std::vector<int>> scratch(stage.lanes.size());
+      for (std::size_t i = 0; i < stage.lanes.size(); ++i)
+        for_each_extent(p, {Stage{{stage.lanes[i]}}}, [&](const Extent& e) {
+          if (e.operand.buffer != Buffer::workspace) return;
+          const std::string& name = p.workspace.regions[static_cast<std::size_t>(e.operand.region)].name;
+          if (name.starts_with("a_panels") || name.starts_with("b_panels")) scratch[i].push_back(e.operand.region);
+        });
+      const std::size_t threads = std::min(scratch.size(), static_cast<std::size_t>(p.threads));
+      for (std::size_t i = 0; i < scratch.size(); ++i)
+        for (std::size_t j = i + 1; j < scratch.size(); ++j)
+          for (int region : i % threads == j % threads ? std::vector<int>{} : scratch[i])
+            EXPECT_EQ(std::count(scratch[j].begin(), scratch[j].end(), region), 0)
+                << p.workspace.regions[static_cast<std::size_t>(region)].name << " in lanes " << i << " and " << j;
+    }
+}
+
+TEST_P(PlanTest, LanesShareNoScratch) { expect_lanes_share_no_scratch(plan()); }
+
+// bf16 plans round every GEMM's A into panels, the recurrences' too: each lane its own (two
+// directions as lanes, and a direction's batch rows as lanes).
+TEST(Planner, Bf16LanesShareNoScratch) {
+  for (const auto& [cell, H, N, bi] : {std::tuple{CellKind::gru, 400, 20, false}, {CellKind::lstm, 32, 96, false},
+                                       {CellKind::lstm, 50, 21, true}, {CellKind::gru, 128, 64, true}}) {
+    const Plan p = make_plan({cell, 40, H, 2, bi}, {9, N}, Mode::inference, Isa::avx512, 2, {}, {}, FpMath::bf16);
+    ASSERT_EQ(p.fpmath, FpMath::bf16);
+    SCOPED_TRACE(fmt::format("{} H={} N={} bidirectional={}", to_string(cell), H, N, bi));
+    expect_lanes_share_no_scratch(p);
+  }
+}
+
 TEST_P(PlanTest, RegionSizesEqualWhatTheStepsTouch) {
   const Plan p = plan();
   EXPECT_NO_THROW(check_extents(p));
