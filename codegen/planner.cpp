@@ -32,6 +32,14 @@ constexpr double kMinWeightBytesPerThread = 1 << 20;
 // Packed weights one core's L2 keeps from one time step to the next, beside h and the step's
 // gate inputs: three quarters of it (1.5 MiB of a 2 MiB L2).
 double l2_weight_bytes(const CacheSizes& caches) { return 0.75 * static_cast<double>(caches.l2); }
+// Recurrent weights (W_hh, and W_hr) up to which a recurrence is split by batch rows (see the
+// constructor): a little more than L2. Each thread then reads all of them at every step, the
+// part past L2 from L3, but meets no other thread; split by units, each reads its share and
+// waits at a barrier after every step. LSTM I=200 T=25-50, interleaved, rows against units:
+// W_hh 1.6 MiB (H=320) 6-8% faster at N=16 and 64, inference and training; 2.0 MiB (H=360)
+// 3-7%; 2.4 MiB (H=400) even at N=16, 3-5% faster at N=64; 4 MiB (H=512) 3-10% slower at
+// N=16-32.
+double row_split_weight_bytes(const CacheSizes& caches) { return 1.25 * static_cast<double>(caches.l2); }
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
 // Batch rows each thread needs before a recurrence is split by rows (see the constructor):
@@ -111,22 +119,22 @@ class Planner {
     const double l2_weights = l2_weight_bytes(caches);
     split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
                         w_hh_bytes / plan_.threads <= l2_weights;
-    // A recurrence is split by batch rows rather than by hidden units where every thread's L2
-    // keeps all its recurrent weights (l2_weight_bytes), a lane of rows per thread: one
-    // direction's rows over all threads, or each of two directions' over half of them (they are
-    // otherwise a lane each, and threads beyond two would idle). Rows are independent, so
-    // each thread then runs the whole time loop on its rows without meeting the others after
-    // every step, and no h crosses between cores. A split by units makes every step wait for
-    // the slower core (on a shared VM's vCPUs one is often 10-50% slower for milliseconds)
-    // and, where H is a few vectors, gives the threads unequal shares (H=50: 32 and 18 units).
-    // Larger weights keep the split by units, in which each thread streams only its share.
-    // (GRU H=300, W_hh 1.05 MiB, N=64 inference: 0.87-0.91 of oneDNN split by units, 0.99-1.01
-    // by rows; at 1.4 MiB the two measured the same.)
+    // A recurrence is split by batch rows rather than by hidden units where its recurrent
+    // weights are at most a little over one core's L2 (row_split_weight_bytes), a lane of rows
+    // per thread: one direction's rows over all threads, or each of two directions' over half
+    // of them (they are otherwise a lane each, and threads beyond two would idle). Rows are
+    // independent, so each thread then runs the whole time loop on its rows without meeting
+    // the others after every step, and no h crosses between cores. A split by units makes every
+    // step wait for the slower core (on a shared VM's vCPUs one is often 10-50% slower for
+    // milliseconds) and, where H is a few vectors, gives the threads unequal shares (H=50: 32
+    // and 18 units). Larger weights keep the split by units, in which each thread streams only
+    // its share. (GRU H=300, W_hh 1.05 MiB, N=64 inference: 0.87-0.91 of oneDNN split by units,
+    // 0.99-1.01 by rows.)
     const double recurrent_bytes = 4.0 * static_cast<double>(s_.GH * s_.S + s_.P * s_.H);
     const int slices = plan_.threads / static_cast<int>(s_.D);
-    batch_slices_ =
-        isa == Isa::avx512 && slices > 1 && s_.N >= kMinSliceRows * slices && recurrent_bytes <= l2_weights ? slices
-                                                                                                            : 1;
+    const bool rows_split = isa == Isa::avx512 && slices > 1 && s_.N >= kMinSliceRows * slices &&
+                            recurrent_bytes <= row_split_weight_bytes(caches);
+    batch_slices_ = rows_split ? slices : 1;
     a_panels_.assign(static_cast<std::size_t>(s_.D * batch_slices_), -1);
     b_panels_ = a_panels_;
     if (fpmath == FpMath::bf16) {
