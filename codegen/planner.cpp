@@ -38,8 +38,14 @@ double l2_weight_bytes(const CacheSizes& caches) { return 0.75 * static_cast<dou
 // waits at a barrier after every step. LSTM I=200 T=25-50, interleaved, rows against units:
 // W_hh 1.6 MiB (H=320) 6-8% faster at N=16 and 64, inference and training; 2.0 MiB (H=360)
 // 3-7%; 2.4 MiB (H=400) even at N=16, 3-5% faster at N=64; 4 MiB (H=512) 3-10% slower at
-// N=16-32.
+// N=16-32. Larger weights still split by rows where every thread has many rows: each byte of
+// W_hh then serves enough FMAs that streaming all of it from L3 costs less than the barrier.
+// (LSTM I=H=512 N=96 and 128, 4 MiB: 2-3% faster, inference and training; I=H=800 N=96 and
+// 128, 10 MiB: 1-3%; GRU H=1024 N=96, 12 MiB, even; LSTM H=1024 N=64, 32 rows a thread: 1-3%
+// slower.)
 double row_split_weight_bytes(const CacheSizes& caches) { return 1.25 * static_cast<double>(caches.l2); }
+constexpr std::int64_t kSliceRowsStreamingWeights = 48;
+double row_split_streamed_weight_bytes(const CacheSizes& caches) { return 8.0 * static_cast<double>(caches.l2); }
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
 // Batch rows each thread needs before a recurrence is split by rows (see the constructor):
@@ -120,7 +126,8 @@ class Planner {
     split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
                         w_hh_bytes / plan_.threads <= l2_weights;
     // A recurrence is split by batch rows rather than by hidden units where its recurrent
-    // weights are at most a little over one core's L2 (row_split_weight_bytes), a lane of rows
+    // weights are at most a little over one core's L2 (row_split_weight_bytes), or not many
+    // times larger and every thread gets at least 48 rows (see there), a lane of rows
     // per thread: one direction's rows over all threads, or each of two directions' over half
     // of them (they are otherwise a lane each, and threads beyond two would idle). Rows are
     // independent, so each thread then runs the whole time loop on its rows without meeting
@@ -132,8 +139,10 @@ class Planner {
     // 0.99-1.01 by rows.)
     const double recurrent_bytes = 4.0 * static_cast<double>(s_.GH * s_.S + s_.P * s_.H);
     const int slices = plan_.threads / static_cast<int>(s_.D);
-    const bool rows_split = isa == Isa::avx512 && slices > 1 && s_.N >= kMinSliceRows * slices &&
-                            recurrent_bytes <= row_split_weight_bytes(caches);
+    const bool rows_split =
+        isa == Isa::avx512 && slices > 1 && s_.N >= kMinSliceRows * slices &&
+        (recurrent_bytes <= row_split_weight_bytes(caches) ||
+         (s_.N >= kSliceRowsStreamingWeights * slices && recurrent_bytes <= row_split_streamed_weight_bytes(caches)));
     batch_slices_ = rows_split ? slices : 1;
     a_panels_.assign(static_cast<std::size_t>(s_.D * batch_slices_), -1);
     b_panels_ = a_panels_;

@@ -309,7 +309,8 @@ std::vector<std::pair<std::int64_t, std::int64_t>> row_slices(const Plan& p, con
 
 // A direction's recurrence runs as lanes of batch rows, a thread each (one direction on all
 // threads, two on half of them each), forward and backward, exactly where each lane has at
-// least 8 rows and W_hh is at most 5/4 of one core's L2; the lanes' rows cover the batch
+// least 8 rows and W_hh is at most 5/4 of one core's L2 (or 8 L2s, with at least 48 rows a
+// lane); the lanes' rows cover the batch
 // without gaps or overlap.
 TEST(Planner, RecurrenceSplitsByRowsWhereWhhAboutFitsL2) {
   const CacheSizes caches{48 * 1024, 2048 * 1024};
@@ -327,6 +328,9 @@ TEST(Planner, RecurrenceSplitsByRowsWhereWhhAboutFitsL2) {
       {{CellKind::gru, 64, 467, 1, false}, 64, 2, caches, true},    // W_hh just under 5/4 of L2
       {{CellKind::lstm, 64, 128, 1, false}, 15, 2, caches, false},  // 7 rows a thread
       {{CellKind::gru, 64, 468, 1, false}, 64, 2, caches, false},   // W_hh over 5/4 of L2
+      {{CellKind::lstm, 64, 512, 1, false}, 96, 2, caches, true},   // 4 MiB, but 48 rows a thread
+      {{CellKind::lstm, 64, 512, 1, false}, 94, 2, caches, false},  // ... 47
+      {{CellKind::lstm, 64, 1025, 1, false}, 96, 2, caches, false}, // over 8 L2s
       {{CellKind::lstm, 64, 128, 1, false}, 64, 2, {48 * 1024, 192 * 1024}, false},  // W_hh 4/3 of L2
       {{CellKind::lstm, 64, 128, 1, true}, 64, 2, caches, false},   // two directions: a lane each
       {{CellKind::lstm, 64, 128, 1, true}, 64, 3, caches, false},
