@@ -100,9 +100,9 @@ void ThreadTeam::worker(int tid) {
 // project's VM 98% of wake-ups from a condition variable landed there, though the other vCPU
 // was idle, and the worker then shared the caller's CPU until the load balancer moved one of
 // them, at the next scheduler tick: a small call (LSTM I=H=256 L=3 T=10 N=2 inference, 0.5
-// ms) took 4.5 ms in runs of such calls. So the workers may run anywhere the process may,
-// except where the caller runs now; set again only when the caller has moved. With nothing
-// left (the process confined to one CPU) they keep the process's CPUs.
+// ms) took 4.5 ms in runs of such calls. So the workers may run on any CPU the caller may
+// use except the one it runs on now; set again only when the caller has moved. A caller
+// confined to one CPU leaves the workers' CPUs as they were.
 void ThreadTeam::keep_workers_off_callers_cpu() {
   const int cpu = sched_getcpu();
   if (cpu < 0 || cpu == workers_kept_off_ || cpu >= CPU_SETSIZE) return;

@@ -3,6 +3,7 @@
 // at a time: concurrent callers take turns (the cores are shared anyway). Barriers spin briefly
 // (a recurrence meets at one after every time step), then yield so that an oversubscribed
 // machine still makes progress; idle workers poll for the next run() for a moment, then sleep.
+// The workers run off the CPU the caller of run() is on (Linux would wake them on it).
 //
 // Shared loops hand out a loop's iterations to whichever thread asks first, so a thread whose
 // core runs slower (a busy SMT sibling, another tenant on a cloud host: on this project's VM
