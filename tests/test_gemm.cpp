@@ -1,8 +1,8 @@
 // The generated GEMM against a naive triple loop, through the planner's tiling and the
 // executor's blocking loops, with tails in every dimension: M, N, K in {1, 2, 15, 16, 17, 63,
 // 64, 65, 800} (a subset of the full product), transposed A, packed (from W or from B's rows)
-// and plain B, beta 0 and 1, and 1 or 2 threads. Also the microkernel alone against its scalar
-// twin.
+// and plain B, beta 0 and 1, 1 or 2 threads, and C written with streaming stores. Also the
+// microkernel alone against its scalar twin.
 #include <gtest/gtest.h>
 
 #include <immintrin.h>
