@@ -212,6 +212,32 @@ TEST(WeightGradients, SharedGatePanelsMatchReference) {
   }
 }
 
+// Input projections larger than the threads' L2 write their gates with streaming stores
+// (caches small enough that these do): batch-first products, variable lengths (the row blocks
+// of finished sequences skipped), two directions, two layers (inputs within one k block of 64:
+// over it the k blocks add to C, which then is not streamed), training.
+TEST(InputProjections, StreamedGatesMatchReference) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+  test::ScopedEnv caches("RNNJIT_CACHES", "4K,64K");
+  for (const auto& [cell, H, bidirectional, batch_first] :
+       {std::tuple{CellKind::lstm, 32, true, false}, {CellKind::gru, 48, false, true}}) {
+    SCOPED_TRACE(fmt::format("{} batch_first={}", to_string(cell), batch_first));
+    const RnnConfig config{.cell = cell, .input_size = 37, .hidden_size = H, .num_layers = 2,
+                           .bidirectional = bidirectional, .batch_first = batch_first};
+    RnnCase rc(config, Shape{21, 13}, 4);  // gates 21 * 13 * G*H floats: over 2 * 64 KiB
+    rc.vary_lengths();
+    Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
+    Execution ex = rnn.prepare(rc.shape, Mode::training);
+    int streamed = 0;
+    for (const Stage& stage : ex.plan().forward)
+      for (const auto& lane : stage.lanes)
+        for (const Step& step : lane)
+          if (const auto* g = std::get_if<GemmStep>(&step)) streamed += g->blocking.stream_c;
+    EXPECT_EQ(streamed, 2 * config.directions()) << "every input projection streams its gates";
+    test::expect_matches(rc.run(ex), rc.reference(true), rc, true);
+  }
+}
+
 // Padded positions of y and dx are exactly zero, and what a caller leaves in dy there is ignored.
 TEST(VariableLengths, PaddingIsZeroAndIgnored) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
