@@ -15,6 +15,7 @@
 #include "codegen/cuda/util_source.hpp"
 #include "codegen/plan_extents.hpp"
 #include "codegen/planner.hpp"
+#include "tests/plan_steps.hpp"
 
 namespace rnnjit {
 namespace {
@@ -33,13 +34,7 @@ std::vector<RnnConfig> configs(std::int64_t H) {
 // Gate kernels a recurrence launches per step: the reset-before GRU's two parts, else one.
 int parts(CellKind cell) { return cell == CellKind::gru_reset_before ? 2 : 1; }
 
-template <typename F>
-void for_each_step(const Plan& plan, F f) {
-  for (const auto* stages : {&plan.pack_weights, &plan.forward, &plan.backward_data, &plan.backward_weights})
-    for (const Stage& s : *stages)
-      for (const auto& lane : s.lanes)
-        for (const Step& step : lane) f(step);
-}
+using test::for_each_step;
 
 TEST(GpuPlan, CublasGemmsAndOneWholeGateKernelPerRecurrence) {
   for (std::int64_t H : {1, 17, 128, 129, 800})

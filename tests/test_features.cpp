@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "codegen/plan.hpp"
+#include "tests/plan_steps.hpp"
 #include "tests/rnn_case.hpp"
 #include "tests/scoped_env.hpp"
 
@@ -47,11 +48,11 @@ struct Target {
 
 // Whether a forward recurrence of the plan runs on a slice of the batch's rows.
 bool splits_batch(const Plan& plan) {
-  for (const Stage& stage : plan.forward)
-    for (const auto& lane : stage.lanes)
-      for (const Step& step : lane)
-        if (const auto* r = std::get_if<RecurrenceStep>(&step); r && r->batch < plan.shape.batch) return true;
-  return false;
+  bool split = false;
+  test::for_each_step(plan.forward, [&](const Step& step) {
+    if (const auto* r = std::get_if<RecurrenceStep>(&step); r && r->batch < plan.shape.batch) split = true;
+  });
+  return split;
 }
 
 struct FeatureCase {
@@ -202,11 +203,10 @@ TEST(WeightGradients, SharedGatePanelsMatchReference) {
     Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
     Execution ex = rnn.prepare(rc.shape, Mode::training);
     int shared = 0;
-    for (const Stage& stage : ex.plan().backward_weights)
-      for (const auto& lane : stage.lanes)
-        for (const Step& step : lane)
-          if (const auto* g = std::get_if<GemmStep>(&step))
-            shared += g->a_panels_use == GemmStep::APanels::packed_before && g->k > 4 * g->blocking.k_c;
+    test::for_each_step(ex.plan().backward_weights, [&](const Step& step) {
+      if (const auto* g = std::get_if<GemmStep>(&step))
+        shared += g->a_panels_use == GemmStep::APanels::packed_before && g->k > 4 * g->blocking.k_c;
+    });
     EXPECT_EQ(shared, 4) << "every dW_hh of 2 layers x 2 directions reads dW_ih's panels of five k blocks";
     test::expect_matches(rc.run(ex), rc.reference(true), rc, true);
   }
@@ -229,10 +229,9 @@ TEST(InputProjections, StreamedGatesMatchReference) {
     Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
     Execution ex = rnn.prepare(rc.shape, Mode::training);
     int streamed = 0;
-    for (const Stage& stage : ex.plan().forward)
-      for (const auto& lane : stage.lanes)
-        for (const Step& step : lane)
-          if (const auto* g = std::get_if<GemmStep>(&step)) streamed += g->blocking.stream_c;
+    test::for_each_step(ex.plan().forward, [&](const Step& step) {
+      if (const auto* g = std::get_if<GemmStep>(&step)) streamed += g->blocking.stream_c;
+    });
     EXPECT_EQ(streamed, 2 * config.directions()) << "every input projection streams its gates";
     test::expect_matches(rc.run(ex), rc.reference(true), rc, true);
   }

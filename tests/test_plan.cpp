@@ -9,6 +9,7 @@
 
 #include "codegen/plan_extents.hpp"
 #include "codegen/planner.hpp"
+#include "tests/plan_steps.hpp"
 
 namespace rnnjit {
 namespace {
@@ -424,18 +425,15 @@ TEST(Planner, OnlyLargeAlignedProjectionsStreamTheirOutput) {
     const std::string what = fmt::format("H={} T={} N={}", H, T, N);
     const bool large = 4.0 * T * N * 3 * H > 2.0 * CacheSizes{}.l2;
     bool projection_seen = false;
-    for (const auto* calls : {&p.forward, &p.backward_data, &p.backward_weights})
-      for (const Stage& stage : *calls)
-        for (const auto& lane : stage.lanes)
-          for (const Step& s : lane) {
-            if (const auto* g = std::get_if<GemmStep>(&s)) {
-              const bool projection = g->what.starts_with("input projection");
-              projection_seen = projection_seen || projection;
-              EXPECT_EQ(g->blocking.stream_c, projection && large && H % 16 == 0) << what << ": " << g->what;
-            } else if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
-              EXPECT_FALSE(r->gemm.blocking.stream_c) << what << ": " << r->what;
-            }
-          }
+    test::for_each_step(p, [&](const Step& s) {
+      if (const auto* g = std::get_if<GemmStep>(&s)) {
+        const bool projection = g->what.starts_with("input projection");
+        projection_seen = projection_seen || projection;
+        EXPECT_EQ(g->blocking.stream_c, projection && large && H % 16 == 0) << what << ": " << g->what;
+      } else if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+        EXPECT_FALSE(r->gemm.blocking.stream_c) << what << ": " << r->what;
+      }
+    });
     EXPECT_TRUE(projection_seen) << what;
   }
 }

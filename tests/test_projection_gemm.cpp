@@ -8,6 +8,7 @@
 #include "codegen/planner.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/gemm_tuner.hpp"
+#include "tests/plan_steps.hpp"
 #include "tests/rnn_case.hpp"
 
 namespace rnnjit {
@@ -18,11 +19,10 @@ bool has_avx512() { return detect_isa() == Isa::avx512; }
 // The input projections of `plan`'s forward pass: on OpenBLAS (true) or generated (false).
 std::vector<bool> projections_on_openblas(const Plan& plan) {
   std::vector<bool> out;
-  for (const Stage& stage : plan.forward)
-    for (const auto& lane : stage.lanes)
-      for (const Step& step : lane)
-        if (const auto* g = std::get_if<GemmStep>(&step); g && g->what.starts_with("input projection"))
-          out.push_back(!g->blocking.generated());
+  test::for_each_step(plan.forward, [&](const Step& step) {
+    if (const auto* g = std::get_if<GemmStep>(&step); g && g->what.starts_with("input projection"))
+      out.push_back(!g->blocking.generated());
+  });
   return out;
 }
 
