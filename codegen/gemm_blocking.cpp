@@ -29,14 +29,19 @@ bool b_panel_in_l1(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
   return k_block(k, caches) * 64 * n_r <= caches.l1d / 2;
 }
 
-// Prefetch distance for B rows streamed from L2: four k steps of a tile are about 50 cycles,
-// three L2 latencies (oneDNN's brgemm kernels use the same distance). Only a recurrence's steps
-// prefetch: a one-shot GEMM's tiles walk their panel of B in order, which the core's own
-// prefetchers follow, and the prefetches took load slots from the tiles' loads. Without them
-// every one-shot GEMM measured ran 2-7% faster (DS2 projection 6000 x 3200 x 800 3%, dW
-// 3200 x 800 x 6000 4%, 13 shapes from 256 x 1600 x 400 up, both threads, interleaved); a
-// step's (W_hh from L3, N = 1..64) measured the same either way.
-constexpr std::int64_t kBLookahead = 4;
+// How far ahead a recurrence's step prefetches B's rows into L1 (its B, W_hh, streams from L3
+// where L2 cannot hold it, and the line the tile reads now must not wait on it): 16 k steps,
+// 150-250 cycles of the 10 x 2 to 13 x 2 tiles. Measured against 4 k steps with the next panel
+// also prefetched into L2 by each k step (the kernels did both before): LSTM H = 800 N = 1 and
+// 4 inference 8% faster, DS2 five layers bidirectional 3-4%, DS2 one layer 1.5%, N = 64..100
+// and training the same; 8 to 32 k steps measured alike. One thread's DS2 step alone (10 MB
+// of W_hh from L3): 0.73-0.79 ms with both prefetches, 0.65-0.68 with this one only (the
+// cores' own prefetchers follow a thread's panels, which lie in order).
+// A one-shot GEMM's kernels do not prefetch at all: their tiles walk their panel of B in order,
+// and the prefetches took load slots from the tiles' loads. Without them every one-shot GEMM
+// measured ran 2-7% faster (DS2 projection 6000 x 3200 x 800 3%, dW 3200 x 800 x 6000 4%, 13
+// shapes from 256 x 1600 x 400 up, both threads, interleaved).
+constexpr std::int64_t kStepBLookahead = 16;
 
 }  // namespace
 
@@ -112,7 +117,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.threads = threads;
   best.packed_b = packed_b;
   best.k_c = k_block(k, caches);
-  best.b_lookahead = shared || b_panel_in_l1(k, best.n_r, caches) ? 0 : kBLookahead;
+  best.b_lookahead = shared || b_panel_in_l1(k, best.n_r, caches) ? 0 : kStepBLookahead;
   // And an m block of A in 3/8 of L2 beside it, so a large M does not stream A from memory
   // once per panel of B.
   const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (4 * best.k_c) / best.m_r) * best.m_r;

@@ -30,10 +30,6 @@ struct GemmBlocking {
   // time, into row-block panels [row block][k][m_r] in a workspace region: the microkernel then
   // streams it contiguously instead of touching a new page at every k step.
   bool pack_a = false;
-  // Cache lines of the next B chunk each k step prefetches (0: none). A chunk is n_r lines per
-  // k row; the row blocks of a panel share the work: row block r prefetches lines
-  // [r*prefetch, (r+1)*prefetch) of each row of the next chunk, in this thread's order.
-  std::int64_t prefetch = 0;
   // Where B's k_c x n_r panel cannot stay in L1, each k step also prefetches the B row this
   // many k steps ahead into L1 (0: none), so the FMAs do not wait on L2 for it.
   std::int64_t b_lookahead = 0;

@@ -44,7 +44,6 @@ struct GemmArgs {
   const float* b;
   float* c;
   std::int64_t k;        // >= 1 (amx_gemm: tiles of 32 k)
-  const void* prefetch;  // kernels with desc.prefetch: where the next B chunk's lines start
   // amx_gemm: nonzero when this thread's tiles already hold this kernel's configuration (the
   // last AMX kernel it ran was this one, with no release since): ldtilecfg costs ~100 ns.
   std::int64_t configured;

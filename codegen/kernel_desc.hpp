@@ -41,8 +41,7 @@ struct KernelDesc {
   std::uint8_t beta = 0;      // gemm: 1 adds to C, 0 overwrites it
   std::uint8_t n_tail = 0;    // gemm: valid lanes of the last vector, 0 when it is full
   std::uint8_t vectors = 0;   // gemm: zmm vectors of C per row (n_r)
-  std::uint8_t prefetch = 0;  // gemm: cache lines of the next B chunk to prefetch into L2 per k step;
-                              // amx_gemm: A's rows prefetched this many k tiles on into L1 (0: none)
+  std::uint8_t a_lookahead = 0;  // amx_gemm: A's rows prefetched this many k tiles on into L1 (0: none)
   // gate, gru_reset_before: which of the step's two kernels (the recurrent GEMM of n reads
   // r * h_prev, so the step splits at a barrier). Forward 0: r,z -> r * h_prev (h_out) and z
   // (c_out); 1: n and h from gh_n, z (c_prev) and h_prev. Backward 0: dz, dn and the direct

@@ -226,8 +226,8 @@ class Planner {
   }
 
   // Chooses the tiling of a GEMM over column groups of `group` and registers its kernels.
-  // `recurrent`: the GEMM runs at every time step with the same B, too large for L2, so its
-  // kernels prefetch the next panel while computing this one. With `pack_into`, a plain B (a
+  // `recurrent`: the GEMM runs at every time step with the same B, each thread on its panels.
+  // With `pack_into`, a plain B (a
   // row-major matrix whose rows are far apart) is first copied into panels by a PackStep
   // appended there, so the microkernel streams it instead of touching a page per k step.
   // `own_panels`: B's panels get a region of their own (the GEMM runs interleaved with another
@@ -1074,7 +1074,7 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
   add_gemm_kernels(g, group, KernelKind::amx_gemm, kernels, [&](KernelDesc& d) {
     d.a_row_stride = static_cast<std::uint32_t>(bf16_k(g.k));
     d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
-    d.prefetch = static_cast<std::uint8_t>(b.a_lookahead);
+    d.a_lookahead = static_cast<std::uint8_t>(b.a_lookahead);
   });
   return g;
 }
@@ -1098,20 +1098,18 @@ bool streams_c(const GemmStep& g, const GemmBlocking& b, const CacheSizes& cache
 }
 
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
-                             bool prefetch_next, const CacheSizes& caches) {
+                             bool recurrent, const CacheSizes& caches) {
   if (group < 1 || g.n % group != 0)
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
   GemmBlocking& b = g.blocking;
-  if (b.bf16) return plan_bf16_gemm(std::move(g), group, threads, kernels, /*shared=*/!prefetch_next, caches);
-  const std::int64_t b_share_bytes = prefetch_next ? g.k * g.n * static_cast<std::int64_t>(sizeof(float)) / threads : 0;
-  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!prefetch_next, b_share_bytes);
+  if (b.bf16) return plan_bf16_gemm(std::move(g), group, threads, kernels, /*shared=*/!recurrent, caches);
+  const std::int64_t b_share_bytes = recurrent ? g.k * g.n * static_cast<std::int64_t>(sizeof(float)) / threads : 0;
+  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!recurrent, b_share_bytes);
   b.pack_a = g.trans_a;
-  if (prefetch_next) b.prefetch = (b.n_r + b.row_blocks(g.m) - 1) / b.row_blocks(g.m);
-  b.stream_c = !prefetch_next && streams_c(g, b, caches);
+  b.stream_c = !recurrent && streams_c(g, b, caches);
   add_gemm_kernels(g, group, KernelKind::gemm, kernels, [&](KernelDesc& d) {
     d.unroll = 4;
     d.stream_c = b.stream_c && !d.beta;
-    d.prefetch = static_cast<std::uint8_t>(b.prefetch);
     d.a_row_stride = static_cast<std::uint32_t>(b.pack_a ? 1 : g.lda);
     d.a_k_stride = static_cast<std::uint32_t>(b.pack_a ? b.m_r : 1);
     d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);

@@ -38,10 +38,10 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
 // Tiles `g` for the generated GEMM (columns in groups of `group`, panels split over `threads`)
 // and appends the microkernels it needs to `kernels`. g.blocking.packed_b says whether B is
 // packed. Used by the planner, and by tests that run a single GEMM.
-// prefetch_next: a GEMM repeated every step of a recurrence, each thread on its panels; its
-// kernels prefetch the next B chunk into L2. Otherwise a one-shot GEMM whose threads share tiles.
+// recurrent: a GEMM repeated every step of a recurrence, each thread on its panels. Otherwise a
+// one-shot GEMM whose threads share tiles.
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
-                             bool prefetch_next = false, const CacheSizes& caches = {});
+                             bool recurrent = false, const CacheSizes& caches = {});
 
 // The descriptor of the gate kernel for one recurrence (exposed for tests and the CLI).
 KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass);

@@ -383,9 +383,9 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   const std::pair<std::int64_t, std::int64_t> panels = k.thread_panels(tid);
   const std::int64_t p0 = panels.first, p1 = panels.second, my_panels = p1 - p0;
   // This thread's chunks of B in order: (k block, group, panel), the (group, panel) pairs of a
-  // k block last to first where the call goes backwards; the last chunk is followed by the first
-  // of the next call (the next time step of a recurrence, going the other way, uses the same B).
-  const std::int64_t chunks = k_blocks * groups * my_panels, per_k_block = groups * my_panels;
+  // k block last to first where the call goes backwards, so that a recurrence's next step, going
+  // the other way, starts on the chunks still in L2.
+  const std::int64_t per_k_block = groups * my_panels;
   auto chunk_b = [&](std::int64_t kb, std::int64_t grp, std::int64_t p) {
     const float* panel = k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc;
     return panel + kb * k.k_c * b_k;
@@ -394,14 +394,8 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   auto group_panel = [&](std::int64_t i, bool backwards) {
     return GemmBlocking::step_pair(i, groups, my_panels, p0, backwards);
   };
-  auto chunk_of = [&](std::int64_t i, bool backwards) {
-    const auto [grp, p] = group_panel(i % per_k_block, backwards);
-    return chunk_b(i / per_k_block, grp, p);
-  };
-  // The m block of row blocks from rb0 times k block kb of panel p of group grp; `next` is the
-  // B chunk the kernels prefetch into L2 (row block rb fetches lines [rb*prefetch,
-  // (rb+1)*prefetch) of each of its rows).
-  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0, const std::byte* next) {
+  // The m block of row blocks from rb0 times k block kb of panel p of group grp.
+  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0) {
     const std::int64_t k0 = kb * k.k_c, rb1 = std::min(row_blocks, rb0 + rows_per_block);
     const int col_tail = k.group - p * pc < pc, use_beta = kb > 0 || beta != 0.0f;
     GemmArgs args{};
@@ -420,7 +414,6 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       }
       args.a = k.pack_a ? a_block(kb) + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
       args.c = c + r0 * g.ldc + grp * k.group + p * pc;
-      args.prefetch = next && rb * k.prefetch < k.n_r ? static_cast<const void*>(next + rb * k.prefetch * 64) : args.b;
       (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
     }
   };
@@ -444,17 +437,16 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       SharedLoop loop = team.shared_loop(units, threads);
       for (std::int64_t u = loop.next(); u >= 0; u = loop.next()) {
         const std::int64_t rb0 = u / (groups * ppg) * rows_per_block, q = u % (groups * ppg);
-        for (std::int64_t kbu = kb; kbu < kb_end; ++kbu) tiles(kbu, q / ppg, q % ppg, rb0, nullptr);
+        for (std::int64_t kbu = kb; kbu < kb_end; ++kbu) tiles(kbu, q / ppg, q % ppg, rb0);
       }
       if (!k.pack_a) break;  // every k block is done
       continue;
     }
     if (my_panels <= 0) continue;
     for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block) {
-      for (std::int64_t i = kb * per_k_block; i < (kb + 1) * per_k_block; ++i) {
-        const float* next = i + 1 < chunks ? chunk_of(i + 1, call.backwards) : chunk_of(0, !call.backwards);
-        const auto [grp, p] = group_panel(i % per_k_block, call.backwards);
-        tiles(kb, grp, p, rb0, reinterpret_cast<const std::byte*>(next));
+      for (std::int64_t i = 0; i < per_k_block; ++i) {
+        const auto [grp, p] = group_panel(i, call.backwards);
+        tiles(kb, grp, p, rb0);
       }
     }
   }

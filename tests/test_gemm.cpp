@@ -162,7 +162,7 @@ TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
       for (int tail : {0, 1, 15})
         for (int beta : {0, 1}) {
           KernelDesc d;
-          d.b_lookahead = beta ? 4 : 0;  // prefetches past B's end must not fault or change C
+          d.b_lookahead = beta ? 16 : 0;  // prefetches past B's end must not fault or change C
           d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
           d.isa = static_cast<std::uint8_t>(Isa::avx512);
           d.rows = static_cast<std::uint32_t>(rows);
@@ -252,6 +252,23 @@ TEST(GemmMicrokernel, RefusesTilesThatDoNotFitTheRegisters) {
     FAIL() << "expected an Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("registers"), std::string::npos) << e.what();
+  }
+}
+
+// a_lookahead is the AMX kernel's: an FP32 descriptor that sets it is refused, not ignored.
+TEST(GemmMicrokernel, RefusesTheAmxKernelsALookahead) {
+  KernelDesc d;
+  d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+  d.isa = static_cast<std::uint8_t>(Isa::avx512);
+  d.rows = 2;
+  d.vectors = 2;
+  d.unroll = 4;
+  d.a_lookahead = 2;
+  try {
+    CompiledKernel k(d);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a_lookahead"), std::string::npos) << e.what();
   }
 }
 

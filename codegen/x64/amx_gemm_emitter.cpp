@@ -24,15 +24,15 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   if (d.kind_of() != KernelKind::amx_gemm || d.isa_kind() != Isa::avx512)
     throw Error(fmt::format("{}: not an AMX GEMM descriptor", name));
   if (d.rows < 1 || d.rows > 2 * kTileRows || d.vectors < 1 || d.vectors > 2 || d.n_tail > 15 ||
-      d.b_k_stride < d.vectors || d.b_k_stride > 2 || d.b_lookahead > 16 || d.prefetch > 16)
+      d.b_k_stride < d.vectors || d.b_k_stride > 2 || d.b_lookahead > 16 || d.a_lookahead > 16)
     throw Error(fmt::format(
         "{}: an AMX tile block has 1-32 rows, 1-2 column tiles of a panel of 1-2 (b_k_stride), n_tail < 16, "
-        "b_lookahead <= 16 and an A lookahead (prefetch) <= 16",
+        "b_lookahead <= 16 and a_lookahead <= 16",
         name));
   if (d.a_row_stride % kKTile != 0 || d.a_row_stride == 0 || d.c_row_stride == 0)
     throw Error(fmt::format("{}: A's row stride must be a positive multiple of {} and C's positive", name, kKTile));
-  // The farthest displacements: A's last row (prefetched d.prefetch k steps on), C's second row tile.
-  const std::int64_t a_reach = 2 * kTileRows * 2 * std::int64_t{d.a_row_stride} + d.prefetch * kKTile * 2;
+  // The farthest displacements: A's last row (prefetched d.a_lookahead k steps on), C's second row tile.
+  const std::int64_t a_reach = 2 * kTileRows * 2 * std::int64_t{d.a_row_stride} + d.a_lookahead * kKTile * 2;
   const std::int64_t reach = std::max<std::int64_t>(a_reach, kTileRows * 4 * std::int64_t{d.c_row_stride});
   if (reach > std::numeric_limits<std::int32_t>::max())
     throw Error(fmt::format("{}: strides too large for 32-bit displacements", name));
@@ -78,8 +78,8 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   for (int line = 0; d.b_lookahead && line < b_step / 64; ++line)
     prefetcht0(ptr[b + static_cast<int>(d.b_lookahead) * b_step + line * 64]);
   // A's rows (a line each per k step) as many k steps on, where A streams from L2.
-  for (int row = 0; d.prefetch && row < static_cast<int>(d.rows); ++row)
-    prefetcht0(ptr[a + row * 2 * static_cast<int>(d.a_row_stride) + static_cast<int>(d.prefetch) * kKTile * 2]);
+  for (int row = 0; d.a_lookahead && row < static_cast<int>(d.rows); ++row)
+    prefetcht0(ptr[a + row * 2 * static_cast<int>(d.a_row_stride) + static_cast<int>(d.a_lookahead) * kKTile * 2]);
   add(a, kKTile * 2);
   add(b, b_step);
   dec(k);

@@ -7,7 +7,7 @@
 // and C tile; nothing outside C[rows, 16*(vectors-1) + (n_tail or 16)] is read or written.
 //
 // Each k step also prefetches into L1 the B tiles b_lookahead k steps on and A's rows
-// `prefetch` k steps on (0: none).
+// a_lookahead k steps on (0: none).
 //
 // Tile map: C tiles 0-3 (row tile i, column tile v at 2i + v), A tiles 4-5, B tiles 6-7; each
 // k step loads every A and B tile once and multiplies each pair (tdpbf16ps sums in FP32).

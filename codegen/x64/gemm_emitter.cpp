@@ -20,9 +20,10 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
                             rows_ * vectors_ + vectors_ + 2, kRegisters));
   if (d.stream_c && (d.beta || d.n_tail || d.c_row_stride % 16))
     throw Error(fmt::format("{}: streaming stores need beta 0, no n_tail and 64-byte aligned rows of C", name));
-  if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.prefetch > 16 || d.b_lookahead > 64)
+  if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.a_lookahead != 0 || d.b_lookahead > 64)
     throw Error(fmt::format(
-        "{}: n_tail must be < 16, unroll in [1, 16], prefetch at most 16 and b_lookahead at most 64", name));
+        "{}: n_tail must be < 16, unroll in [1, 16], no a_lookahead (an amx_gemm field) and b_lookahead at most 64",
+        name));
   const std::int64_t b_rows = std::int64_t{d.unroll} + d.b_lookahead;
   const std::int64_t reach = 4 * (std::int64_t{rows_} * d.a_row_stride + std::int64_t{d.unroll} * d.a_k_stride +
                                   std::int64_t{rows_} * d.c_row_stride + b_rows * d.b_k_stride) + 64 * vectors_;
@@ -33,7 +34,6 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   mov(b_, ptr[abi_arg + offsetof(GemmArgs, b)]);
   mov(c_, ptr[abi_arg + offsetof(GemmArgs, c)]);
   mov(k_, ptr[abi_arg + offsetof(GemmArgs, k)]);
-  if (d.prefetch) mov(pf_, ptr[abi_arg + offsetof(GemmArgs, prefetch)]);
   if (d.n_tail) {
     mov(eax, (1u << d.n_tail) - 1);
     kmovw(k1, eax);
@@ -49,7 +49,6 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   for (int kk = 0; kk < u; ++kk) k_step(kk);
   add(a_, u * 4 * static_cast<int>(d.a_k_stride));
   add(b_, u * 4 * static_cast<int>(d.b_k_stride));
-  if (d.prefetch) add(pf_, u * 4 * static_cast<int>(d.b_k_stride));
   sub(k_, u);
   cmp(k_, u);
   jge(main_loop, T_NEAR);
@@ -60,7 +59,6 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   k_step(0);
   add(a_, 4 * static_cast<int>(d.a_k_stride));
   add(b_, 4 * static_cast<int>(d.b_k_stride));
-  if (d.prefetch) add(pf_, 4 * static_cast<int>(d.b_k_stride));
   dec(k_);
   jnz(remainder_loop, T_NEAR);
   L(done);
@@ -87,7 +85,6 @@ void GemmEmitter::k_step(int kk) {
     if (masked(v)) vmovups(bvec(v) | k1 | T_z, ptr[b_ + b_off + 64 * v]);
     else vmovups(bvec(v), ptr[b_ + b_off + 64 * v]);
   }
-  for (int line = 0; line < desc_.prefetch; ++line) prefetcht1(ptr[pf_ + b_off + 64 * line]);
   // Past the last k row these touch lines beyond B; a prefetch never faults.
   const int ahead = b_off + 4 * static_cast<int>(desc_.b_lookahead * desc_.b_k_stride);
   if (desc_.b_lookahead)

@@ -3,10 +3,8 @@
 // A element (i, kk) at a + i*a_row_stride + kk*a_k_stride (so A may be read transposed),
 // B row kk at b + kk*b_k_stride (packed panels or a plain row-major matrix), C row i at
 // c + i*c_row_stride. The last vector of B and C is opmasked to n_tail lanes when n_tail != 0.
-// With prefetch = P, each k step also prefetches P cache lines into L2 from args.prefetch,
-// advancing with B's k stride: in a recurrence the weights do not fit in L2, and fetching the
-// next panel while this one is multiplied hides the trip to L3. With b_lookahead = D, each k
-// step prefetches the B row D k steps ahead into L1, for panels of B that stream from L2.
+// With b_lookahead = D, each k step prefetches the B row D k steps ahead into L1, for panels
+// of B that stream from L2 or L3.
 // With stream_c, C is written with non-temporal stores (vmovntps): a C far larger than the
 // caches then goes to memory without first being read in for ownership.
 //
@@ -37,7 +35,7 @@ class GemmEmitter final : public JitGenerator {
 
   KernelDesc desc_;
   int rows_, vectors_;
-  const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11, pf_ = rdx;
+  const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11;
 };
 
 }  // namespace rnnjit::x64
