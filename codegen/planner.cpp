@@ -270,7 +270,9 @@ class Planner {
   // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate
   // (`groups` column groups of `group`: G of H for W_ih and W_hh, one of P for W_hr).
   // `threads`: the threads that share it (0: the lane's); `lane`: whose scratch (bf16 A panels)
-  // it uses, distinct for GEMMs that run at once.
+  // it uses, distinct for GEMMs that run at once. GEMMs on the same weights in the same panels
+  // (a direction's lanes of batch rows) share one packed copy: each thread then streams the
+  // same lines from L3, which holds half as many bytes of weights.
   GemmStep with_packed_weights(GemmStep g, const std::string& name, bool recurrent, std::int64_t group = 0,
                                std::int64_t groups = 0, int threads = 0, int lane = 0) {
     if (!generate_gemms()) return g;
@@ -278,12 +280,23 @@ class Planner {
     g.blocking.packed_b = true;
     g.blocking.bf16 = plan_.fpmath == FpMath::bf16;
     g = generated(g, group, threads, recurrent, lane);
-    const int packed = plan_.workspace.add(
-        "packed." + name, Space::packed,
-        static_cast<std::size_t>(packed_elements(g.blocking, groups, g.k)) * sizeof(float));
-    const Operand dst = region_operand(plan_.workspace, packed);
-    plan_.pack_weights.push_back(Stage{{{PackStep{"pack " + name, g.b, dst, g.k, groups, g.blocking}}}});
-    g.b = dst;
+    const PackedWeights key{g.b, g.k, groups, group, g.blocking.n_r, g.blocking.bf16, -1};
+    auto same = std::find_if(packed_weights_.begin(), packed_weights_.end(),
+                             [&](const PackedWeights& p) { return p.same_panels(key); });
+    if (same == packed_weights_.end()) {
+      // Other panels of the same weights (lanes of batch rows whose tiles differ) get a name of their own.
+      const bool named = std::any_of(packed_weights_.begin(), packed_weights_.end(),
+                                     [&](const PackedWeights& p) { return p.src == key.src; });
+      const int packed = plan_.workspace.add(
+          "packed." + name + (named ? fmt::format(".n_r{}", key.n_r) : ""), Space::packed,
+          static_cast<std::size_t>(packed_elements(g.blocking, groups, g.k)) * sizeof(float));
+      const Operand dst = region_operand(plan_.workspace, packed);
+      plan_.pack_weights.push_back(Stage{{{PackStep{"pack " + name, g.b, dst, g.k, groups, g.blocking}}}});
+      packed_weights_.push_back(key);
+      packed_weights_.back().region = packed;
+      same = packed_weights_.end() - 1;
+    }
+    g.b = region_operand(plan_.workspace, same->region);
     g.ldb = g.blocking.panel_columns();
     return g;
   }
@@ -550,14 +563,14 @@ class Planner {
         else
           lane.push_back(input_projection(projection, w_ih, group, groups, lane_threads()));
         if (batch_slices_ == 1) {
-          forward_lane(lane, l, d, 0, s.N, lane_threads(), d, "");
+          forward_lane(lane, l, d, 0, s.N, lane_threads(), d);
           add_lane(stage, std::move(lane));
           continue;
         }
         for (int i = 0; i < batch_slices_; ++i) {
           std::vector<Step> slice;
           const auto [n0, n1] = batch_slice(i);
-          forward_lane(slice, l, d, n0, n1, 1, d * batch_slices_ + i, fmt::format(".s{}", i));
+          forward_lane(slice, l, d, n0, n1, 1, d * batch_slices_ + i);
           stage.lanes.push_back(std::move(slice));
         }
       }
@@ -579,14 +592,15 @@ class Planner {
   // The time loop of layer l, direction d over batch rows [n0, n1), appended to `lane` with the
   // copies of its initial state in and its final state out: every per-row operand starts n0 rows
   // down (the time strides stay those of the whole batch), and the recurrent GEMMs are planned
-  // for `threads` threads, with lane `lane_index`'s scratch. `slice` names the rows' own packed
-  // weights (empty: all rows).
+  // for `threads` threads, with lane `lane_index`'s scratch. Lanes of batch rows name their rows
+  // in their steps, and share the packed weights (with_packed_weights).
   void forward_lane(std::vector<Step>& lane, std::int64_t l, int d, std::int64_t n0, std::int64_t n1, int threads,
-                    int lane_index, const std::string& slice) {
+                    int lane_index) {
     const auto& s = s_;
     const std::int64_t ldh = s.W, rows = n1 - n0;
     const std::size_t ld = ld_index(l, d);
-    const std::string rows_note = slice.empty() ? "" : fmt::format(" rows {}..{}", n0, n1);
+    const bool sliced = n1 - n0 < s_.N;
+    const std::string rows_note = sliced ? fmt::format(" rows {}..{}", n0, n1) : "";
     const Operand h_init = shifted(h_init_operand(l, d), n0 * ldh);
     lane.push_back(CopyStep{fmt::format("h_init l{} d{}{} <- hx", l, d, rows_note),
                             buffer_operand(Buffer::hx, ld * s.N * s.S + n0 * s.S), h_init, rows, s.S, s.S, ldh, true,
@@ -599,7 +613,7 @@ class Planner {
                               true, false});
     }
     RecurrenceStep r = recurrence(Pass::forward, l, d);
-    if (!slice.empty()) r.what += rows_note;
+    if (sliced) r.what += rows_note;
     r.batch = rows;
     r.batch_begin = n0;
     r.carry_save = shifted(r.carry_save, n0 * 2 * s.H);
@@ -608,7 +622,7 @@ class Planner {
       // r,z on h_prev (gates 0 and 1 of W_hh), then n on r * h_prev (gate 2) after a barrier.
       r.gemm = with_packed_weights(GemmStep{"recurrent projection r,z", false, true, rows, 2 * s.H, s.S, {},
                                             weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
-                                   fmt::format("w_hh_rz.l{}.d{}{}", l, d, slice), true, s.H, 2, threads, lane_index);
+                                   fmt::format("w_hh_rz.l{}.d{}", l, d), true, s.H, 2, threads, lane_index);
       r.reset_h = training() ? Timed{shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]),
                                              d * s.S + n0 * ldh),
                                      s.N * ldh}
@@ -618,12 +632,12 @@ class Planner {
       r.gemm_n = with_packed_weights(GemmStep{"recurrent projection n (on r * h_prev)", false, true, rows, s.H, s.S, {},
                                               shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
                                               shifted(r.gh, 2 * s.H), ldh, s.S, s.GH, 0.0f, {}},
-                                     fmt::format("w_hh_n.l{}.d{}{}", l, d, slice), true, s.H, 1, threads, lane_index);
+                                     fmt::format("w_hh_n.l{}.d{}", l, d), true, s.H, 1, threads, lane_index);
       split_gate_kernel(r, Pass::forward, r.gemm_n, 1);
     } else {
       r.gemm = with_packed_weights(GemmStep{"recurrent projection", false, true, rows, s.GH, s.S, {},
                                             weight(l, d, ParamKind::weight_hh), r.gh, ldh, s.S, s.GH, 0.0f, {}},
-                                   fmt::format("w_hh.l{}.d{}{}", l, d, slice), true, 0, 0, threads, lane_index);
+                                   fmt::format("w_hh.l{}.d{}", l, d), true, 0, 0, threads, lane_index);
     }
     split_gate_kernel(r, Pass::forward, r.gemm);
     r.gx = {region_operand(plan_.workspace, gx_[d], n0 * s.GH), s.N * s.GH};
@@ -633,7 +647,7 @@ class Planner {
                               : Timed{region_operand(plan_.workspace, cell_state_out_[d], n0 * s.H), 0};
       r.projection = with_packed_weights(GemmStep{"output projection", false, true, rows, s.P, s.H, {},
                                                   weight(l, d, ParamKind::weight_hr), {}, s.H, s.H, ldh, 0.0f, {}},
-                                         fmt::format("w_hr.l{}.d{}{}", l, d, slice), true, s.P, 1, threads,
+                                         fmt::format("w_hr.l{}.d{}", l, d), true, s.P, 1, threads,
                                          lane_index);
     }
     r.bias_ih = bias(l, d, ParamKind::bias_ih);
@@ -730,14 +744,14 @@ class Planner {
       for (int d = 0; d < s.D; ++d) {
         if (batch_slices_ == 1) {
           std::vector<Step> lane;
-          backward_lane(lane, l, d, 0, s.N, 0, d, "");
+          backward_lane(lane, l, d, 0, s.N, 0, d);
           add_lane(stage, std::move(lane));
           continue;
         }
         for (int i = 0; i < batch_slices_; ++i) {
           std::vector<Step> slice;
           const auto [n0, n1] = batch_slice(i);
-          backward_lane(slice, l, d, n0, n1, 1, d * batch_slices_ + i, fmt::format(".s{}", i));
+          backward_lane(slice, l, d, n0, n1, 1, d * batch_slices_ + i);
           stage.lanes.push_back(std::move(slice));
         }
       }
@@ -775,11 +789,12 @@ class Planner {
   // (whose scratch is lane `lane_index`'s) with the copies of the carried gradients in and out,
   // shifted and planned as forward_lane() does (`threads` 0: the lane's).
   void backward_lane(std::vector<Step>& lane, std::int64_t l, int d, std::int64_t n0, std::int64_t n1, int threads,
-                     int lane_index, const std::string& slice) {
+                     int lane_index) {
     const auto& s = s_;
     const std::int64_t ldh = s.W, rows = n1 - n0;
     const std::size_t ld = ld_index(l, d);
-    const std::string rows_note = slice.empty() ? "" : fmt::format(" rows {}..{}", n0, n1);
+    const bool sliced = n1 - n0 < s_.N;
+    const std::string rows_note = sliced ? fmt::format(" rows {}..{}", n0, n1) : "";
     const Operand dh = region_operand(plan_.workspace, dh_[d], n0 * s.S);
     lane.push_back(CopyStep{fmt::format("dh_carry d{} <- dhy l{}{}", d, l, rows_note),
                             buffer_operand(Buffer::dhy, ld * s.N * s.S + n0 * s.S), dh, rows, s.S, s.S, s.S, true,
@@ -792,7 +807,7 @@ class Planner {
                               false});
     }
     RecurrenceStep r = recurrence(Pass::backward, l, d);
-    if (!slice.empty()) r.what += rows_note;
+    if (sliced) r.what += rows_note;
     r.batch = rows;
     r.batch_begin = n0;
     r.carry_save = shifted(r.carry_save, n0 * 2 * s.H);
@@ -1027,6 +1042,17 @@ class Planner {
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
   int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1};
   std::vector<int> a_panels_, b_panels_;  // per lane (constructor: as many as a stage can have)
+  // The weights packed so far (with_packed_weights): their source, shape and panel layout.
+  struct PackedWeights {
+    Operand src;
+    std::int64_t k, groups, group, n_r;
+    bool bf16;
+    int region;
+    bool same_panels(const PackedWeights& o) const {
+      return src == o.src && k == o.k && groups == o.groups && group == o.group && n_r == o.n_r && bf16 == o.bf16;
+    }
+  };
+  std::vector<PackedWeights> packed_weights_;
   std::vector<int> out_, h_init_, gates_, c_, c_init_;
 };
 

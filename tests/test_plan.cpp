@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -357,6 +358,47 @@ TEST(Planner, RecurrenceSplitsByRowsWhereWhhAboutFitsL2) {
       }
       EXPECT_EQ(next, 0);
     }
+}
+
+// The lanes of one direction's batch rows multiply by the same weights in the same panels: they
+// read one packed copy (each thread then streams the same lines from L3, which holds half as
+// much), and the weights are packed once each. LSTM with a projection (W_hh and W_hr), the
+// reset-before GRU (W_hh's r,z and n rows apart), bf16, two directions on four threads.
+TEST(Planner, LanesOfBatchRowsShareTheirPackedWeights) {
+  const CacheSizes caches{48 * 1024, 2048 * 1024};
+  RnnConfig projected{CellKind::lstm, 64, 256, 1, false};
+  projected.proj_size = 128;
+  const std::tuple<RnnConfig, int, FpMath> cases[] = {
+      {{CellKind::lstm, 64, 128, 1, false}, 2, FpMath::strict},
+      {projected, 2, FpMath::strict},
+      {{CellKind::gru_reset_before, 64, 200, 2, false}, 2, FpMath::strict},
+      {{CellKind::gru, 64, 128, 2, true}, 4, FpMath::strict},
+      {{CellKind::lstm, 64, 128, 1, false}, 2, FpMath::bf16},
+  };
+  for (const auto& [config, threads, fpmath] : cases) {
+    const Plan p = make_plan(config, {20, 64}, Mode::inference, Isa::avx512, threads, {}, caches, fpmath);
+    SCOPED_TRACE(fmt::format("{} threads={} {}", describe(config), threads, to_string(fpmath)));
+    ASSERT_FALSE(row_slices(p, p.forward).empty());
+    std::vector<Operand> sources;
+    for (const Stage& stage : p.pack_weights)
+      for (const auto& lane : stage.lanes)
+        for (const Step& s : lane)
+          if (const auto* pack = std::get_if<PackStep>(&s)) {
+            EXPECT_EQ(std::count(sources.begin(), sources.end(), pack->src), 0) << pack->what << " packed twice";
+            sources.push_back(pack->src);
+          }
+    // Each (layer, direction): every lane's recurrent GEMMs read the same panels.
+    std::map<std::pair<std::int64_t, int>, std::vector<Operand>> panels;
+    for (const Stage& stage : p.forward)
+      for (const auto& lane : stage.lanes)
+        for (const Step& s : lane)
+          if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+            const std::vector<Operand> b{r->gemm.b, r->gemm_n.b, r->projection.b};
+            auto [it, first] = panels.emplace(std::pair{r->layer, r->direction}, b);
+            if (!first) EXPECT_TRUE(it->second == b) << r->what;
+          }
+    EXPECT_EQ(panels.size(), static_cast<std::size_t>(config.num_layers * config.directions()));
+  }
 }
 
 }  // namespace
