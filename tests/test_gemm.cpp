@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -219,57 +220,47 @@ TEST(GemmMicrokernel, StreamingStoresMatchScalarTwin) {
     }
 }
 
+// A rows x vectors AVX-512 GEMM descriptor, unrolled 4 times: the refusal tests' base.
+KernelDesc tile_desc(std::uint32_t rows, std::uint8_t vectors) {
+  KernelDesc d;
+  d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+  d.isa = static_cast<std::uint8_t>(Isa::avx512);
+  d.rows = rows;
+  d.vectors = vectors;
+  d.unroll = 4;
+  return d;
+}
+
+// Compiling `d` throws an Error whose message names `what`.
+void expect_refused(const KernelDesc& d, std::string_view what) {
+  try {
+    CompiledKernel k(d);
+    FAIL() << "expected an Error for " << kernel_name(d);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
 TEST(GemmMicrokernel, RefusesStreamingStoresItCannotMake) {
   for (const auto& [beta, n_tail, c_row_stride] : {std::tuple{1, 0, 32}, {0, 3, 32}, {0, 0, 40}}) {
-    KernelDesc d;
-    d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
-    d.isa = static_cast<std::uint8_t>(Isa::avx512);
-    d.rows = 2;
-    d.vectors = 2;
-    d.unroll = 4;
+    KernelDesc d = tile_desc(2, 2);
     d.stream_c = 1;
     d.beta = static_cast<std::uint8_t>(beta);
     d.n_tail = static_cast<std::uint8_t>(n_tail);
     d.c_row_stride = static_cast<std::uint32_t>(c_row_stride);
-    try {
-      CompiledKernel k(d);
-      FAIL() << "expected an Error for " << kernel_name(d);
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("streaming stores"), std::string::npos) << e.what();
-    }
+    expect_refused(d, "streaming stores");
   }
 }
 
 TEST(GemmMicrokernel, RefusesTilesThatDoNotFitTheRegisters) {
-  KernelDesc d;
-  d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
-  d.isa = static_cast<std::uint8_t>(Isa::avx512);
-  d.rows = 6;
-  d.vectors = 5;  // 30 accumulators + 5 B vectors + 2 broadcasts > 32
-  d.unroll = 4;
-  try {
-    CompiledKernel k(d);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("registers"), std::string::npos) << e.what();
-  }
+  expect_refused(tile_desc(6, 5), "registers");  // 30 accumulators + 5 B vectors + 2 broadcasts > 32
 }
 
 // a_lookahead is the AMX kernel's: an FP32 descriptor that sets it is refused, not ignored.
 TEST(GemmMicrokernel, RefusesTheAmxKernelsALookahead) {
-  KernelDesc d;
-  d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
-  d.isa = static_cast<std::uint8_t>(Isa::avx512);
-  d.rows = 2;
-  d.vectors = 2;
-  d.unroll = 4;
+  KernelDesc d = tile_desc(2, 2);
   d.a_lookahead = 2;
-  try {
-    CompiledKernel k(d);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("a_lookahead"), std::string::npos) << e.what();
-  }
+  expect_refused(d, "a_lookahead");
 }
 
 // The cost model keeps tiles FMA-bound: where B's panel cannot stay in L1 its vectors come from
