@@ -30,8 +30,9 @@ struct GemmBlocking {
   // time, into row-block panels [row block][k][m_r] in a workspace region: the microkernel then
   // streams it contiguously instead of touching a new page at every k step.
   bool pack_a = false;
-  // Where B's k_c x n_r panel cannot stay in L1, each k step also prefetches the B row this
-  // many k steps ahead into L1 (0: none), so the FMAs do not wait on L2 for it.
+  // A recurrence's step whose k_c x n_r panel of B cannot stay in L1: each k step also
+  // prefetches the B row this many k steps ahead into L1 (0: none), so the FMAs do not wait on
+  // L2 or L3 for it. One-shot GEMMs leave B's rows to the cores' prefetchers.
   std::int64_t b_lookahead = 0;
   // C's tiles are written with non-temporal stores (KernelDesc::stream_c): see streams_c().
   bool stream_c = false;

@@ -227,9 +227,9 @@ class Planner {
 
   // Chooses the tiling of a GEMM over column groups of `group` and registers its kernels.
   // `recurrent`: the GEMM runs at every time step with the same B, each thread on its panels.
-  // With `pack_into`, a plain B (a
-  // row-major matrix whose rows are far apart) is first copied into panels by a PackStep
-  // appended there, so the microkernel streams it instead of touching a page per k step.
+  // With `pack_into`, a plain B (a row-major matrix whose rows are far apart) is first copied
+  // into panels by a PackStep appended there, so the microkernel streams it instead of touching
+  // a page per k step.
   // `own_panels`: B's panels get a region of their own (the GEMM runs interleaved with another
   // packed one of the lane, as the two GEMMs of a recurrence with a projection do).
   GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false, int lane = 0,
