@@ -379,27 +379,12 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   auto a_block = [&](std::int64_t kb) {
     return g.a_panels_use == GemmStep::APanels::per_k_block ? a_panels : a_panels + a_panel_offset(k, g.m, kb);
   };
-  // Not a structured binding: clang before 16 cannot capture one in the lambda below.
-  const std::pair<std::int64_t, std::int64_t> panels = k.thread_panels(tid);
-  const std::int64_t p0 = panels.first, p1 = panels.second, my_panels = p1 - p0;
-  // This thread's chunks of B in order: (k block, group, panel), the (group, panel) pairs of a
-  // k block last to first where the call goes backwards, so that a recurrence's next step, going
-  // the other way, starts on the chunks still in L2.
-  const std::int64_t per_k_block = groups * my_panels;
-  auto chunk_b = [&](std::int64_t kb, std::int64_t grp, std::int64_t p) {
-    const float* panel = k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc;
-    return panel + kb * k.k_c * b_k;
-  };
-  // The (group, panel) of the i-th chunk of a k block.
-  auto group_panel = [&](std::int64_t i, bool backwards) {
-    return GemmBlocking::step_pair(i, groups, my_panels, p0, backwards);
-  };
   // The m block of row blocks from rb0 times k block kb of panel p of group grp.
   auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0) {
     const std::int64_t k0 = kb * k.k_c, rb1 = std::min(row_blocks, rb0 + rows_per_block);
     const int col_tail = k.group - p * pc < pc, use_beta = kb > 0 || beta != 0.0f;
     GemmArgs args{};
-    args.b = chunk_b(kb, grp, p);
+    args.b = (k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc) + k0 * b_k;
     args.k = std::min(k.k_c, call.k - k0);
     for (std::int64_t rb = rb0; rb < rb1; ++rb) {
       const std::int64_t r0 = rb * k.m_r;
@@ -421,6 +406,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   // unit (with packed A, the k block at hand), so no two threads ever add into one tile.
   const std::int64_t m_blocks = (row_blocks + rows_per_block - 1) / rows_per_block, units = m_blocks * groups * ppg;
   ThreadTeam& team = ThreadTeam::instance();
+  const auto [p0, p1] = k.thread_panels(tid);  // split: this thread's panels of each group
   for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
     const std::int64_t k0 = kb * k.k_c, kn = std::min(k.k_c, call.k - k0);
     if (k.pack_a) {
@@ -442,13 +428,14 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       if (!k.pack_a) break;  // every k block is done
       continue;
     }
-    if (my_panels <= 0) continue;
-    for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block) {
-      for (std::int64_t i = 0; i < per_k_block; ++i) {
-        const auto [grp, p] = group_panel(i, call.backwards);
+    // Split: this thread's panels of every group, the (group, panel) pairs last to first where
+    // the call goes backwards, so that a recurrence's next step, going the other way, starts on
+    // the panels still in L2.
+    for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block)
+      for (std::int64_t i = 0; i < groups * (p1 - p0); ++i) {
+        const auto [grp, p] = GemmBlocking::step_pair(i, groups, p1 - p0, p0, call.backwards);
         tiles(kb, grp, p, rb0);
       }
-    }
   }
   // Non-temporal stores are not ordered with the barrier's release store: fence them first.
   if (k.stream_c) _mm_sfence();

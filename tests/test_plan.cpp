@@ -380,23 +380,23 @@ TEST(Planner, LanesOfBatchRowsShareTheirPackedWeights) {
     SCOPED_TRACE(fmt::format("{} threads={} {}", describe(config), threads, to_string(fpmath)));
     ASSERT_FALSE(row_slices(p, p.forward).empty());
     std::vector<Operand> sources;
-    for (const Stage& stage : p.pack_weights)
-      for (const auto& lane : stage.lanes)
-        for (const Step& s : lane)
-          if (const auto* pack = std::get_if<PackStep>(&s)) {
-            EXPECT_EQ(std::count(sources.begin(), sources.end(), pack->src), 0) << pack->what << " packed twice";
-            sources.push_back(pack->src);
-          }
+    test::for_each_step(p.pack_weights, [&](const Step& s) {
+      if (const auto* pack = std::get_if<PackStep>(&s)) {
+        EXPECT_EQ(std::count(sources.begin(), sources.end(), pack->src), 0) << pack->what << " packed twice";
+        sources.push_back(pack->src);
+      }
+    });
     // Each (layer, direction): every lane's recurrent GEMMs read the same panels.
     std::map<std::pair<std::int64_t, int>, std::vector<Operand>> panels;
-    for (const Stage& stage : p.forward)
-      for (const auto& lane : stage.lanes)
-        for (const Step& s : lane)
-          if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
-            const std::vector<Operand> b{r->gemm.b, r->gemm_n.b, r->projection.b};
-            auto [it, first] = panels.emplace(std::pair{r->layer, r->direction}, b);
-            if (!first) EXPECT_TRUE(it->second == b) << r->what;
-          }
+    test::for_each_step(p.forward, [&](const Step& s) {
+      if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
+        const std::vector<Operand> b{r->gemm.b, r->gemm_n.b, r->projection.b};
+        auto [it, first] = panels.emplace(std::pair{r->layer, r->direction}, b);
+        if (!first) {
+          EXPECT_TRUE(it->second == b) << r->what;
+        }
+      }
+    });
     EXPECT_EQ(panels.size(), static_cast<std::size_t>(config.num_layers * config.directions()));
   }
 }
