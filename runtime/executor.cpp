@@ -3,16 +3,32 @@
 #include <cblas.h>
 #include <immintrin.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cstring>
+#include <string>
 
 #include "codegen/kernel_args.hpp"
 #include "kernels/dropout.hpp"
+#include "runtime/log.hpp"
 #include "runtime/thread_team.hpp"
 
 namespace rnnjit {
 namespace {
+
+std::string step_what(const Step& step) {
+  return std::visit([](const auto& s) { return s.what; }, step);
+}
+
+// RNNJIT_PROFILE: one line per step (or stage of lanes at once) with its wall time.
+void log_profile(const char* call, std::size_t stage, std::chrono::steady_clock::time_point start,
+                 const std::string& what) {
+  const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+  log_line(fmt::format("profile {} stage {}: {:.3f} ms {}", call, stage, ms.count(), what));
+}
 
 // OpenBLAS on one thread while `active`, restored after: while the lanes of a stage run at once
 // (a core each), and in plans split across threads, whose threads share each OpenBLAS GEMM by
@@ -184,34 +200,53 @@ std::byte* Executor::region_bytes(int region, const Bindings& b) const {
   return (r.space == Space::reserve ? b.reserve : r.space == Space::packed ? b.packed : b.workspace) + r.offset;
 }
 
+const char* Executor::call_name(const std::vector<Stage>& stages) const {
+  if (&stages == &plan_->forward) return "forward";
+  if (&stages == &plan_->backward_data) return "backward_data";
+  if (&stages == &plan_->backward_weights) return "backward_weights";
+  if (&stages == &plan_->pack_weights) return "pack_weights";
+  return "stages";
+}
+
 void Executor::run(const std::vector<Stage>& stages, const Bindings& b, bool accumulate) const {
   ThreadTeam& team = ThreadTeam::instance();
   // AMX kernels leave their tiles in use; each thread hands the 8 KiB tile state back when its
   // part of a stage is done, so that it is not saved at every context switch in between (and
   // forgets which kernel configured them: the next stage may run after a kernel is freed).
   const bool amx = uses_amx_;
-  for (const Stage& stage : stages) {
+  const char* profile = profile_enabled() ? call_name(stages) : nullptr;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const Stage& stage = stages[s];
     const int lanes = static_cast<int>(stage.lanes.size());
     const SingleThreadedBlas blas(lanes > 1 || (plan_->threads > 1 && runs_openblas(stage)));
     if (lanes == 1) {
+      const StepProfile steps{profile, s};
       team.run(plan_->threads, [&](int tid) {
-        run_lane(stage.lanes[0], b, accumulate, tid, plan_->threads);
+        run_lane(stage.lanes[0], b, accumulate, tid, plan_->threads, tid == 0 && profile ? &steps : nullptr);
         if (amx) release_amx_tiles();
       });
       continue;
     }
+    const auto start = std::chrono::steady_clock::now();
     const int threads = std::min(lanes, plan_->threads);
     team.run(threads, [&](int tid) {
       for (int lane = tid; lane < lanes; lane += threads) run_lane(stage.lanes[static_cast<std::size_t>(lane)], b, accumulate, 0, 1);
       if (amx) release_amx_tiles();
     });
+    if (profile) {
+      std::string what;
+      for (const std::vector<Step>& lane : stage.lanes)
+        for (const Step& step : lane) what += (what.empty() ? "" : " | ") + step_what(step);
+      log_profile(profile, s, start, fmt::format("{} lanes at once: {}", lanes, what));
+    }
   }
 }
 
-void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid,
-                        int threads) const {
+void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads,
+                        const StepProfile* profile) const {
   ThreadTeam& team = ThreadTeam::instance();
   for (const Step& step : lane) {
+    const auto start = std::chrono::steady_clock::now();
     if (const auto* g = std::get_if<GemmStep>(&step)) {
       batched_gemm(*g, b, accumulate && g->beta == 0.0f ? 1.0f : g->beta, tid, threads);
     } else if (const auto* c = std::get_if<CopyStep>(&step)) {
@@ -229,6 +264,7 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
       pack(*p, b, tid, threads);
     }
     if (threads > 1) team.barrier();
+    if (profile) log_profile(profile->call, profile->stage, start, step_what(step));
   }
 }
 

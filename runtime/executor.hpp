@@ -55,8 +55,16 @@ class Executor {
  private:
   float* resolve(const Operand& o, const Bindings& b) const;
   std::byte* region_bytes(int region, const Bindings& b) const;
-  // Thread `tid` of `threads` does its share of each step, meeting the others after each.
-  void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads) const;
+  // RNNJIT_PROFILE: which call and stage a lane's steps belong to (the thread that logs them).
+  struct StepProfile {
+    const char* call;
+    std::size_t stage;
+  };
+  const char* call_name(const std::vector<Stage>& stages) const;
+  // Thread `tid` of `threads` does its share of each step, meeting the others after each (and
+  // with `profile`, logs each step's time once they have).
+  void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads,
+                const StepProfile* profile = nullptr) const;
   // Variable lengths: the rows of one product of a GEMM that belong to finished sequences
   // (GemmStep::sequence_rows); without lengths, none.
   struct FinishedRows {

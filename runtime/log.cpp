@@ -15,16 +15,31 @@
 
 namespace rnnjit {
 
+namespace {
+
+bool flag_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string_view(v) != "0";
+}
+
+}  // namespace
+
 bool verbose_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("RNNJIT_VERBOSE");
-    return v && *v && std::string_view(v) != "0";
-  }();
+  static const bool enabled = flag_set("RNNJIT_VERBOSE");
+  return enabled;
+}
+
+bool profile_enabled() {
+  static const bool enabled = flag_set("RNNJIT_PROFILE");
   return enabled;
 }
 
 void log_verbose(const std::string& line) {
   if (!verbose_enabled()) return;
+  log_line(line);
+}
+
+void log_line(const std::string& line) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
   std::fprintf(stderr, "rnnjit: %s\n", line.c_str());
@@ -50,10 +65,7 @@ void dump_files(const std::string& name, std::initializer_list<std::pair<std::st
 }
 
 void perf_map_kernel(const CompiledKernel& kernel) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("RNNJIT_PERF_MAP");
-    return v && *v && std::string_view(v) != "0";
-  }();
+  static const bool enabled = flag_set("RNNJIT_PERF_MAP");
   const std::span<const std::uint8_t> code = kernel.code();
   if (!enabled || code.empty()) return;
   // perf's convention for JIT code: /tmp/perf-<pid>.map, one "start size name" line (hex) a symbol.

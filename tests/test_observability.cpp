@@ -1,7 +1,8 @@
 // Environment switches: RNNJIT_VERBOSE logs plans and kernel creation, RNNJIT_DUMP writes every
 // compiled kernel (.bin and .asm), RNNJIT_ISA forces an instruction set (and rejects one the
 // CPU lacks or an unknown name), RNNJIT_CACHE_CAPACITY must be a positive integer,
-// RNNJIT_PERF_MAP names the generated kernels for perf.
+// RNNJIT_PERF_MAP names the generated kernels for perf, RNNJIT_PROFILE times every step a call
+// runs.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -40,6 +41,20 @@ TEST(Observability, VerboseLogsPlansAndKernelsWithCacheOutcome) {
   EXPECT_NE(r.err.find("rnnjit: plan gru"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(cache miss)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" ms"), std::string::npos) << r.err;
+}
+
+TEST(Observability, ProfileTimesEveryStepOfEveryCall) {
+  const std::string train = kSmall + " --mode train";
+  const CliRun r = run_cli("RNNJIT_PROFILE=1", train);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* line : {"rnnjit: profile forward stage 0: ", "rnnjit: profile backward_data stage ",
+                           "rnnjit: profile backward_weights stage "})
+    EXPECT_NE(r.err.find(line), std::string::npos) << line << " in:\n" << r.err;
+  // Each line names its step after its time.
+  for (const char* what : {" ms input projection l0 d0", " ms forward recurrence l0 d0", " ms input gradient l0 d0",
+                           " ms dW_ih l0 d0"})
+    EXPECT_NE(r.err.find(what), std::string::npos) << what << " in:\n" << r.err;
+  EXPECT_EQ(run_cli("", train).err.find("rnnjit: profile"), std::string::npos);
 }
 
 TEST(Observability, DumpWritesEveryCompiledKernel) {
