@@ -34,6 +34,12 @@ struct GemmBlocking {
   // prefetches the B row this many k steps ahead into L1 (0: none), so the FMAs do not wait on
   // L2 or L3 for it. One-shot GEMMs leave B's rows to the cores' prefetchers.
   std::int64_t b_lookahead = 0;
+  // A one-shot GEMM on packed B: the tiles of a thread's (m block, panel) unit also prefetch
+  // into L2, a share each, the panel of B of the unit the thread claims next. A panel of B
+  // (k_c x 80 floats, 256-512 KiB) serves the 24 or so tiles of its unit from L2, but the
+  // first of them would wait on L3 for all of it: its 320 bytes a k step outrun what L3
+  // delivers to a core.
+  bool prefetch_next_panel = false;
   // C's tiles are written with non-temporal stores (KernelDesc::stream_c): see streams_c().
   bool stream_c = false;
   // AMX-BF16 (Plan::fpmath bf16): B packed as bf16 tiles (bf16_packed_offset), A rounded to bf16

@@ -44,6 +44,9 @@ struct GemmArgs {
   const float* b;
   float* c;
   std::int64_t k;        // >= 1 (amx_gemm: tiles of 32 k)
+  // gemm with desc.next_b_lines: where this tile's share of the next B panel starts, prefetched
+  // into L2 while the tile runs (any address: a prefetch never faults).
+  const void* next_b;
   // amx_gemm: nonzero when this thread's tiles already hold this kernel's configuration (the
   // last AMX kernel it ran was this one, with no release since): ldtilecfg costs ~100 ns.
   std::int64_t configured;

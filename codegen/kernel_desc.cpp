@@ -17,9 +17,10 @@ std::string kernel_name(const KernelDesc& d) {
     return fmt::format("bf16gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}_pa{}", d.rows, d.vectors, d.n_tail, d.beta,
                        d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead, d.a_lookahead);
   if (d.kind_of() == KernelKind::gemm)
-    return fmt::format("sgemm_{}_m{}_v{}_t{}_b{}_ar{}_ak{}_bk{}_cr{}_u{}_l{}{}", to_string(d.isa_kind()), d.rows,
+    return fmt::format("sgemm_{}_m{}_v{}_t{}_b{}_ar{}_ak{}_bk{}_cr{}_u{}_l{}{}{}", to_string(d.isa_kind()), d.rows,
                        d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride, d.b_k_stride, d.c_row_stride,
-                       d.unroll, d.b_lookahead, d.stream_c ? "_nt" : "");
+                       d.unroll, d.b_lookahead, d.next_b_lines ? fmt::format("_nb{}", d.next_b_lines) : "",
+                       d.stream_c ? "_nt" : "");
   // The clip is named by its bits so that every distinct value gives a distinct name.
   return fmt::format("{}_{}{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}{}{}{}{}", to_string(d.cell_kind()),
                      d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training ? "_train" : "",
@@ -40,9 +41,9 @@ std::string describe(const KernelDesc& d) {
         d.b_lookahead, d.a_lookahead, d.generator_version);
   if (d.kind_of() == KernelKind::gemm)
     return fmt::format("kind=gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} a_k_stride={} "
-                       "b_k_stride={} c_row_stride={} unroll={} b_lookahead={} stream_c={} gen={}",
+                       "b_k_stride={} c_row_stride={} unroll={} b_lookahead={} next_b_lines={} stream_c={} gen={}",
                        to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.a_k_stride,
-                       d.b_k_stride, d.c_row_stride, d.unroll, d.b_lookahead, d.stream_c,
+                       d.b_k_stride, d.c_row_stride, d.unroll, d.b_lookahead, d.next_b_lines, d.stream_c,
                        d.generator_version);
   return fmt::format("kind=gate cell={} part={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} clip={} "
                      "gate_clip={} relu_alpha={} peephole={} input_forget={} gen={}",

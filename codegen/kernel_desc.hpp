@@ -52,7 +52,10 @@ struct KernelDesc {
   // gemm, beta 0 and no n_tail: C's tiles are written with non-temporal stores, which need C's
   // rows 64-byte aligned (c and c_row_stride) and an sfence before another thread reads C.
   std::uint8_t stream_c = 0;
-  std::uint8_t unused_[3] = {};  // the descriptor is hashed and compared as bytes: no padding
+  // gemm: each unrolled k iteration also prefetches this many cache lines into L2 from
+  // GemmArgs::next_b on (0: none); see GemmBlocking::prefetch_next_panel.
+  std::uint8_t next_b_lines = 0;
+  std::uint8_t unused_[2] = {};  // the descriptor is hashed and compared as bytes: no padding
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
   std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
   std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and dy (D*H)

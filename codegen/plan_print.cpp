@@ -242,7 +242,8 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
   } else if (k.kind_of() == KernelKind::gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride},
-              {"b_lookahead", k.b_lookahead}, {"stream_c", static_cast<bool>(k.stream_c)}});
+              {"b_lookahead", k.b_lookahead}, {"next_b_lines", k.next_b_lines},
+              {"stream_c", static_cast<bool>(k.stream_c)}});
   } else {
     j.update({{"cell", std::string(to_string(k.cell_kind()))},
               {"pass", k.pass_kind() == Pass::forward ? "forward" : "backward"},

@@ -415,8 +415,11 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   auto a_block = [&](std::int64_t kb) {
     return g.a_panels_use == GemmStep::APanels::per_k_block ? a_panels : a_panels + a_panel_offset(k, g.m, kb);
   };
-  // The m block of row blocks from rb0 times k block kb of panel p of group grp.
-  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0) {
+  // The m block of row blocks from rb0 times k block kb of panel p of group grp; with
+  // `next_panel` (that k block of another panel of packed B), each tile also prefetches its
+  // share of it (GemmBlocking::prefetch_next_panel).
+  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0,
+                   const float* next_panel = nullptr) {
     const std::int64_t k0 = kb * k.k_c, rb1 = std::min(row_blocks, rb0 + rows_per_block);
     const int col_tail = k.group - p * pc < pc, use_beta = kb > 0 || beta != 0.0f;
     GemmArgs args{};
@@ -435,7 +438,11 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       }
       args.a = k.pack_a ? a_block(kb) + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
       args.c = c + r0 * g.ldc + grp * k.group + p * pc;
-      (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+      const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])];
+      // Without a next panel the kernel's prefetches (if it has them) touch its own B again.
+      const std::int64_t lines = args.k / kernel.desc().unroll * kernel.desc().next_b_lines;
+      args.next_b = next_panel ? next_panel + (rb - rb0) * lines * 16 : args.b;  // 16 floats a line
+      kernel(&args);
     }
   };
   // Shared: the threads claim (m block, panel) units as they go; each runs every k block of its
@@ -459,7 +466,12 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       SharedLoop loop = team.shared_loop(units, threads);
       for (std::int64_t u = loop.next(); u >= 0; u = loop.next()) {
         const std::int64_t rb0 = u / (groups * ppg) * rows_per_block, q = u % (groups * ppg);
-        for (std::int64_t kbu = kb; kbu < kb_end; ++kbu) tiles(kbu, q / ppg, q % ppg, rb0);
+        // The unit this thread most likely claims next (the loop hands them out in turn).
+        const std::int64_t next = u + threads;
+        const float* next_panel =
+            k.prefetch_next_panel && next < units ? b + next % (groups * ppg) * g.k * pc : nullptr;
+        for (std::int64_t kbu = kb; kbu < kb_end; ++kbu)
+          tiles(kbu, q / ppg, q % ppg, rb0, next_panel ? next_panel + kbu * k.k_c * pc : nullptr);
       }
       if (!k.pack_a) break;  // every k block is done
       continue;

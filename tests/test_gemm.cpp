@@ -155,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](co
 });
 
 // The microkernel alone against its scalar twin, for every tile the register file allows, with
-// and without the L1 prefetch of B rows ahead.
+// and without the L1 prefetch of B rows ahead and the L2 prefetch of the next panel.
 TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
   for (int vectors = 1; vectors <= 15; ++vectors)
@@ -164,6 +164,7 @@ TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
         for (int beta : {0, 1}) {
           KernelDesc d;
           d.b_lookahead = beta ? 16 : 0;  // prefetches past B's end must not fault or change C
+          d.next_b_lines = static_cast<std::uint8_t>(beta ? 0 : 2);  // nor those of a next panel past it
           d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
           d.isa = static_cast<std::uint8_t>(Isa::avx512);
           d.rows = static_cast<std::uint32_t>(rows);
@@ -179,7 +180,8 @@ TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
           const auto a = test::uniform(rows * 11, 5), b = test::uniform(k * d.b_k_stride, 6);
           auto c1 = test::uniform(rows * d.c_row_stride, 7), c2 = c1;
           CompiledKernel jit(d);
-          GemmArgs args1{a.data(), b.data(), c1.data(), k}, args2{a.data(), b.data(), c2.data(), k};
+          GemmArgs args1{a.data(), b.data(), c1.data(), k, b.data() + b.size()};
+          GemmArgs args2{a.data(), b.data(), c2.data(), k};
           jit(&args1);
           gemm_reference(d, args2);
           for (std::size_t i = 0; i < c1.size(); ++i)
@@ -263,6 +265,12 @@ TEST(GemmMicrokernel, RefusesTheAmxKernelsALookahead) {
   expect_refused(d, "a_lookahead");
 }
 
+TEST(GemmMicrokernel, RefusesMoreThanEightNextPanelLines) {
+  KernelDesc d = tile_desc(2, 2);
+  d.next_b_lines = 9;
+  expect_refused(d, "next_b_lines");
+}
+
 // The cost model keeps tiles FMA-bound: where B's panel cannot stay in L1 its vectors come from
 // L2 at about two cycles each, so a tile needs at least 4 rows per vector of B (a 2 x 8 tile
 // would wait on L2 half the time). Where a tile of that many rows fits the registers, the model
@@ -326,6 +334,7 @@ TEST(GemmBlocking, FollowsTheCaches) {
 // panel of as many vectors as it has (H=32: 14 x 2), where the split gives each thread a panel
 // of its own (29 x 1, load-bound). Groups of a panel per thread or more tile as the split does,
 // but only the split (a step's) kernels prefetch B's rows: a one-shot GEMM's run faster without.
+// The one-shot GEMM on packed B prefetches the next unit's panel instead, a step never does.
 TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
   for (const auto& [group, vectors] : {std::pair<std::int64_t, std::int64_t>{32, 2}, {20, 2}, {48, 3}}) {
     const GemmBlocking shared = choose_blocking(6400, 500, group, 2, true, {}, true);
@@ -341,6 +350,10 @@ TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
       EXPECT_EQ(shared.n_r, split.n_r) << "group " << group;
       EXPECT_EQ(shared.b_lookahead, 0) << "group " << group;
       EXPECT_GT(split.b_lookahead, 0) << "group " << group;
+      EXPECT_TRUE(shared.prefetch_next_panel) << "group " << group;
+      EXPECT_FALSE(split.prefetch_next_panel) << "group " << group;
+      EXPECT_FALSE(choose_blocking(6000, 800, group, threads, false, {}, true).prefetch_next_panel)
+          << "group " << group << ", B in place";
     }
 }
 

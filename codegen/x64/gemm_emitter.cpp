@@ -20,10 +20,11 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
                             rows_ * vectors_ + vectors_ + 2, kRegisters));
   if (d.stream_c && (d.beta || d.n_tail || d.c_row_stride % 16))
     throw Error(fmt::format("{}: streaming stores need beta 0, no n_tail and 64-byte aligned rows of C", name));
-  if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.a_lookahead != 0 || d.b_lookahead > 64)
-    throw Error(fmt::format(
-        "{}: n_tail must be < 16, unroll in [1, 16], no a_lookahead (an amx_gemm field) and b_lookahead at most 64",
-        name));
+  if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.a_lookahead != 0 || d.b_lookahead > 64 ||
+      d.next_b_lines > 8)
+    throw Error(fmt::format("{}: n_tail must be < 16, unroll in [1, 16], no a_lookahead (an amx_gemm field), "
+                            "b_lookahead at most 64 and next_b_lines at most 8",
+                            name));
   const std::int64_t b_rows = std::int64_t{d.unroll} + d.b_lookahead;
   const std::int64_t reach = 4 * (std::int64_t{rows_} * d.a_row_stride + std::int64_t{d.unroll} * d.a_k_stride +
                                   std::int64_t{rows_} * d.c_row_stride + b_rows * d.b_k_stride) + 64 * vectors_;
@@ -34,6 +35,7 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   mov(b_, ptr[abi_arg + offsetof(GemmArgs, b)]);
   mov(c_, ptr[abi_arg + offsetof(GemmArgs, c)]);
   mov(k_, ptr[abi_arg + offsetof(GemmArgs, k)]);
+  if (d.next_b_lines) mov(next_b_, ptr[abi_arg + offsetof(GemmArgs, next_b)]);
   if (d.n_tail) {
     mov(eax, (1u << d.n_tail) - 1);
     kmovw(k1, eax);
@@ -46,7 +48,12 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   cmp(k_, u);
   jl(remainder, T_NEAR);
   L(main_loop);
-  for (int kk = 0; kk < u; ++kk) k_step(kk);
+  for (int kk = 0; kk < u; ++kk) {
+    k_step(kk);
+    for (int line = 0; kk == 0 && line < static_cast<int>(d.next_b_lines); ++line)
+      prefetcht2(ptr[next_b_ + 64 * line]);
+  }
+  if (d.next_b_lines) add(next_b_, 64 * static_cast<int>(d.next_b_lines));
   add(a_, u * 4 * static_cast<int>(d.a_k_stride));
   add(b_, u * 4 * static_cast<int>(d.b_k_stride));
   sub(k_, u);

@@ -4,7 +4,9 @@
 // B row kk at b + kk*b_k_stride (packed panels or a plain row-major matrix), C row i at
 // c + i*c_row_stride. The last vector of B and C is opmasked to n_tail lanes when n_tail != 0.
 // With b_lookahead = D, each k step prefetches the B row D k steps ahead into L1, for panels
-// of B that stream from L2 or L3.
+// of B that stream from L2 or L3. With next_b_lines = L, each unrolled k iteration also
+// prefetches L lines into L2 from args.next_b on: a one-shot GEMM's tile thereby fetches its
+// share of the panel of B its thread multiplies next (GemmBlocking::prefetch_next_panel).
 // With stream_c, C is written with non-temporal stores (vmovntps): a C far larger than the
 // caches then goes to memory without first being read in for ownership.
 //
@@ -35,7 +37,7 @@ class GemmEmitter final : public JitGenerator {
 
   KernelDesc desc_;
   int rows_, vectors_;
-  const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11;
+  const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11, next_b_ = rdx;
 };
 
 }  // namespace rnnjit::x64
