@@ -41,12 +41,19 @@ bool b_panel_in_l1(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
 // order, and the prefetches took load slots from the tiles' loads. Without them every one-shot
 // GEMM measured ran 2-7% faster (DS2 projection 6000 x 3200 x 800 3%, dW 3200 x 800 x 6000 4%,
 // 13 shapes from 256 x 1600 x 400 up, both threads, interleaved). They prefetch the next
-// panel into L2 instead, one line every four k steps (prefetch_next_panel): one thread's 120 x
+// panel into L2 instead, one line every four k steps (next_panel_lines): one thread's 120 x
 // 3200 x 1600, an m block over 40 panels, 153-165 -> 186 GFLOPS; both threads' 6000 x 3200 x
 // 1600 320-326 -> 353, dW 3200 x 800 x 6000 319-323 -> 334-338; in place, DS2 LSTM inference
 // 1.8% faster, five layers bidirectional 2.9% (inference) and 2.5% (training), the shape
 // sweep's cases up to 11% (LSTM I=H=1024 N=4), none slower beyond the noise.
 constexpr std::int64_t kStepBLookahead = 16;
+// A step's tiles prefetch the next panel at a line a k step: the first two row blocks cover it
+// (a panel is n_r <= 3 lines a k step). Against none, interleaved: GRU I=1024 H=1000 N=128
+// (rows split, 8 x 3 tiles) 4-6% faster, LSTM I=H=512 N=128 2.5-8%, DS2 five layers 1.5-4%,
+// one layer 1-2%; a line every two k steps (the two row blocks of N=20 covering the panel
+// exactly, 8 of N=128 sharing it) gained less at N=128 (2.5%), and at N=1 (one row block) any
+// was 4% slower.
+constexpr std::int64_t kStepNextPanelLines = 4;
 
 }  // namespace
 
@@ -123,7 +130,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.packed_b = packed_b;
   best.k_c = k_block(k, caches);
   best.b_lookahead = shared || b_panel_in_l1(k, best.n_r, caches) ? 0 : kStepBLookahead;
-  best.prefetch_next_panel = shared && packed_b;
+  if (packed_b) best.next_panel_lines = shared ? 1 : best.b_lookahead > 0 && m > best.m_r ? kStepNextPanelLines : 0;
   // And an m block of A in 3/8 of L2 beside it, so a large M does not stream A from memory
   // once per panel of B.
   const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (4 * best.k_c) / best.m_r) * best.m_r;

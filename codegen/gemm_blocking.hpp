@@ -34,12 +34,14 @@ struct GemmBlocking {
   // prefetches the B row this many k steps ahead into L1 (0: none), so the FMAs do not wait on
   // L2 or L3 for it. One-shot GEMMs leave B's rows to the cores' prefetchers.
   std::int64_t b_lookahead = 0;
-  // A one-shot GEMM on packed B: the tiles of a thread's (m block, panel) unit also prefetch
-  // into L2, a share each, the panel of B of the unit the thread claims next. A panel of B
-  // (k_c x 80 floats, 256-512 KiB) serves the 24 or so tiles of its unit from L2, but the
-  // first of them would wait on L3 for all of it: its 320 bytes a k step outrun what L3
-  // delivers to a core.
-  bool prefetch_next_panel = false;
+  // Packed B: each tile also prefetches into L2 this many lines of the panel its thread
+  // multiplies next every unrolled k iteration (0: none), so that the panel is in L2 before the
+  // first tile on it starts, instead of that tile waiting on L3 for all of it (its 320 bytes a
+  // k step outrun what L3 delivers to a core). One-shot GEMMs: the panel of the unit the thread
+  // likely claims next, a share of it per tile of the current unit (their 24 or so tiles cover
+  // it at a line each). A recurrence's steps: the thread's next (group, panel) pair, where a
+  // panel serves two row blocks or more (one row block has no time to hide the next panel behind).
+  std::int64_t next_panel_lines = 0;
   // C's tiles are written with non-temporal stores (KernelDesc::stream_c): see streams_c().
   bool stream_c = false;
   // AMX-BF16 (Plan::fpmath bf16): B packed as bf16 tiles (bf16_packed_offset), A rounded to bf16

@@ -53,7 +53,7 @@ struct KernelDesc {
   // rows 64-byte aligned (c and c_row_stride) and an sfence before another thread reads C.
   std::uint8_t stream_c = 0;
   // gemm: each unrolled k iteration also prefetches this many cache lines into L2 from
-  // GemmArgs::next_b on (0: none); see GemmBlocking::prefetch_next_panel.
+  // GemmArgs::next_b on (0: none); see GemmBlocking::next_panel_lines.
   std::uint8_t next_b_lines = 0;
   std::uint8_t unused_[2] = {};  // the descriptor is hashed and compared as bytes: no padding
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride

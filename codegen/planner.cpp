@@ -1136,7 +1136,7 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
   add_gemm_kernels(g, group, KernelKind::gemm, kernels, [&](KernelDesc& d) {
     d.unroll = 4;
     d.stream_c = b.stream_c && !d.beta;
-    d.next_b_lines = b.prefetch_next_panel ? 1 : 0;
+    d.next_b_lines = static_cast<std::uint8_t>(b.next_panel_lines);
     d.a_row_stride = static_cast<std::uint32_t>(b.pack_a ? 1 : g.lda);
     d.a_k_stride = static_cast<std::uint32_t>(b.pack_a ? b.m_r : 1);
     d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);

@@ -417,7 +417,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   };
   // The m block of row blocks from rb0 times k block kb of panel p of group grp; with
   // `next_panel` (that k block of another panel of packed B), each tile also prefetches its
-  // share of it (GemmBlocking::prefetch_next_panel).
+  // share of it (GemmBlocking::next_panel_lines).
   auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0,
                    const float* next_panel = nullptr) {
     const std::int64_t k0 = kb * k.k_c, rb1 = std::min(row_blocks, rb0 + rows_per_block);
@@ -469,7 +469,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
         // The unit this thread most likely claims next (the loop hands them out in turn).
         const std::int64_t next = u + threads;
         const float* next_panel =
-            k.prefetch_next_panel && next < units ? b + next % (groups * ppg) * g.k * pc : nullptr;
+            k.next_panel_lines > 0 && next < units ? b + next % (groups * ppg) * g.k * pc : nullptr;
         for (std::int64_t kbu = kb; kbu < kb_end; ++kbu)
           tiles(kbu, q / ppg, q % ppg, rb0, next_panel ? next_panel + kbu * k.k_c * pc : nullptr);
       }
@@ -482,7 +482,12 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
     for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block)
       for (std::int64_t i = 0; i < groups * (p1 - p0); ++i) {
         const auto [grp, p] = GemmBlocking::step_pair(i, groups, p1 - p0, p0, call.backwards);
-        tiles(kb, grp, p, rb0);
+        const float* next_panel = nullptr;
+        if (k.next_panel_lines > 0 && i + 1 < groups * (p1 - p0)) {
+          const auto [next_grp, next_p] = GemmBlocking::step_pair(i + 1, groups, p1 - p0, p0, call.backwards);
+          next_panel = b + (next_grp * ppg + next_p) * g.k * pc + kb * k.k_c * pc;
+        }
+        tiles(kb, grp, p, rb0, next_panel);
       }
   }
   // Non-temporal stores are not ordered with the barrier's release store: fence them first.

@@ -334,7 +334,9 @@ TEST(GemmBlocking, FollowsTheCaches) {
 // panel of as many vectors as it has (H=32: 14 x 2), where the split gives each thread a panel
 // of its own (29 x 1, load-bound). Groups of a panel per thread or more tile as the split does,
 // but only the split (a step's) kernels prefetch B's rows: a one-shot GEMM's run faster without.
-// The one-shot GEMM on packed B prefetches the next unit's panel instead, a step never does.
+// On packed B each prefetches the panel its thread multiplies next into L2 instead: a one-shot
+// GEMM's tile a line every unrolled k iteration (its unit's tiles share the panel), a step's
+// four where a panel serves two row blocks or more, none for a single row block or B in place.
 TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
   for (const auto& [group, vectors] : {std::pair<std::int64_t, std::int64_t>{32, 2}, {20, 2}, {48, 3}}) {
     const GemmBlocking shared = choose_blocking(6400, 500, group, 2, true, {}, true);
@@ -350,10 +352,13 @@ TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
       EXPECT_EQ(shared.n_r, split.n_r) << "group " << group;
       EXPECT_EQ(shared.b_lookahead, 0) << "group " << group;
       EXPECT_GT(split.b_lookahead, 0) << "group " << group;
-      EXPECT_TRUE(shared.prefetch_next_panel) << "group " << group;
-      EXPECT_FALSE(split.prefetch_next_panel) << "group " << group;
-      EXPECT_FALSE(choose_blocking(6000, 800, group, threads, false, {}, true).prefetch_next_panel)
+      EXPECT_EQ(shared.next_panel_lines, 1) << "group " << group;
+      EXPECT_EQ(split.next_panel_lines, 4) << "group " << group;
+      EXPECT_EQ(choose_blocking(6000, 800, group, threads, false, {}, true).next_panel_lines, 0)
           << "group " << group << ", B in place";
+      const GemmBlocking one_row_block = choose_blocking(1, 800, group, threads, true);
+      EXPECT_GT(one_row_block.b_lookahead, 0) << "group " << group;
+      EXPECT_EQ(one_row_block.next_panel_lines, 0) << "group " << group;
     }
 }
 

@@ -6,7 +6,7 @@
 // With b_lookahead = D, each k step prefetches the B row D k steps ahead into L1, for panels
 // of B that stream from L2 or L3. With next_b_lines = L, each unrolled k iteration also
 // prefetches L lines into L2 from args.next_b on: a one-shot GEMM's tile thereby fetches its
-// share of the panel of B its thread multiplies next (GemmBlocking::prefetch_next_panel).
+// share of the panel of B its thread multiplies next (GemmBlocking::next_panel_lines).
 // With stream_c, C is written with non-temporal stores (vmovntps): a C far larger than the
 // caches then goes to memory without first being read in for ownership.
 //
