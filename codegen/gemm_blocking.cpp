@@ -46,7 +46,7 @@ bool b_panel_in_l1(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
 // 1600 320-326 -> 353, dW 3200 x 800 x 6000 319-323 -> 334-338; in place, DS2 LSTM inference
 // 1.8% faster, five layers bidirectional 2.9% (inference) and 2.5% (training), the shape
 // sweep's cases up to 11% (LSTM I=H=1024 N=4), none slower beyond the noise.
-constexpr std::int64_t kStepBLookahead = 16;
+constexpr std::int64_t kStepBLookahead = 16, kOneShotNextPanelLines = 1;
 // A step's tiles prefetch the next panel at a line a k step: the first two row blocks cover it
 // (a panel is n_r <= 3 lines a k step). Against none, interleaved: GRU I=1024 H=1000 N=128
 // (rows split, 8 x 3 tiles) 4-6% faster, LSTM I=H=512 N=128 2.5-8%, DS2 five layers 1.5-4%,
@@ -130,7 +130,8 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.packed_b = packed_b;
   best.k_c = k_block(k, caches);
   best.b_lookahead = shared || b_panel_in_l1(k, best.n_r, caches) ? 0 : kStepBLookahead;
-  if (packed_b) best.next_panel_lines = shared ? 1 : best.b_lookahead > 0 && m > best.m_r ? kStepNextPanelLines : 0;
+  if (packed_b && shared) best.next_panel_lines = kOneShotNextPanelLines;
+  else if (packed_b && best.b_lookahead > 0 && m > best.m_r) best.next_panel_lines = kStepNextPanelLines;
   // And an m block of A in 3/8 of L2 beside it, so a large M does not stream A from memory
   // once per panel of B.
   const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (4 * best.k_c) / best.m_r) * best.m_r;

@@ -5,8 +5,8 @@
 // c + i*c_row_stride. The last vector of B and C is opmasked to n_tail lanes when n_tail != 0.
 // With b_lookahead = D, each k step prefetches the B row D k steps ahead into L1, for panels
 // of B that stream from L2 or L3. With next_b_lines = L, each unrolled k iteration also
-// prefetches L lines into L2 from args.next_b on: a one-shot GEMM's tile thereby fetches its
-// share of the panel of B its thread multiplies next (GemmBlocking::next_panel_lines).
+// prefetches L lines into L2 from args.next_b on: a tile thereby fetches its share of the panel
+// of B its thread multiplies next (GemmBlocking::next_panel_lines).
 // With stream_c, C is written with non-temporal stores (vmovntps): a C far larger than the
 // caches then goes to memory without first being read in for ownership.
 //
