@@ -439,9 +439,12 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       args.a = k.pack_a ? a_block(kb) + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
       args.c = c + r0 * g.ldc + grp * k.group + p * pc;
       const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])];
-      // Without a next panel the kernel's prefetches (if it has them) touch its own B again.
+      // Without a next panel the kernel's prefetches (if it has them) touch its own B again. A
+      // late tile's share may lie past the panel, even past B: an address, never dereferenced.
       const std::int64_t lines = args.k / kernel.desc().unroll * kernel.desc().next_b_lines;
-      args.next_b = next_panel ? next_panel + (rb - rb0) * lines * 16 : args.b;  // 16 floats a line
+      args.next_b = next_panel ? reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(next_panel) +
+                                                               static_cast<std::uintptr_t>((rb - rb0) * lines * 64))
+                               : args.b;
       kernel(&args);
     }
   };
