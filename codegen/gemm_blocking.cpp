@@ -47,8 +47,10 @@ bool b_panel_in_l1(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
 // 1.8% faster, five layers bidirectional 2.9% (inference) and 2.5% (training), the shape
 // sweep's cases up to 11% (LSTM I=H=1024 N=4), none slower beyond the noise.
 constexpr std::int64_t kStepBLookahead = 16, kOneShotNextPanelLines = 1;
-// A step's tiles prefetch the next panel at a line a k step: the first two row blocks cover it
-// (a panel is n_r <= 3 lines a k step). Against none, interleaved: GRU I=1024 H=1000 N=128
+// A step whose share of B streams from L3 (more than L2 holds) has its tiles prefetch the next
+// panel at a line a k step: the first two row blocks cover it (a panel is n_r <= 3 lines a k
+// step). Where L2 holds the share, the lines are there already (GRU I=33 H=257 N=256
+// bidirectional, 0.8 MB of W_hh a thread: 2-3% slower with the prefetches). Against none, interleaved: GRU I=1024 H=1000 N=128
 // (rows split, 8 x 3 tiles) 4-6% faster, LSTM I=H=512 N=128 2.5-8%, DS2 five layers 1.5-4%,
 // one layer 1-2%; a line every two k steps (the two row blocks of N=20 covering the panel
 // exactly, 8 of N=128 sharing it) gained less at N=128 (2.5%), and at N=1 (one row block) any
@@ -131,7 +133,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   best.k_c = k_block(k, caches);
   best.b_lookahead = shared || b_panel_in_l1(k, best.n_r, caches) ? 0 : kStepBLookahead;
   if (packed_b && shared) best.next_panel_lines = kOneShotNextPanelLines;
-  else if (packed_b && best.b_lookahead > 0 && m > best.m_r) best.next_panel_lines = kStepNextPanelLines;
+  else if (packed_b && b_share_bytes > caches.l2 && m > best.m_r) best.next_panel_lines = kStepNextPanelLines;
   // And an m block of A in 3/8 of L2 beside it, so a large M does not stream A from memory
   // once per panel of B.
   const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (4 * best.k_c) / best.m_r) * best.m_r;

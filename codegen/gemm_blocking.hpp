@@ -39,8 +39,9 @@ struct GemmBlocking {
   // first tile on it starts, instead of that tile waiting on L3 for all of it (its 320 bytes a
   // k step outrun what L3 delivers to a core). One-shot GEMMs: the panel of the unit the thread
   // likely claims next, a share of it per tile of the current unit (their 24 or so tiles cover
-  // it at a line each). A recurrence's steps: the thread's next (group, panel) pair, where a
-  // panel serves two row blocks or more (one row block has no time to hide the next panel behind).
+  // it at a line each). A recurrence's steps: the thread's next (group, panel) pair, where its
+  // share of B streams from L3 and a panel serves two row blocks or more (one row block has no
+  // time to hide the next panel behind).
   std::int64_t next_panel_lines = 0;
   // C's tiles are written with non-temporal stores (KernelDesc::stream_c): see streams_c().
   bool stream_c = false;

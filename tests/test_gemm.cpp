@@ -336,7 +336,8 @@ TEST(GemmBlocking, FollowsTheCaches) {
 // but only the split (a step's) kernels prefetch B's rows: a one-shot GEMM's run faster without.
 // On packed B each prefetches the panel its thread multiplies next into L2 instead: a one-shot
 // GEMM's tile a line every unrolled k iteration (its unit's tiles share the panel), a step's
-// four where a panel serves two row blocks or more, none for a single row block or B in place.
+// four where its share of B streams from L3 and a panel serves two row blocks or more; none
+// where L2 holds the share, for a single row block or with B in place.
 TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
   for (const auto& [group, vectors] : {std::pair<std::int64_t, std::int64_t>{32, 2}, {20, 2}, {48, 3}}) {
     const GemmBlocking shared = choose_blocking(6400, 500, group, 2, true, {}, true);
@@ -353,10 +354,13 @@ TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
       EXPECT_EQ(shared.b_lookahead, 0) << "group " << group;
       EXPECT_GT(split.b_lookahead, 0) << "group " << group;
       EXPECT_EQ(shared.next_panel_lines, 1) << "group " << group;
-      EXPECT_EQ(split.next_panel_lines, 4) << "group " << group;
+      EXPECT_EQ(split.next_panel_lines, 0) << "group " << group << ", B's share in L2";
+      const std::int64_t streamed = 3 * CacheSizes{}.l2;
+      EXPECT_EQ(choose_blocking(6000, 800, group, threads, true, {}, false, streamed).next_panel_lines, 4)
+          << "group " << group;
       EXPECT_EQ(choose_blocking(6000, 800, group, threads, false, {}, true).next_panel_lines, 0)
           << "group " << group << ", B in place";
-      const GemmBlocking one_row_block = choose_blocking(1, 800, group, threads, true);
+      const GemmBlocking one_row_block = choose_blocking(1, 800, group, threads, true, {}, false, streamed);
       EXPECT_GT(one_row_block.b_lookahead, 0) << "group " << group;
       EXPECT_EQ(one_row_block.next_panel_lines, 0) << "group " << group;
     }
