@@ -50,11 +50,11 @@ constexpr std::int64_t kStepBLookahead = 16, kOneShotNextPanelLines = 1;
 // A step whose share of B streams from L3 (more than L2 holds) has its tiles prefetch the next
 // panel at a line a k step: the first two row blocks cover it (a panel is n_r <= 3 lines a k
 // step). Where L2 holds the share, the lines are there already (GRU I=33 H=257 N=256
-// bidirectional, 0.8 MB of W_hh a thread: 2-3% slower with the prefetches). Against none, interleaved: GRU I=1024 H=1000 N=128
-// (rows split, 8 x 3 tiles) 4-6% faster, LSTM I=H=512 N=128 2.5-8%, DS2 five layers 1.5-4%,
-// one layer 1-2%; a line every two k steps (the two row blocks of N=20 covering the panel
-// exactly, 8 of N=128 sharing it) gained less at N=128 (2.5%), and at N=1 (one row block) any
-// was 4% slower.
+// bidirectional, 0.8 MB of W_hh a thread: 2-3% slower with the prefetches). Against none,
+// interleaved: GRU I=1024 H=1000 N=128 (rows split, 8 x 3 tiles) 4-6% faster, LSTM I=H=512
+// N=128 2.5-8%, DS2 five layers 1.5-4%, one layer 1-2%; a line every two k steps (the two row
+// blocks of N=20 covering the panel exactly, 8 of N=128 sharing it) gained less at N=128
+// (2.5%), and at N=1 (one row block) any was 4% slower.
 constexpr std::int64_t kStepNextPanelLines = 4;
 
 }  // namespace

@@ -415,6 +415,10 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   auto a_block = [&](std::int64_t kb) {
     return g.a_panels_use == GemmStep::APanels::per_k_block ? a_panels : a_panels + a_panel_offset(k, g.m, kb);
   };
+  // Where k block kb of panel p of group grp of B starts.
+  auto b_chunk = [&](std::int64_t kb, std::int64_t grp, std::int64_t p) {
+    return (k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc) + kb * k.k_c * b_k;
+  };
   // The m block of row blocks from rb0 times k block kb of panel p of group grp; with
   // `next_panel` (that k block of another panel of packed B), each tile also prefetches its
   // share of it (GemmBlocking::next_panel_lines).
@@ -423,7 +427,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
     const std::int64_t k0 = kb * k.k_c, rb1 = std::min(row_blocks, rb0 + rows_per_block);
     const int col_tail = k.group - p * pc < pc, use_beta = kb > 0 || beta != 0.0f;
     GemmArgs args{};
-    args.b = (k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc) + k0 * b_k;
+    args.b = b_chunk(kb, grp, p);
     args.k = std::min(k.k_c, call.k - k0);
     for (std::int64_t rb = rb0; rb < rb1; ++rb) {
       const std::int64_t r0 = rb * k.m_r;
@@ -470,11 +474,10 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       for (std::int64_t u = loop.next(); u >= 0; u = loop.next()) {
         const std::int64_t rb0 = u / (groups * ppg) * rows_per_block, q = u % (groups * ppg);
         // The unit this thread most likely claims next (the loop hands them out in turn).
-        const std::int64_t next = u + threads;
-        const float* next_panel =
-            k.next_panel_lines > 0 && next < units ? b + next % (groups * ppg) * g.k * pc : nullptr;
+        const std::int64_t next = u + threads, next_q = next % (groups * ppg);
+        const bool prefetch = k.next_panel_lines > 0 && next < units;
         for (std::int64_t kbu = kb; kbu < kb_end; ++kbu)
-          tiles(kbu, q / ppg, q % ppg, rb0, next_panel ? next_panel + kbu * k.k_c * pc : nullptr);
+          tiles(kbu, q / ppg, q % ppg, rb0, prefetch ? b_chunk(kbu, next_q / ppg, next_q % ppg) : nullptr);
       }
       if (!k.pack_a) break;  // every k block is done
       continue;
@@ -488,7 +491,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
         const float* next_panel = nullptr;
         if (k.next_panel_lines > 0 && i + 1 < groups * (p1 - p0)) {
           const auto [next_grp, next_p] = GemmBlocking::step_pair(i + 1, groups, p1 - p0, p0, call.backwards);
-          next_panel = b + (next_grp * ppg + next_p) * g.k * pc + kb * k.k_c * pc;
+          next_panel = b_chunk(kb, next_grp, next_p);
         }
         tiles(kb, grp, p, rb0, next_panel);
       }
