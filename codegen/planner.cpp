@@ -120,11 +120,18 @@ class Planner {
     // Two directions run as two lanes at once, a thread each, unless a direction's W_hh is too
     // large for one core's L2 but its share on every thread is not: then the directions run
     // one after the other, each split across all threads, and every thread's part of W_hh stays
-    // in its L2 from one step to the next instead of streaming from L3 at every step.
+    // in its L2 from one step to the next instead of streaming from L3 at every step. Not where
+    // each of two threads has a direction of many rows (kSliceRowsStreamingWeights), as for the
+    // split by rows below: each byte of W_hh then serves enough FMAs that streaming the part
+    // past L2 costs less than a barrier every step and the threads' uneven shares of units. On
+    // a 1 MiB L2 (Zen 4), lanes against turns, interleaved: GRU I=33 H=257 T=34 N=256 (W_hh
+    // 0.8 MB) 8-20% faster (0.97-1.00 of oneDNN -> 1.02-1.15), LSTM I=H=256 N=64 (1 MB) 8-13%,
+    // GRU I=H=300 N=64 (1.1 MB) 4-10%; N=48 and LSTM H=300 or GRU H=350 at N=128 (1.4 MB) even.
     const double w_hh_bytes = 4.0 * static_cast<double>(s_.GH) * static_cast<double>(s_.S);
     const double l2_weights = l2_weight_bytes(caches);
+    const bool lanes_of_many_rows = plan_.threads == s_.D && s_.N >= kSliceRowsStreamingWeights;
     split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
-                        w_hh_bytes / plan_.threads <= l2_weights;
+                        w_hh_bytes / plan_.threads <= l2_weights && !lanes_of_many_rows;
     // A recurrence is split by batch rows rather than by hidden units where its recurrent
     // weights are at most a little over one core's L2 (row_split_weight_bytes), or not many
     // times larger and every thread gets at least 48 rows (see there), a lane of rows

@@ -219,18 +219,20 @@ TEST(Planner, RejectsBadInput) {
 }
 
 // The directions of a bidirectional layer take turns, each on both threads, exactly where a
-// direction's W_hh overflows three quarters of one core's L2 and its half does not; the plan
-// is made for the caches it is given. LSTM H=320: W_hh is 1.6 MB.
+// direction's W_hh overflows three quarters of one core's L2 and its half does not, unless each
+// thread has a direction of 48 rows or more; the plan is made for the caches it is given. LSTM
+// H=320: W_hh is 1.6 MB.
 TEST(Planner, DirectionsTakeTurnsWhereHalfOfWhhFitsL2) {
   const RnnConfig config{CellKind::lstm, 16, 320, 1, true};
-  for (const auto& [l2, in_turn] : {std::pair{1024 * 1024, false}, {2048 * 1024, true}, {4096 * 1024, false}}) {
+  for (const auto& [l2, batch, in_turn] : {std::tuple{1024 * 1024, 8, false}, {2048 * 1024, 8, true},
+                                           {2048 * 1024, 47, true}, {2048 * 1024, 48, false}, {4096 * 1024, 8, false}}) {
     const CacheSizes caches{48 * 1024, l2};
-    const Plan p = make_plan(config, {50, 8}, Mode::inference, Isa::avx512, 2, {}, caches);
+    const Plan p = make_plan(config, {50, batch}, Mode::inference, Isa::avx512, 2, {}, caches);
     EXPECT_EQ(p.caches, caches);
     ASSERT_EQ(p.threads, 2);
     std::size_t most_lanes = 0;
     for (const Stage& stage : p.forward) most_lanes = std::max(most_lanes, stage.lanes.size());
-    EXPECT_EQ(most_lanes, in_turn ? 1u : 2u) << "L2 " << l2;
+    EXPECT_EQ(most_lanes, in_turn ? 1u : 2u) << "L2 " << l2 << " N " << batch;
   }
 }
 
