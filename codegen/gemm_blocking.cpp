@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "codegen/x64/gemm_emitter.hpp"
 
@@ -59,8 +60,22 @@ constexpr std::int64_t kStepNextPanelLines = 4;
 
 }  // namespace
 
+// The L1d of current x86 cores (Zen 4: 32 KiB of 8 ways; Zen 5 and Intel since Ice Lake: 48 KiB
+// of 12) has 64 sets of 64-byte lines, so a way spans 4 KiB: rows of A a_row_bytes apart fall
+// into 4096 / gcd(a_row_bytes, 4096) sets, and a tile's rows, each read a line every 16 k steps,
+// evict each other once more of them share a set than it has ways (8 counted here). Rows 4 KiB
+// apart (h of H=1024, or of H=512 bidirectional) all share one: one thread's share of the GRU
+// H=1024 N=64 step (13 x 2 tiles) ran at 66 GFLOPS with A's rows 1024 floats apart and at 98
+// with 1040, on Zen 4; at 1024, 8 rows ran at 100, 9 at 97, 10 at 92, 12 at 84.
+std::int64_t max_rows_in_l1_sets(std::int64_t a_row_bytes) {
+  constexpr std::int64_t kWayBytes = 4096, kWays = 8;
+  if (a_row_bytes <= 0) return std::numeric_limits<std::int64_t>::max();
+  return kWays * (kWayBytes / std::gcd(a_row_bytes, kWayBytes));
+}
+
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
-                             const CacheSizes& caches, bool shared, std::int64_t b_share_bytes) {
+                             const CacheSizes& caches, bool shared, std::int64_t b_share_bytes,
+                             std::int64_t a_row_bytes) {
   // Zen 4/5 and Intel cores sustain two zmm FMAs per cycle, and an FMA has a latency of 4. The
   // loads of a k step (m_r broadcasts of A, each from another row, and n_r vectors of B) run
   // at about 1.5 a cycle beside the FMAs, not the 2 the ports allow: a 25 x 1 tile (26 loads
@@ -88,45 +103,54 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
     const double fma = static_cast<double>(m_r * vectors) / 2.0, loads = static_cast<double>(m_r + vectors) / 1.5;
     return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r, caches) ? 0.0 : l2_cycles * static_cast<double>(vectors)});
   };
-  GemmBlocking best;
-  double best_cost = std::numeric_limits<double>::max();
-  const std::int64_t group_vectors = (group + 15) / 16;
-  for (std::int64_t n_r = 1; n_r <= 15; ++n_r) {
-    const std::int64_t max_rows = x64::GemmEmitter::max_rows(static_cast<int>(n_r));
-    if (max_rows < 1) break;
-    if (shared && n_r > group_vectors && best.m_r > 0) break;
-    const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;
-    const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
-    GemmBlocking candidate;
-    candidate.n_r = n_r;
-    candidate.group = group;
-    candidate.threads = threads;
-    const std::int64_t panels = candidate.panels_per_group();
-    const std::int64_t last_vectors = (group - (panels - 1) * candidate.panel_columns() + 15) / 16;
-    auto panels_cost = [&](std::int64_t p0, std::int64_t p1) {
-      double c = 0.0;
-      for (std::int64_t p = p0; p < p1; ++p)
-        c += static_cast<double>(row_blocks) * per_k(m_r, n_r, p == panels - 1 ? last_vectors : n_r);
-      return c;
-    };
-    double cost = 0.0;
-    const bool pooled = shared && panels < threads;
-    if (pooled) {
-      cost = panels_cost(0, panels) / threads;
-    } else {
-      for (int tid = 0; tid < threads; ++tid) {
-        const auto [p0, p1] = candidate.thread_panels(tid);
-        cost = std::max(cost, panels_cost(p0, p1));
+  // The cheapest tile of at most `row_cap` rows (its m_r and n_r).
+  auto cheapest_tile = [&](std::int64_t row_cap) {
+    GemmBlocking best;
+    double best_cost = std::numeric_limits<double>::max();
+    const std::int64_t group_vectors = (group + 15) / 16;
+    for (std::int64_t n_r = 1; n_r <= 15; ++n_r) {
+      const std::int64_t max_rows = std::min<std::int64_t>(x64::GemmEmitter::max_rows(static_cast<int>(n_r)), row_cap);
+      if (max_rows < 1) break;
+      if (shared && n_r > group_vectors && best.m_r > 0) break;
+      const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;
+      const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
+      GemmBlocking candidate;
+      candidate.n_r = n_r;
+      candidate.group = group;
+      candidate.threads = threads;
+      const std::int64_t panels = candidate.panels_per_group();
+      const std::int64_t last_vectors = (group - (panels - 1) * candidate.panel_columns() + 15) / 16;
+      auto panels_cost = [&](std::int64_t p0, std::int64_t p1) {
+        double c = 0.0;
+        for (std::int64_t p = p0; p < p1; ++p)
+          c += static_cast<double>(row_blocks) * per_k(m_r, n_r, p == panels - 1 ? last_vectors : n_r);
+        return c;
+      };
+      double cost = 0.0;
+      const bool pooled = shared && panels < threads;
+      if (pooled) {
+        cost = panels_cost(0, panels) / threads;
+      } else {
+        for (int tid = 0; tid < threads; ++tid) {
+          const auto [p0, p1] = candidate.thread_panels(tid);
+          cost = std::max(cost, panels_cost(p0, p1));
+        }
+      }
+      // A tile costed over all threads that runs at the same rate as a split one differs from it
+      // only by how its rows pad M: it must be 1% cheaper to be taken.
+      if (cost < best_cost - (pooled ? 0.01 * best_cost : 1e-9)) {
+        best_cost = cost;
+        best.m_r = m_r;
+        best.n_r = n_r;
       }
     }
-    // A tile costed over all threads that runs at the same rate as a split one differs from it
-    // only by how its rows pad M: it must be 1% cheaper to be taken.
-    if (cost < best_cost - (pooled ? 0.01 * best_cost : 1e-9)) {
-      best_cost = cost;
-      best.m_r = m_r;
-      best.n_r = n_r;
-    }
-  }
+    return best;
+  };
+  // Tiles whose rows of A would overfill a set of L1 are left out, but only where the cheapest
+  // tile is one: elsewhere the model's near ties (13 x 2 against 6 x 4) stay as they were.
+  const std::int64_t row_cap = max_rows_in_l1_sets(a_row_bytes);
+  GemmBlocking best = cheapest_tile(std::numeric_limits<std::int64_t>::max());
+  if (best.m_r > row_cap) best = cheapest_tile(row_cap);
   best.group = group;
   best.threads = threads;
   best.packed_b = packed_b;

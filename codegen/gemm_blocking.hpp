@@ -82,8 +82,14 @@ struct GemmBlocking {
 // blocked for `caches`. `shared`: the threads claim tiles as they go (a one-shot GEMM), rather
 // than each computing its panels of every group (a recurrence's step). `b_share_bytes`: a
 // step's bytes of B per thread, which stream from L3 at every step where L2 cannot hold them.
+// `a_row_bytes`: how far apart A's rows lie where the tiles read them in place (0: packed).
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
-                             const CacheSizes& caches = {}, bool shared = false, std::int64_t b_share_bytes = 0);
+                             const CacheSizes& caches = {}, bool shared = false, std::int64_t b_share_bytes = 0,
+                             std::int64_t a_row_bytes = 0);
+
+// The most rows of A, `a_row_bytes` apart, that a tile reads without overfilling a set of L1
+// (any number where A is packed: a_row_bytes 0); see gemm_blocking.cpp.
+std::int64_t max_rows_in_l1_sets(std::int64_t a_row_bytes);
 
 // AMX-BF16: K rounded up to the 32 k of a tile (A's rows and B's panels are zero padded).
 inline std::int64_t bf16_k(std::int64_t k) { return (k + 31) / 32 * 32; }

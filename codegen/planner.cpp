@@ -1137,7 +1137,9 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
   GemmBlocking& b = g.blocking;
   if (b.bf16) return plan_bf16_gemm(std::move(g), group, threads, kernels, /*shared=*/!recurrent, caches);
   const std::int64_t b_share_bytes = recurrent ? g.k * g.n * static_cast<std::int64_t>(sizeof(float)) / threads : 0;
-  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!recurrent, b_share_bytes);
+  const std::int64_t a_row_bytes = g.trans_a ? 0 : g.lda * static_cast<std::int64_t>(sizeof(float));  // else packed
+  b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!recurrent, b_share_bytes,
+                      a_row_bytes);
   b.pack_a = g.trans_a;
   b.stream_c = !recurrent && streams_c(g, b, caches);
   add_gemm_kernels(g, group, KernelKind::gemm, kernels, [&](KernelDesc& d) {

@@ -383,6 +383,31 @@ TEST(GemmBlocking, StepsStreamingFromL3TakeTallerTiles) {
   }
 }
 
+// A tile reads its rows of A in place a line every 16 k steps; rows 4 KiB apart all fall into
+// one set of L1 (64 sets of 64 bytes), so no tile takes more of them than a set has ways (8),
+// while rows whose stride spreads them over the sets, or a packed A, leave the choice as it was.
+// GRU H=1024 N=64: the step's 13 x 2 tiles on h (1024 floats a row) ran at 2/3 of 8 x 2's rate.
+TEST(GemmBlocking, TilesReadNoMoreRowsThanAnL1SetHolds) {
+  EXPECT_EQ(max_rows_in_l1_sets(4096), 8);
+  EXPECT_EQ(max_rows_in_l1_sets(3 * 4096), 8);
+  EXPECT_EQ(max_rows_in_l1_sets(2048), 16);
+  EXPECT_EQ(max_rows_in_l1_sets(3200), 8 * 32);  // 50 lines a row: 32 sets
+  EXPECT_GT(max_rows_in_l1_sets(0), 1 << 20);    // packed A
+  const CacheSizes caches{32 * 1024, 1024 * 1024};
+  const std::int64_t share = 3 * 1024 * 1024 * 4 / 2;  // W_hh of GRU H=1024, a thread's half
+  for (const auto& [m, k, group] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{64, 1024, 1024},
+                                    {20, 1024, 1024}, {128, 512, 512}, {30, 800, 800}}) {
+    SCOPED_TRACE(fmt::format("M={} K={} group={}", m, k, group));
+    const GemmBlocking packed = choose_blocking(m, k, group, 2, true, caches, false, share);
+    const GemmBlocking aliased = choose_blocking(m, k, group, 2, true, caches, false, share, 4096);
+    const GemmBlocking spread = choose_blocking(m, k, group, 2, true, caches, false, share, 4 * 1000);
+    EXPECT_LE(aliased.m_r, 8);
+    if (packed.m_r <= 8) EXPECT_EQ(aliased.m_r * 100 + aliased.n_r, packed.m_r * 100 + packed.n_r);
+    EXPECT_EQ(spread.m_r * 100 + spread.n_r, packed.m_r * 100 + packed.n_r);
+  }
+  EXPECT_GT(choose_blocking(64, 1024, 1024, 2, true, caches, false, share).m_r, 8) << "the case the cap is for";
+}
+
 // Threads split each group's panels, and a group's last panel may be narrow: H = 200 in
 // 64-column panels gives the threads 128 and 72 columns (one waits for the other at every step;
 // measured 0.85x oneDNN on LSTM N=100), in 32-column panels 96 and 104. The model weighs each
