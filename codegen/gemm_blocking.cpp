@@ -76,7 +76,8 @@ std::int64_t max_rows_in_l1_sets(std::int64_t a_row_bytes) {
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
                              const CacheSizes& caches, bool shared, std::int64_t b_share_bytes,
                              std::int64_t a_row_bytes) {
-  // Zen 4/5 and Intel cores sustain two zmm FMAs per cycle, and an FMA has a latency of 4. The
+  // Zen 5 and Intel cores sustain two zmm FMAs per cycle (Zen 4 one: it runs each as two 256-bit
+  // halves, so there the loads below weigh less than modelled), and an FMA has a latency of 4. The
   // loads of a k step (m_r broadcasts of A, each from another row, and n_r vectors of B) run
   // at about 1.5 a cycle beside the FMAs, not the 2 the ports allow: a 25 x 1 tile (26 loads
   // per 25 FMAs) measured 70% of the FMA rate of a 13 x 2 one. So a k step of an m_r x n_r
