@@ -1,7 +1,7 @@
 // rnnjit: the argument structs of the generated kernels. One struct per kernel kind and pass,
 // passed as a single pointer; generated code loads the fields by offsetof. Gate kernels cover
 // hidden units [0, cols) from the pointers given; row strides follow from the KernelDesc:
-//   gx, gh: G*H      h_prev, h_out, h, dy: ld_h      c_*: H      gates: reserve_gates*H
+//   gx: gx_stride()   gh: G*H   h_prev, h_out, h, dy: ld_h   c_*: H   gates: reserve_gates*H
 //   dh_carry, dc_carry: H     peephole: rows of H (not per batch row, like the biases)
 #pragma once
 
@@ -10,7 +10,7 @@
 namespace rnnjit {
 
 struct GateForwardArgs {
-  const float* gx;       // [N, G*H] input projection of this step (W_ih x_t), no bias
+  const float* gx;       // [N, G*H] input projection of this step (W_ih x_t), no bias; rows gx_stride() apart
   const float* gh;       // [N, G*H] recurrent projection (W_hh h_{t-1}), no bias
   const float* bias_ih;  // [G*H]
   const float* bias_hh;  // [G*H]

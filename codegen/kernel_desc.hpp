@@ -66,6 +66,9 @@ struct KernelDesc {
   std::uint32_t gate_clip_bits = 0;  // gate: the pre-activation clip (ONNX's clip) as float bits, 0: none
   std::uint32_t b_lookahead = 0;     // gemm: each k step prefetches B's row this many k steps on into L1 (0: none); amx_gemm: its tiles
   std::uint32_t relu_alpha_bits = 0;  // gate, rnn_relu: the leaky slope below zero as float bits, 0: plain ReLU
+  // gate forward: the row stride of gx in floats where it is not G*H (0): the planner pads gx's
+  // rows to whole vectors (gx_row_floats in codegen/planner.hpp).
+  std::uint32_t gx_row_stride = 0;
 
   float clip() const { return std::bit_cast<float>(clip_bits); }
   float gate_clip() const { return std::bit_cast<float>(gate_clip_bits); }
@@ -76,6 +79,7 @@ struct KernelDesc {
   CellKind cell_kind() const { return static_cast<CellKind>(cell); }
   Pass pass_kind() const { return static_cast<Pass>(pass); }
   int gates() const { return gate_count(cell_kind()); }
+  std::int64_t gx_stride() const { return gx_row_stride ? gx_row_stride : std::int64_t{gates()} * hidden; }
   // Width (in units of H) of a row of the reserve's gate region: LSTM i,f,g,o; GRU r,z,hn,n;
   // the vanilla RNNs a single slot that only backward writes (the gate gradient).
   int reserve_gates() const { return cell_kind() == CellKind::gru ? 4 : gates(); }

@@ -96,6 +96,10 @@ struct GemmStep {
   SequenceRows sequence_rows = SequenceRows::none;
   std::int64_t sequences = 0;  // N, with sequence_rows or k_sequence_rows
   bool finished_rows_zero = false;
+  // C's rows have room for the last panel's whole vectors (one group, ldc >= n rounded up to
+  // 16): its tiles write them all, the columns past n as zeros (B's packed panels are zero
+  // there), so that no tile needs a masked tail and C can be streamed (a padded gx).
+  bool c_whole_vectors = false;
   // Variable lengths, weight gradients: the sum over k runs over (t, n) rows, laid out as
   // above, and the rows of finished sequences add nothing. B there holds whatever the caller
   // left past a length (x's padding, NaN included: zero gate gradients times NaN are NaN), so

@@ -249,7 +249,8 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
               {"pass", k.pass_kind() == Pass::forward ? "forward" : "backward"},
               {"training", static_cast<bool>(k.training)}, {"hidden", k.hidden}, {"cols", k.cols}, {"ld_h", k.ld_h},
               {"part", k.part}, {"clip", k.clip()}, {"gate_clip", k.gate_clip()}, {"relu_alpha", k.relu_alpha()},
-              {"peephole", static_cast<bool>(k.peephole)}, {"input_forget", static_cast<bool>(k.input_forget)}});
+              {"peephole", static_cast<bool>(k.peephole)}, {"input_forget", static_cast<bool>(k.input_forget)},
+              {"gx_row_stride", k.gx_stride()}});
   }
   return j;
 }

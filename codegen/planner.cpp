@@ -70,6 +70,7 @@ struct Sizes {
   std::int64_t S = 0, W = 0, P = 0;  // S: width of h (P or H); W = D*S: both directions' h side by side
   std::int64_t Y = 0;  // a row of y: W, or S with sum_directions
   std::int64_t B = 0;  // a row of a layer's output below the top (the input above): Y, or W for independent stacks
+  std::int64_t GX = 0;  // a row of gx: G*H, or more (gx_row_floats)
 };
 
 class Planner {
@@ -116,6 +117,7 @@ class Planner {
     s_.Y = config.output_size();
     s_.B = config.layer_output_size(0);
     s_.P = config.proj_size;
+    s_.GX = gx_row_floats(config, isa);
     dropout_ = mode == Mode::training && config.dropout > 0.0f && config.num_layers > 1;
     // Two directions run as two lanes at once, a thread each, unless a direction's W_hh is too
     // large for one core's L2 but its share on every thread is not: then the directions run
@@ -348,7 +350,7 @@ class Planner {
     const auto& s = s_;
     const bool train = training();
     for (int d = 0; d < s.D; ++d) {
-      gx_[d] = region(fmt::format("gx.d{}", d), false, s.T * s.N * s.GH);
+      gx_[d] = region(fmt::format("gx.d{}", d), false, s.T * s.N * s.GX);
       gh_[d] = region(fmt::format("gh.d{}", d), false, s.N * s.GH);
       carry_save_[d] = region(fmt::format("carry_save.d{}", d), false, s.N * 2 * s.H);
       if (s.reset_before) {
@@ -556,7 +558,8 @@ class Planner {
         const Operand gx = region_operand(plan_.workspace, gx_[d]);
         GemmStep projection{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
                             config_.layer_input_size(l), layer_input(l, d), weight(l, d, ParamKind::weight_ih), gx,
-                            ld_input(l), config_.layer_input_size(l), s.GH, 0.0f, {}};
+                            ld_input(l), config_.layer_input_size(l), s.GX, 0.0f, {}};
+        projection.c_whole_vectors = s.GX > s.GH;
         if (batch_first_input(l)) projection = batch_first_rows(projection, true);
         skip_finished_rows(projection, l, false);
         // No thread needs its hidden units of every gate here (the recurrence does), so where H
@@ -647,7 +650,7 @@ class Planner {
                                    fmt::format("w_hh.l{}.d{}", l, d), true, 0, 0, threads, lane_index);
     }
     split_gate_kernel(r, Pass::forward, r.gemm);
-    r.gx = {region_operand(plan_.workspace, gx_[d], n0 * s.GH), s.N * s.GH};
+    r.gx = {region_operand(plan_.workspace, gx_[d], n0 * s.GX), s.N * s.GX};
     r.h = {shifted(layer_output(l), d * s.S + n0 * ldh), s.N * ldh};
     if (s.P) {
       r.cell_out = training() ? Timed{region_operand(plan_.workspace, cell_out_[ld], n0 * s.H), s.N * s.H}
@@ -1087,7 +1090,7 @@ void add_gemm_kernels(GemmStep& g, std::int64_t group, KernelKind kind, std::vec
         d.beta = static_cast<std::uint8_t>(beta);
         const std::int64_t width = col_tail ? last_width : b.panel_columns();
         d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
-        d.n_tail = static_cast<std::uint8_t>(width % 16);
+        d.n_tail = static_cast<std::uint8_t>(g.c_whole_vectors && kind == KernelKind::gemm ? 0 : width % 16);
         d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
         d.b_lookahead = static_cast<std::uint32_t>(b.b_lookahead);
         d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
@@ -1124,7 +1127,7 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
 // stride of whole vectors.
 bool streams_c(const GemmStep& g, const GemmBlocking& b, const CacheSizes& caches) {
   const double min_bytes = static_cast<double>(caches.l2) * b.threads;
-  const bool aligned = g.c.offset % 16 == 0 && g.ldc % 16 == 0 && b.group % 16 == 0 &&
+  const bool aligned = g.c.offset % 16 == 0 && g.ldc % 16 == 0 && (b.group % 16 == 0 || g.c_whole_vectors) &&
                        (g.batch == 1 || g.c_batch_stride % 16 == 0);
   return (g.c.buffer == Buffer::workspace || g.c.buffer == Buffer::reserve) && aligned && g.beta == 0.0f &&
          b.k_c >= g.k && 4.0 * static_cast<double>(g.m * g.n * g.batch) >= min_bytes;
@@ -1134,6 +1137,9 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
                              bool recurrent, const CacheSizes& caches) {
   if (group < 1 || g.n % group != 0)
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
+  if (g.c_whole_vectors && (group != g.n || g.ldc < (g.n + 15) / 16 * 16))
+    throw Error(fmt::format("gemm '{}': whole vectors of C need one group and rows of {} floats, got {} and {}",
+                            g.what, (g.n + 15) / 16 * 16, group, g.ldc));
   GemmBlocking& b = g.blocking;
   if (b.bf16) return plan_bf16_gemm(std::move(g), group, threads, kernels, /*shared=*/!recurrent, caches);
   const std::int64_t b_share_bytes = recurrent ? g.k * g.n * static_cast<std::int64_t>(sizeof(float)) / threads : 0;
@@ -1164,6 +1170,11 @@ int WorkspacePlan::add(std::string name, Space space, std::size_t bytes) {
   return static_cast<int>(regions.size()) - 1;
 }
 
+std::int64_t gx_row_floats(const RnnConfig& config, Isa isa) {
+  const std::int64_t gh = std::int64_t{config.gates()} * config.hidden_size;
+  return isa == Isa::avx512 ? (gh + 15) / 16 * 16 : gh;
+}
+
 KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass) {
   KernelDesc d;
   d.isa = static_cast<std::uint8_t>(isa == Isa::avx512 || isa == Isa::cuda ? isa : Isa::reference);
@@ -1181,6 +1192,8 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
   if (config.relu_alpha > 0.0f) d.relu_alpha_bits = std::bit_cast<std::uint32_t>(config.relu_alpha);
   d.peephole = config.peephole;
   d.input_forget = config.input_forget;
+  if (pass == Pass::forward && gx_row_floats(config, isa) != d.gates() * config.hidden_size)
+    d.gx_row_stride = static_cast<std::uint32_t>(gx_row_floats(config, isa));
   const std::int64_t vectors = (config.hidden_size + 15) / 16;
   d.unroll = d.isa_kind() == Isa::avx512
                  ? static_cast<std::uint32_t>(std::min<std::int64_t>(x64::max_gate_unroll(config.cell, pass), vectors))

@@ -43,6 +43,12 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
                              bool recurrent = false, const CacheSizes& caches = {});
 
+// The row stride of a layer's gx (its input projection, G*H columns) on `isa`: on AVX-512 whole
+// vectors, so that the projection can write gx with non-temporal stores (GemmBlocking::stream_c
+// needs 64-byte aligned rows) and the gate kernels read aligned rows; the GEMM writes the padding
+// columns too, as zeros (GemmStep::c_whole_vectors).
+std::int64_t gx_row_floats(const RnnConfig& config, Isa isa);
+
 // The descriptor of the gate kernel for one recurrence (exposed for tests and the CLI).
 KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass);
 

@@ -24,7 +24,7 @@ void gate_forward_reference(const KernelDesc& d, const GateForwardArgs& a) {
   const GateClip<float> gclip = gate_clip_of(d);
   const float* pp = d.peephole ? a.peephole : nullptr;
   for (std::int64_t n = 0; n < d.rows; ++n) {
-    const float* gx = a.gx + n * GH;
+    const float* gx = a.gx + n * d.gx_stride();
     const float* gh = a.gh + n * GH;
     const float* h_prev = a.h_prev + n * d.ld_h;
     float* h_out = a.h_out + n * d.ld_h;

@@ -137,7 +137,7 @@ Launch make_launch(const KernelDesc& d) {
   const CellKind cell = d.cell_kind();
   const bool lstm = cell == CellKind::lstm, gru = cell == CellKind::gru, rnn = !lstm && !gru;
   if (d.pass_kind() == Pass::forward) {
-    l.add("gx", Role::input, G * H, static_cast<int>(G), range(-2, 2));
+    l.add("gx", Role::input, static_cast<std::size_t>(d.gx_stride()), static_cast<int>(G), range(-2, 2));
     l.add("gh", Role::input, G * H, static_cast<int>(G), range(-2, 2));
     l.add("bias_ih", Role::input, 0, static_cast<int>(G), range(-1, 1));
     l.add("bias_hh", Role::input, 0, static_cast<int>(G), range(-1, 1));
@@ -501,6 +501,17 @@ std::vector<KernelDesc> sweep() {
           if (cols < H)
             for (std::uint32_t ld : {H, 2 * H})
               descs.push_back(gate_desc(cell, pm.pass, pm.training, H, 3, ld, max_unroll, cols));
+      // gx's rows padded past G*H (to whole vectors, as the planner pads them, or by 3 floats).
+      if (pm.pass == Pass::forward)
+        for (std::uint32_t H : {1, 17, 33, 100})
+          for (std::uint32_t cols : {0u, 16u})
+            for (const std::uint32_t pad : {0u, 3u}) {
+              if (cols >= H) continue;
+              KernelDesc d = gate_desc(cell, pm.pass, pm.training, H, 3, 2 * H, max_unroll, cols);
+              const std::uint32_t gh = static_cast<std::uint32_t>(d.gates()) * H;
+              d.gx_row_stride = pad ? gh + pad : (gh + 15) / 16 * 16;
+              if (d.gx_row_stride != gh) descs.push_back(d);
+            }
     }
   // The features, alone and together. A gate clip of 0.7 holds about half of the forward's
   // pre-activations (sums of four values in [-2, 2]) and, backward, treats the random gate

@@ -36,12 +36,16 @@ struct GemmCase {
   // C in a workspace region with whole-vector rows, larger than the caches' L2: the planner
   // must choose non-temporal stores for it (GemmBlocking::stream_c).
   bool c_streams = false;
+  // One group of n columns, not whole vectors, with C's rows long enough for them
+  // (GemmStep::c_whole_vectors, as in a padded gx): the columns up to the next vector get zeros.
+  bool whole_vectors = false;
 };
 
 // Runs C = op(A) B (+ beta C) as a one-step plan and compares with a double-precision loop.
 void check(const GemmCase& c) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
-  const std::int64_t lda = (c.trans_a ? c.m : c.k) + 3, ldb = c.n + 5, ldc = c.c_streams ? (c.n + 31) / 16 * 16 : c.n + 1;
+  const std::int64_t lda = (c.trans_a ? c.m : c.k) + 3, ldb = c.n + 5;
+  const std::int64_t ldc = c.c_streams || c.whole_vectors ? (c.n + 31) / 16 * 16 : c.n + 1;
   const std::vector<float> a = test::uniform((c.trans_a ? c.k : c.m) * lda, 1), w = test::uniform(c.n * c.k, 2);
   std::vector<float> b = test::uniform(c.k * ldb, 3), out = test::uniform(c.m * ldc, 4);
   const std::vector<float> c0 = out;
@@ -55,6 +59,7 @@ void check(const GemmCase& c) {
   GemmStep g{"test", c.trans_a, false, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, c_operand,
              lda, ldb, ldc, c.beta, {}};
   g.blocking.packed_b = c.packed_b;
+  g.c_whole_vectors = c.whole_vectors;
   g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, false, c.caches);
   EXPECT_EQ(g.blocking.stream_c, c.c_streams) << "the planner's choice of streaming stores for C";
   if (g.blocking.pack_a) {  // transposed A is copied into row-block panels first
@@ -90,6 +95,12 @@ void check(const GemmCase& c) {
   ex.run(shared->pack_weights, bind);
   ex.run(shared->forward, bind);
   if (c.c_streams) std::copy(c_data, c_data + out.size(), out.begin());
+  if (c.whole_vectors)  // the zeros past n, then those columns as they were for the check below
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = c.n; j < (c.n + 15) / 16 * 16; ++j) {
+        ASSERT_EQ(out[static_cast<std::size_t>(i * ldc + j)], 0.0f) << "C at " << i << "," << j;
+        out[static_cast<std::size_t>(i * ldc + j)] = c0[static_cast<std::size_t>(i * ldc + j)];
+      }
 
   test::expect_gemm_within_bound(out, c0, c.m, c.n, c.k, ldc, c.beta, [&](std::int64_t i, std::int64_t j,
                                                                           std::int64_t k) {
@@ -140,6 +151,10 @@ std::vector<GemmCase> sweep() {
   out.push_back({403, 96, 40, false, true, 0.0f, 2, 2, false, tiny, true});
   out.push_back({190, 160, 33, false, false, 0.0f, 1, 1, false, tiny, true});
   out.push_back({301, 112, 50, true, true, 0.0f, 2, 1, false, tiny, true});
+  // Whole vectors past n (a padded gx), streamed and not, row tails, one or two threads.
+  out.push_back({403, 150, 40, false, true, 0.0f, 2, 1, false, tiny, true, true});
+  out.push_back({37, 771, 33, false, true, 0.0f, 1, 1, false, {}, false, true});
+  out.push_back({65, 17, 15, false, true, 0.0f, 2, 1, false, {}, false, true});
   // ... but not where it is added to, nor over several k blocks (each adds to the last).
   out.push_back({403, 96, 40, false, true, 1.0f, 2, 2, false, tiny});
   out.push_back({403, 96, 100, false, true, 0.0f, 2, 2, false, tiny});
@@ -148,10 +163,10 @@ std::vector<GemmCase> sweep() {
 
 INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](const auto& info) {
   const GemmCase& c = info.param;
-  return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
+  return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}{}{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
                      c.plain_pack ? "_packed_plain" : c.packed_b ? "_packed" : "", static_cast<int>(c.beta),
                      c.threads, c.groups, c.caches == CacheSizes{} ? "" : fmt::format("_l2_{}k", c.caches.l2 / 1024),
-                     c.c_streams ? "_c_streams" : "");
+                     c.c_streams ? "_c_streams" : "", c.whole_vectors ? "_whole_vectors" : "");
 });
 
 // The microkernel alone against its scalar twin, for every tile the register file allows, with
@@ -402,7 +417,9 @@ TEST(GemmBlocking, TilesReadNoMoreRowsThanAnL1SetHolds) {
     const GemmBlocking aliased = choose_blocking(m, k, group, 2, true, caches, false, share, 4096);
     const GemmBlocking spread = choose_blocking(m, k, group, 2, true, caches, false, share, 4 * 1000);
     EXPECT_LE(aliased.m_r, 8);
-    if (packed.m_r <= 8) EXPECT_EQ(aliased.m_r * 100 + aliased.n_r, packed.m_r * 100 + packed.n_r);
+    if (packed.m_r <= 8) {
+      EXPECT_EQ(aliased.m_r * 100 + aliased.n_r, packed.m_r * 100 + packed.n_r);
+    }
     EXPECT_EQ(spread.m_r * 100 + spread.n_r, packed.m_r * 100 + packed.n_r);
   }
   EXPECT_GT(choose_blocking(64, 1024, 1024, 2, true, caches, false, share).m_r, 8) << "the case the cap is for";

@@ -460,8 +460,9 @@ TEST(Planner, InputProjectionPadsOnlyItsLastVector) {
 }
 
 // An input projection larger than the threads' L2 writes its gates with streaming stores
-// (GemmBlocking::stream_c) where its tiles' rows are whole vectors; a small one, whose gates the
-// recurrence then reads from L2, does not, and neither does any recurrent GEMM.
+// (GemmBlocking::stream_c), its tiles' rows whole vectors also where G*H is not (gx's rows are
+// padded to them, the last tile writing zeros there); a small one, whose gates the recurrence
+// then reads from L2, does not, and neither does any recurrent GEMM.
 TEST(Planner, OnlyLargeAlignedProjectionsStreamTheirOutput) {
   for (const auto& [H, T, N] : {std::tuple{50, 100, 100}, {64, 100, 100}, {100, 100, 100}, {800, 100, 100},
                                 {64, 10, 10}}) {
@@ -473,7 +474,11 @@ TEST(Planner, OnlyLargeAlignedProjectionsStreamTheirOutput) {
       if (const auto* g = std::get_if<GemmStep>(&s)) {
         const bool projection = g->what.starts_with("input projection");
         projection_seen = projection_seen || projection;
-        EXPECT_EQ(g->blocking.stream_c, projection && large && H % 16 == 0) << what << ": " << g->what;
+        EXPECT_EQ(g->blocking.stream_c, projection && large) << what << ": " << g->what;
+        if (projection) {
+          EXPECT_EQ(g->ldc, (3 * H + 15) / 16 * 16) << what;
+          EXPECT_EQ(g->c_whole_vectors, 3 * H % 16 != 0) << what;
+        }
       } else if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
         EXPECT_FALSE(r->gemm.blocking.stream_c) << what << ": " << r->what;
       }

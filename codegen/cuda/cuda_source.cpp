@@ -147,7 +147,7 @@ std::string forward_body(const KernelDesc& d) {
     case CellKind::rnn_sigmoid:
     case CellKind::rnn_relu:
       return fmt::format(R"(  const float pre =
-      rnnjit_clip_gate(gc, a.gx[row * GH + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j]);
+      rnnjit_clip_gate(gc, a.gx[row * GX + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j]);
   a.h_out[row * LDH + j] = {};
 )", d.cell_kind() == CellKind::rnn_tanh      ? "rnnjit_tanh(pre)"
     : d.cell_kind() == CellKind::rnn_sigmoid ? "rnnjit_sigmoid(pre)"
@@ -156,7 +156,7 @@ std::string forward_body(const KernelDesc& d) {
     case CellKind::lstm:
       return fmt::format(R"(  float pre[4], act[4], c;
   for (int g = 0; g < 4; ++g)
-    pre[g] = a.gx[row * GH + g * H + j] + a.bias_ih[g * H + j] + a.gh[row * GH + g * H + j] + a.bias_hh[g * H + j];
+    pre[g] = a.gx[row * GX + g * H + j] + a.bias_ih[g * H + j] + a.gh[row * GH + g * H + j] + a.bias_hh[g * H + j];
 {peep}  a.h_out[row * LDH + j] = rnnjit_lstm_forward(pre, a.c_prev[row * H + j], CLIP, gc, {peep_arg}, {cifg}, &c, act);
   a.c_out[row * H + j] = c;
 {store})",
@@ -166,24 +166,24 @@ std::string forward_body(const KernelDesc& d) {
                          fmt::arg("store", d.training ? kStoreGates : ""));
     case CellKind::gru:
       return fmt::format(R"(  float act[4];
-  const float pre_r = a.gx[row * GH + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j];
-  const float pre_z = a.gx[row * GH + H + j] + a.bias_ih[H + j] + a.gh[row * GH + H + j] + a.bias_hh[H + j];
+  const float pre_r = a.gx[row * GX + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j];
+  const float pre_z = a.gx[row * GX + H + j] + a.bias_ih[H + j] + a.gh[row * GH + H + j] + a.bias_hh[H + j];
   const float hn = a.gh[row * GH + 2 * H + j] + a.bias_hh[2 * H + j];
-  const float gx_n = a.gx[row * GH + 2 * H + j] + a.bias_ih[2 * H + j];
+  const float gx_n = a.gx[row * GX + 2 * H + j] + a.bias_ih[2 * H + j];
   a.h_out[row * LDH + j] = rnnjit_gru_forward(pre_r, pre_z, gx_n, hn, a.h_prev[row * LDH + j], gc, act);
 {})", d.training ? kStoreGates : "");
     case CellKind::gru_reset_before:
       if (d.part == 0)  // r * h_prev into h_out (the reset_h operand), z into c_out
         return fmt::format(R"(  float act[2];
-  const float pre_r = a.gx[row * GH + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j];
-  const float pre_z = a.gx[row * GH + H + j] + a.bias_ih[H + j] + a.gh[row * GH + H + j] + a.bias_hh[H + j];
+  const float pre_r = a.gx[row * GX + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j];
+  const float pre_z = a.gx[row * GX + H + j] + a.bias_ih[H + j] + a.gh[row * GH + H + j] + a.bias_hh[H + j];
   a.h_out[row * LDH + j] = rnnjit_gru_rb_reset(pre_r, pre_z, a.h_prev[row * LDH + j], gc, act);
   a.c_out[row * H + j] = act[1];
 {})",
                            d.training ? "  a.gates[row * R + j] = act[0];\n  a.gates[row * R + H + j] = act[1];\n" : "");
       // gh's n columns hold W_hn (r * h_prev); c_prev is z from part 0.
       return fmt::format(R"(  float n;
-  const float pre_n = a.gx[row * GH + 2 * H + j] + a.bias_ih[2 * H + j] + a.gh[row * GH + 2 * H + j] + a.bias_hh[2 * H + j];
+  const float pre_n = a.gx[row * GX + 2 * H + j] + a.bias_ih[2 * H + j] + a.gh[row * GH + 2 * H + j] + a.bias_hh[2 * H + j];
   a.h_out[row * LDH + j] = rnnjit_gru_rb_update(pre_n, a.c_prev[row * H + j], a.h_prev[row * LDH + j], gc, &n);
 {})",
                          d.training ? "  a.gates[row * R + 2 * H + j] = n;\n" : "");
@@ -279,10 +279,10 @@ std::string gate_kernel_source(const KernelDesc& d) {
 // {describe}
 // grid: ({blocks}, {rows}), block: {threads}; one thread per (batch row, hidden unit < {cols}).
 extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
-  constexpr int H = {H}, GH = {GH}, R = {R}, LDH = {LDH};
+  constexpr int H = {H}, GH = {GH}, GX = {GX}, R = {R}, LDH = {LDH};
   constexpr float CLIP = {clip};  // LSTM cell clip, 0: none
   constexpr float ALPHA = {alpha};  // rnn_relu's leaky slope, 0: plain ReLU
-  (void)GH; (void)R; (void)LDH; (void)CLIP; (void)ALPHA;
+  (void)GH; (void)GX; (void)R; (void)LDH; (void)CLIP; (void)ALPHA;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   const int row = blockIdx.y;
   if (j >= {cols}) return;
@@ -292,7 +292,8 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
                      fmt::arg("blocks", (d.cols + kBlockThreads - 1) / kBlockThreads), fmt::arg("rows", d.rows),
                      fmt::arg("threads", kBlockThreads), fmt::arg("cols", d.cols), fmt::arg("name", kernel_name(d)),
                      fmt::arg("args", forward ? "GateForwardArgs" : "GateBackwardArgs"), fmt::arg("H", d.hidden),
-                     fmt::arg("GH", d.gates() * d.hidden), fmt::arg("R", d.reserve_gates() * d.hidden),
+                     fmt::arg("GH", d.gates() * d.hidden), fmt::arg("GX", d.gx_stride()),
+                     fmt::arg("R", d.reserve_gates() * d.hidden),
                      fmt::arg("LDH", d.ld_h), fmt::arg("clip", fmt::format("{:a}f", d.clip())),
                      fmt::arg("alpha", fmt::format("{:a}f", d.relu_alpha())),
                      fmt::arg("dh", !reads_dh(d) ? "" : "  const float dh = a.dy[row * LDH + j] + a.dh_carry[row * H + j];\n"),

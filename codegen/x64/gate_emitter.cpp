@@ -235,7 +235,7 @@ int max_gate_unroll(CellKind cell, Pass pass) {
 
 ForwardGateEmitter::ForwardGateEmitter(const KernelDesc& desc, int regs_per_slot) : GateEmitter(desc, regs_per_slot) {
   const std::int64_t gate_row = desc.gates() * hidden_bytes();
-  row_pointer(gx_, offsetof(GateForwardArgs, gx), gate_row, desc.gates());
+  row_pointer(gx_, offsetof(GateForwardArgs, gx), desc.gx_stride() * 4, desc.gates());
   row_pointer(gh_, offsetof(GateForwardArgs, gh), gate_row);
   row_pointer(bias_ih_, offsetof(GateForwardArgs, bias_ih), 0);
   row_pointer(bias_hh_, offsetof(GateForwardArgs, bias_hh), 0);
