@@ -100,6 +100,8 @@ struct GemmStep {
   // 16): its tiles write them all, the columns past n as zeros (B's packed panels are zero
   // there), so that no tile needs a masked tail and C can be streamed (a padded gx).
   bool c_whole_vectors = false;
+  // The columns of each row of C that the GEMM writes.
+  std::int64_t c_columns_written() const { return c_whole_vectors ? (n + 15) / 16 * 16 : n; }
   // Variable lengths, weight gradients: the sum over k runs over (t, n) rows, laid out as
   // above, and the rows of finished sequences add nothing. B there holds whatever the caller
   // left past a length (x's padding, NaN included: zero gate gradients times NaN are NaN), so

@@ -1137,9 +1137,9 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
                              bool recurrent, const CacheSizes& caches) {
   if (group < 1 || g.n % group != 0)
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
-  if (g.c_whole_vectors && (group != g.n || g.ldc < (g.n + 15) / 16 * 16))
+  if (g.c_whole_vectors && (group != g.n || g.ldc < g.c_columns_written()))
     throw Error(fmt::format("gemm '{}': whole vectors of C need one group and rows of {} floats, got {} and {}",
-                            g.what, (g.n + 15) / 16 * 16, group, g.ldc));
+                            g.what, g.c_columns_written(), group, g.ldc));
   GemmBlocking& b = g.blocking;
   if (b.bf16) return plan_bf16_gemm(std::move(g), group, threads, kernels, /*shared=*/!recurrent, caches);
   const std::int64_t b_share_bytes = recurrent ? g.k * g.n * static_cast<std::int64_t>(sizeof(float)) / threads : 0;
@@ -1192,8 +1192,9 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
   if (config.relu_alpha > 0.0f) d.relu_alpha_bits = std::bit_cast<std::uint32_t>(config.relu_alpha);
   d.peephole = config.peephole;
   d.input_forget = config.input_forget;
-  if (pass == Pass::forward && gx_row_floats(config, isa) != d.gates() * config.hidden_size)
-    d.gx_row_stride = static_cast<std::uint32_t>(gx_row_floats(config, isa));
+  const std::int64_t gx_row = gx_row_floats(config, isa);
+  if (pass == Pass::forward && gx_row != d.gates() * config.hidden_size)
+    d.gx_row_stride = static_cast<std::uint32_t>(gx_row);
   const std::int64_t vectors = (config.hidden_size + 15) / 16;
   d.unroll = d.isa_kind() == Isa::avx512
                  ? static_cast<std::uint32_t>(std::min<std::int64_t>(x64::max_gate_unroll(config.cell, pass), vectors))
