@@ -45,6 +45,10 @@ double l2_weight_bytes(const CacheSizes& caches) { return 0.75 * static_cast<dou
 // slower.)
 double row_split_weight_bytes(const CacheSizes& caches) { return 1.25 * static_cast<double>(caches.l2); }
 constexpr std::int64_t kSliceRowsStreamingWeights = 48;
+// Batch rows up to which two directions whose W_hh streams from L3 take turns on all threads
+// rather than run as a lane each (see the constructor): each weight byte then serves at most 2
+// FMAs, so a step is bound by how fast W_hh arrives, not by the FMAs.
+constexpr std::int64_t kMaxRowsWeightBound = 4;
 double row_split_streamed_weight_bytes(const CacheSizes& caches) { return 8.0 * static_cast<double>(caches.l2); }
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
@@ -129,11 +133,21 @@ class Planner {
     // a 1 MiB L2 (Zen 4), lanes against turns, interleaved: GRU I=33 H=257 T=34 N=256 (W_hh
     // 0.8 MB) 8-20% faster (0.97-1.00 of oneDNN -> 1.02-1.15), LSTM I=H=256 N=64 (1 MB) 8-13%,
     // GRU I=H=300 N=64 (1.1 MB) 4-10%; N=48 and LSTM H=300 or GRU H=350 at N=128 (1.4 MB) even.
+    // They also take turns where a step's few rows (kMaxRowsWeightBound) make it wait on W_hh
+    // streaming from L3 whatever the split: in turns, the threads stream one direction's W_hh,
+    // a share each, and L3 keeps one direction's weights, not both. On Zen 4 (1 MiB L2, 32 MiB
+    // L3), turns against lanes, interleaved: reset-before GRU I=129 H=1000 T=50 (12 MB of W_hh
+    // a direction) 1.6x faster at N=2 (0.72-0.82 of oneDNN -> 1.22-1.25) and 1.5x at N=4, LSTM
+    // H=1024 N=4 1.4x, LSTM I=H=800 N=1 1.25x and N=4 1.17x, GRU I=512 H=1024 N=4 training
+    // 1.1-1.2x, LSTM H=800 N=2 training 7%, GRU H=512 N=2 (3 MB) 15%, RNN H=1024 N=4 (4 MB)
+    // even. At N=8 the two were even (LSTM H=800) or lanes 7% faster (the GRU above); at the
+    // DS2 shapes (N=20, two layers) lanes 0-9% faster.
     const double w_hh_bytes = 4.0 * static_cast<double>(s_.GH) * static_cast<double>(s_.S);
     const double l2_weights = l2_weight_bytes(caches);
     const bool lanes_of_many_rows = plan_.threads == s_.D && s_.N >= kSliceRowsStreamingWeights;
+    const bool weight_bound = s_.N <= kMaxRowsWeightBound;
     split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
-                        w_hh_bytes / plan_.threads <= l2_weights && !lanes_of_many_rows;
+                        (w_hh_bytes / plan_.threads <= l2_weights || weight_bound) && !lanes_of_many_rows;
     // A recurrence is split by batch rows rather than by hidden units where its recurrent
     // weights are at most a little over one core's L2 (row_split_weight_bytes), or not many
     // times larger and every thread gets at least 48 rows (see there), a lane of rows
