@@ -137,7 +137,7 @@ class Planner {
     // streaming from L3 whatever the split: in turns, the threads stream one direction's W_hh,
     // a share each, and L3 keeps one direction's weights, not both. On Zen 4 (1 MiB L2, 32 MiB
     // L3), turns against lanes, interleaved: reset-before GRU I=129 H=1000 T=50 (12 MB of W_hh
-    // a direction) 1.6x faster at N=2 (0.72-0.82 of oneDNN -> 1.22-1.25) and 1.5x at N=4, LSTM
+    // a direction) 1.6x faster at N=2 (0.72-0.82 of oneDNN -> 1.17-1.26) and 1.5x at N=4, LSTM
     // H=1024 N=4 1.4x, LSTM I=H=800 N=1 1.25x and N=4 1.17x, GRU I=512 H=1024 N=4 training
     // 1.1-1.2x, LSTM H=800 N=2 training 7%, GRU H=512 N=2 (3 MB) 15%, RNN H=1024 N=4 (4 MB)
     // even. At N=8 the two were even (LSTM H=800) or lanes 7% faster (the GRU above); at the
