@@ -12,9 +12,17 @@ struct CacheSizes {
   // L2 per core). Zen 4/5 have 32/48 KiB and 1 MiB; what matters is that plans scale with them.
   std::int64_t l1d = 48 * 1024;
   std::int64_t l2 = 2 * 1024 * 1024;
+  // The memory the second-level TLB maps in 4 KiB pages: 2048 entries on Intel cores since Ice
+  // Lake, 3072 on Zen 4 (the smaller taken). Up to it, a transposed A is read in place (see
+  // GemmBlocking::pack_a).
+  std::int64_t tlb_reach = 2048 * 4096;
   bool operator==(const CacheSizes&) const = default;
-  // What the planner accepts: 1 KiB <= L1d <= L2 <= 4 GiB (the blocking arithmetic stays in range).
-  bool valid() const { return l1d >= 1024 && l2 >= l1d && l2 <= (std::int64_t{1} << 32); }
+  // What the planner accepts: 1 KiB <= L1d <= L2 <= 4 GiB (the blocking arithmetic stays in
+  // range), and a TLB reach of 4 KiB to 1 TiB.
+  bool valid() const {
+    return l1d >= 1024 && l2 >= l1d && l2 <= (std::int64_t{1} << 32) && tlb_reach >= 4096 &&
+           tlb_reach <= (std::int64_t{1} << 40);
+  }
 };
 
 }  // namespace rnnjit

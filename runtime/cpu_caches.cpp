@@ -29,12 +29,14 @@ std::int64_t parse_size(std::string_view text) {
 }  // namespace
 
 CacheSizes parse_caches(std::string_view text, std::string_view what) {
-  const std::size_t comma = text.find(',');
-  const CacheSizes caches{comma == std::string_view::npos ? -1 : parse_size(text.substr(0, comma)),
-                          comma == std::string_view::npos ? -1 : parse_size(text.substr(comma + 1))};
+  // L1D,L2 and optionally ,TLB (the TLB's reach; else the default).
+  const std::size_t comma = text.find(','), second = comma == std::string_view::npos ? comma : text.find(',', comma + 1);
+  CacheSizes caches{comma == std::string_view::npos ? -1 : parse_size(text.substr(0, comma)),
+                    comma == std::string_view::npos ? -1 : parse_size(text.substr(comma + 1, second - comma - 1))};
+  if (second != std::string_view::npos) caches.tlb_reach = parse_size(text.substr(second + 1));
   if (!caches.valid())
-    throw Error(fmt::format("{}='{}': expected L1D,L2 in bytes (K/M suffixes allowed, e.g. 48K,2M) with "
-                            "1K <= L1D <= L2 <= 4096M",
+    throw Error(fmt::format("{}='{}': expected L1D,L2[,TLB] in bytes (K/M suffixes allowed, e.g. 48K,2M or "
+                            "48K,2M,8M) with 1K <= L1D <= L2 <= 4096M and 4K <= TLB",
                             what, text));
   return caches;
 }

@@ -15,11 +15,14 @@ TEST(CpuCaches, ParsesSizesWithSuffixes) {
   EXPECT_EQ(parse_caches("48K,2M", "x"), (CacheSizes{48 * 1024, 2 * 1024 * 1024}));
   EXPECT_EQ(parse_caches("32768,1048576", "x"), (CacheSizes{32768, 1048576}));
   EXPECT_EQ(parse_caches("32k,512k", "x"), (CacheSizes{32 * 1024, 512 * 1024}));
+  // A third size is the TLB's reach; without it, the default.
+  EXPECT_EQ(parse_caches("48K,2M,16M", "x"), (CacheSizes{48 * 1024, 2 * 1024 * 1024, 16 * 1024 * 1024}));
+  EXPECT_EQ(parse_caches("48K,2M", "x").tlb_reach, CacheSizes{}.tlb_reach);
 }
 
 TEST(CpuCaches, RefusesWhatDoesNotParse) {
   for (const char* bad : {"", "48K", "48K,", ",2M", "48K;2M", "48KB,2M", "0,2M", "-48K,2M", "2M,48K", "512,1M",
-                          "48K,8192M", "48K,2M,3M", "x,y"}) {
+                          "48K,8192M", "48K,2M,3M,4M", "48K,2M,", "48K,2M,1K", "x,y"}) {
     try {
       parse_caches(bad, "RNNJIT_CACHES");
       ADD_FAILURE() << "accepted '" << bad << "'";

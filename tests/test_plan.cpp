@@ -462,6 +462,30 @@ TEST(Planner, InputProjectionPadsOnlyItsLastVector) {
   }
 }
 
+// The weight gradients read their transposed A (the gate gradients) in place where a k block of
+// its rows spans no more than the TLB maps, and copy it into panels where it spans more: the
+// DS2 LSTM's k block of 1638 rows 3200 floats apart spans 21 MB, LSTM H=128's (rows 512 floats
+// apart) 3.4 MB; the kernels' strides say where A's rows and k steps lie.
+TEST(Planner, WeightGradientsReadTheirTransposedAInPlaceWithinTheTlbReach) {
+  const CacheSizes caches;  // 2 MiB of L2 (k_c = 1638), 8 MiB of TLB reach
+  for (const auto& [H, in_place] : {std::pair{800, false}, {128, true}}) {
+    const Plan p = make_plan({CellKind::lstm, H, H, 1, false}, {100, H == 800 ? 20 : 64}, Mode::training,
+                             Isa::avx512, 2, {}, caches);
+    int dw = 0;
+    test::for_each_step(p.backward_weights, [&](const Step& s) {
+      const auto* g = std::get_if<GemmStep>(&s);
+      if (!g || !g->trans_a) return;
+      ++dw;
+      EXPECT_EQ(g->blocking.pack_a, !in_place) << g->what << " H=" << H;
+      const KernelDesc& d = p.kernels.at(static_cast<std::size_t>(g->blocking.kernels[0][0][0]));
+      EXPECT_EQ(d.a_row_stride, 1u) << g->what;
+      EXPECT_EQ(d.a_k_stride, in_place ? static_cast<std::uint32_t>(g->lda) : static_cast<std::uint32_t>(g->blocking.m_r))
+          << g->what;
+    });
+    EXPECT_EQ(dw, 2) << "dW_ih and dW_hh, H=" << H;
+  }
+}
+
 // An input projection larger than the threads' L2 writes its gates with streaming stores
 // (GemmBlocking::stream_c), its tiles' rows whole vectors also where G*H is not (gx's rows are
 // padded to them, the last tile writing zeros there); a small one, whose gates the recurrence
