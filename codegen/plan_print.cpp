@@ -264,10 +264,11 @@ std::string_view to_string(Buffer b) {
 }
 
 std::string to_text(const Plan& p) {
-  std::string out = fmt::format("plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB, TLB reach {} KiB\n",
-                                describe(p.config), p.shape.seq_len, p.shape.batch, to_string(p.mode),
-                                to_string(p.isa), p.fpmath == FpMath::bf16 ? " fpmath=bf16" : "", p.threads,
-                                p.caches.l1d / 1024, p.caches.l2 / 1024, p.caches.tlb_reach / 1024);
+  std::string out = fmt::format(
+      "plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB, TLB reach {} KiB\n",
+      describe(p.config), p.shape.seq_len, p.shape.batch, to_string(p.mode), to_string(p.isa),
+      p.fpmath == FpMath::bf16 ? " fpmath=bf16" : "", p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024,
+      p.caches.tlb_reach / 1024);
   for (const std::string& n : p.notes) out += fmt::format("note: {}\n", n);
   out += "kernels:\n";
   for (const KernelDesc& k : p.kernels) out += fmt::format("  {}  ({})\n", kernel_name(k), describe(k));

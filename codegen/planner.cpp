@@ -56,8 +56,9 @@ constexpr std::int64_t kMinPackedK = 64;
 // row of A at each k step, where one k block of its rows spans at most what the second-level
 // TLB maps in 4 KiB pages (CacheSizes::tlb_reach), so the tiles' k steps hit the TLB even
 // where the buffer has no huge pages (a caller's reserve). Beyond it, each k block of A is
-// first copied into panels the tiles stream (GemmBlocking::pack_a). The copy is a pass over A read and written again, on memory's
-// time, and a barrier per k block. In place against copied, weight-gradient GEMMs on Zen 4
+// first copied into panels the tiles stream (GemmBlocking::pack_a). The copy is a pass over A
+// read and written again, on memory's time, and a barrier per k block. In place against
+// copied, weight-gradient GEMMs on Zen 4
 // (best of five calls, interleaved): LSTM I=H=256 N=64 dW_ih 11.6-11.8 -> 8.8-9.3 ms, LSTM
 // I=64 H=128 N=64 dW_hh 5.8-9.9 -> 4.6-5.1 ms, GRU I=H=256 N=32 dW_hh 8.0-9.1 -> 6.3-6.7 ms (with
 // and without huge pages), RNN-tanh I=300 H=200 N=256 dW_ih 4.3-4.6 -> 3.4-3.5 ms; LSTM
