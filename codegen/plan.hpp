@@ -102,6 +102,9 @@ struct GemmStep {
   bool c_whole_vectors = false;
   // The columns of each row of C that the GEMM writes.
   std::int64_t c_columns_written() const { return c_whole_vectors ? (n + 15) / 16 * 16 : n; }
+  // Where element (i, k) of op(A) lies in A, read in place: i * a_row_step() + k * a_k_step().
+  std::int64_t a_row_step() const { return trans_a ? 1 : lda; }
+  std::int64_t a_k_step() const { return trans_a ? lda : 1; }
   // Variable lengths, weight gradients: the sum over k runs over (t, n) rows, laid out as
   // above, and the rows of finished sequences add nothing. B there holds whatever the caller
   // left past a length (x's padding, NaN included: zero gate gradients times NaN are NaN), so

@@ -58,14 +58,14 @@ constexpr std::int64_t kMinPackedK = 64;
 // where the buffer has no huge pages (a caller's reserve). Beyond it, each k block of A is
 // first copied into panels the tiles stream (GemmBlocking::pack_a). The copy is a pass over A
 // read and written again, on memory's time, and a barrier per k block. In place against
-// copied, weight-gradient GEMMs on Zen 4
-// (best of five calls, interleaved): LSTM I=H=256 N=64 dW_ih 11.6-11.8 -> 8.8-9.3 ms, LSTM
-// I=64 H=128 N=64 dW_hh 5.8-9.9 -> 4.6-5.1 ms, GRU I=H=256 N=32 dW_hh 8.0-9.1 -> 6.3-6.7 ms (with
-// and without huge pages), RNN-tanh I=300 H=200 N=256 dW_ih 4.3-4.6 -> 3.4-3.5 ms; LSTM
-// I=H=512 N=64 (a k block spans 6.5 MB) dW_ih 36-37 -> 33 ms. Past it: the DS2 LSTM (10.5
-// MB) even, LSTM I=H=1024 N=64 (13 MB) even with huge pages and 10-80% slower without.
-bool reads_transposed_a_in_place(const GemmStep& g, std::int64_t k_c, const CacheSizes& caches) {
-  return g.trans_a && k_c * g.lda * static_cast<std::int64_t>(sizeof(float)) <= caches.tlb_reach;
+// copied, weight-gradient GEMMs on Zen 4 (best of five calls, interleaved): LSTM I=H=256 N=64
+// dW_ih 11.6-11.8 -> 8.8-9.3 ms, LSTM I=64 H=128 N=64 dW_hh 5.8-9.9 -> 4.6-5.1 ms, GRU I=H=256
+// N=32 dW_hh 8.0-9.1 -> 6.3-6.7 ms (with and without huge pages), RNN-tanh I=300 H=200 N=256
+// dW_ih 4.3-4.6 -> 3.4-3.5 ms; LSTM I=H=512 N=64 (a k block spans 6.5 MB) dW_ih 36-37 -> 33
+// ms. Past it: the DS2 LSTM (10.5 MB) even, LSTM I=H=1024 N=64 (13 MB) even with huge pages
+// and 10-80% slower without.
+bool copies_transposed_a(const GemmStep& g, std::int64_t k_c, const CacheSizes& caches) {
+  return g.trans_a && k_c * g.lda * static_cast<std::int64_t>(sizeof(float)) > caches.tlb_reach;
 }
 // Batch rows each thread needs before a recurrence is split by rows (see the constructor):
 // fewer would leave the threads' GEMM tiles too short to keep the FMAs busy.
@@ -1176,14 +1176,14 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
   const std::int64_t a_row_bytes = g.trans_a ? 0 : g.lda * static_cast<std::int64_t>(sizeof(float));
   b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!recurrent, b_share_bytes,
                       a_row_bytes);
-  b.pack_a = g.trans_a && !reads_transposed_a_in_place(g, b.k_c, caches);
+  b.pack_a = copies_transposed_a(g, b.k_c, caches);
   b.stream_c = !recurrent && streams_c(g, b, caches);
   add_gemm_kernels(g, group, KernelKind::gemm, kernels, [&](KernelDesc& d) {
     d.unroll = 4;
     d.stream_c = b.stream_c && !d.beta;
     d.next_b_lines = static_cast<std::uint8_t>(b.next_panel_lines);
-    d.a_row_stride = static_cast<std::uint32_t>(b.pack_a || g.trans_a ? 1 : g.lda);
-    d.a_k_stride = static_cast<std::uint32_t>(b.pack_a ? b.m_r : g.trans_a ? g.lda : 1);
+    d.a_row_stride = static_cast<std::uint32_t>(b.pack_a ? 1 : g.a_row_step());
+    d.a_k_stride = static_cast<std::uint32_t>(b.pack_a ? b.m_r : g.a_k_step());
     d.b_k_stride = static_cast<std::uint32_t>(b.packed_b ? b.panel_columns() : g.ldb);
   });
   return g;

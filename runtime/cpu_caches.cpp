@@ -29,7 +29,8 @@ std::int64_t parse_size(std::string_view text) {
 }  // namespace
 
 CacheSizes parse_caches(std::string_view text, std::string_view what) {
-  // L1D,L2 and optionally ,TLB (the TLB's reach; else the default).
+  // L1D,L2 and optionally ,TLB (the TLB's reach; else the default). L2 runs to the second
+  // comma, or to the end where there is none (substr clamps the count).
   const std::size_t comma = text.find(','), second = comma == std::string_view::npos ? comma : text.find(',', comma + 1);
   CacheSizes caches{comma == std::string_view::npos ? -1 : parse_size(text.substr(0, comma)),
                     comma == std::string_view::npos ? -1 : parse_size(text.substr(comma + 1, second - comma - 1))};

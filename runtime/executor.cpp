@@ -323,7 +323,7 @@ void Executor::blas_rows(const GemmStep& g, const GemmCall& call, int threads) c
     const std::int64_t r0 = u * rows;
     GemmCall chunk = call;
     chunk.rows = std::min(rows, call.rows - r0);
-    chunk.a = call.a + r0 * (g.trans_a ? 1 : g.lda);
+    chunk.a = call.a + r0 * g.a_row_step();
     chunk.c = call.c + r0 * g.ldc;
     blas_gemm(g, chunk);
   }
@@ -407,7 +407,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   if (k.bf16) return bf16_gemm(g, call, tid, threads, shared);
   assert(!k.stream_c || reinterpret_cast<std::uintptr_t>(c) % kRegionAlignment == 0);  // vmovntps faults otherwise
   const std::int64_t groups = g.n / k.group, ppg = k.panels_per_group(), pc = k.panel_columns();
-  const std::int64_t a_row = g.trans_a ? 1 : g.lda, a_k = g.trans_a ? g.lda : 1;
+  const std::int64_t a_row = g.a_row_step(), a_k = g.a_k_step();
   const std::int64_t b_k = k.packed_b ? pc : g.ldb;
   const std::int64_t k_blocks = (call.k + k.k_c - 1) / k.k_c, row_blocks = k.row_blocks(call.rows);
   const std::int64_t rows_per_block = k.m_c > 0 ? k.m_c / k.m_r : row_blocks;
