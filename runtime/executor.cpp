@@ -91,6 +91,24 @@ __attribute__((target("avx512f"))) void pack_a_panels(float* panels, const float
   }
 }
 
+// sum[0:width] += each of `rows` rows of src (ld apart), times the same row of factor where
+// factor is not null. Cloned for AVX-512 (chosen at load time where the CPU has it): the
+// sums live in L1 and the loop is bound by its loads and stores of them, 16 floats at once
+// against the baseline's 4.
+__attribute__((target_clones("avx512f", "default"))) void add_rows(float* sum, std::int64_t width, const float* src,
+                                                                    std::int64_t ld, std::int64_t rows,
+                                                                    const float* factor, std::int64_t ld_factor) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = src + r * ld;
+    if (factor) {
+      const float* f = factor + r * ld_factor;
+      for (std::int64_t j = 0; j < width; ++j) sum[j] += row[j] * f[j];
+    } else {
+      for (std::int64_t j = 0; j < width; ++j) sum[j] += row[j];
+    }
+  }
+}
+
 // dst[0:pc] = src[0:width] then zeros (pc a multiple of 16, width <= pc), in masked 16-float
 // moves: a B panel's rows are 16-240 floats, too short for a memcpy call and a fill each.
 __attribute__((target("avx512f"))) void copy_panel_row(float* dst, const float* src, std::int64_t width,
@@ -334,19 +352,15 @@ void Executor::column_sum(const ColumnSumStep& s, const Bindings& b, float beta,
   const float* factor = resolve(s.factor, b);
   float* const outputs[] = {resolve(s.dst, b), resolve(s.also_dst, b)};
   const auto [j0, j1] = share(s.cols, tid, threads);
-  constexpr std::int64_t kBlock = 256;  // columns summed at once, in registers and L1
+  // The sums of up to kBlock columns stay in L1 while the rows stream past, each read as one
+  // contiguous run: a thread's whole share of columns in one sweep (up to 4H = 2048, H = 512),
+  // so a gate row's share is a single run the prefetchers follow from row to row.
+  constexpr std::int64_t kBlock = 2048;
   for (std::int64_t jb = j0; jb < j1; jb += kBlock) {
     const std::int64_t width = std::min(kBlock, j1 - jb);
-    float sum[kBlock] = {};
-    for (std::int64_t r = 0; r < s.rows; ++r) {
-      const float* row = src + r * s.ld_src + jb;
-      if (factor) {
-        const float* f = factor + r * s.ld_factor + jb;
-        for (std::int64_t j = 0; j < width; ++j) sum[j] += row[j] * f[j];
-      } else {
-        for (std::int64_t j = 0; j < width; ++j) sum[j] += row[j];
-      }
-    }
+    float sum[kBlock];
+    std::fill_n(sum, width, 0.0f);
+    add_rows(sum, width, src + jb, s.ld_src, s.rows, factor ? factor + jb : nullptr, s.ld_factor);
     for (float* out : outputs)
       if (out)
         for (std::int64_t j = 0; j < width; ++j) out[jb + j] = (beta == 0.0f ? 0.0f : beta * out[jb + j]) + sum[j];
