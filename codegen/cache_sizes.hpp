@@ -1,4 +1,4 @@
-// rnnjit: the per-core data caches a plan is blocked for. The planner takes them as an input
+// rnnjit: the data caches a plan is blocked for. The planner takes them as an input
 // (runtime/cpu_caches.cpp reads the machine's), so a plan stays a pure function of its
 // arguments and tests can plan for any machine.
 #pragma once
@@ -16,11 +16,15 @@ struct CacheSizes {
   // Lake, 3072 on Zen 4 (the smaller taken). Up to it, a transposed A is read in place (see
   // GemmBlocking::pack_a).
   std::int64_t tlb_reach = 2048 * 4096;
+  // The last-level cache the cores share (Zen 4/5: 32 MiB a CCD, which is what sysconf reports).
+  // Two directions whose recurrent weights it cannot keep side by side take turns (see the
+  // planner's split_directions_).
+  std::int64_t l3 = 32 * 1024 * 1024;
   bool operator==(const CacheSizes&) const = default;
-  // What the planner accepts: 1 KiB <= L1d <= L2 <= 4 GiB (the blocking arithmetic stays in
-  // range), and a TLB reach of 4 KiB to 1 TiB.
+  // What the planner accepts: 1 KiB <= L1d <= L2 <= L3 <= 4 GiB (the blocking arithmetic stays
+  // in range), and a TLB reach of 4 KiB to 1 TiB.
   bool valid() const {
-    return l1d >= 1024 && l2 >= l1d && l2 <= (std::int64_t{1} << 32) && tlb_reach >= 4096 &&
+    return l1d >= 1024 && l2 >= l1d && l3 >= l2 && l3 <= (std::int64_t{1} << 32) && tlb_reach >= 4096 &&
            tlb_reach <= (std::int64_t{1} << 40);
   }
 };

@@ -49,6 +49,10 @@ constexpr std::int64_t kSliceRowsStreamingWeights = 48;
 // rather than run as a lane each (see the constructor): each weight byte then serves at most 2
 // FMAs, so a step is bound by how fast W_hh arrives, not by the FMAs.
 constexpr std::int64_t kMaxRowsWeightBound = 4;
+// And up to this many where one direction's W_hh is over a quarter of the L3: as two lanes, both
+// directions' weights then stream through L3 at once and it keeps too little of them.
+constexpr std::int64_t kMaxRowsSharingL3 = 8;
+double l3_crowded_weight_bytes(const CacheSizes& caches) { return 0.25 * static_cast<double>(caches.l3); }
 double row_split_streamed_weight_bytes(const CacheSizes& caches) { return 8.0 * static_cast<double>(caches.l2); }
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
@@ -155,12 +159,20 @@ class Planner {
     // a direction) 1.6x faster at N=2 (0.72-0.82 of oneDNN -> 1.17-1.26) and 1.5x at N=4, LSTM
     // H=1024 N=4 1.4x, LSTM I=H=800 N=1 1.25x and N=4 1.17x, GRU I=512 H=1024 N=4 training
     // 1.1-1.2x, LSTM H=800 N=2 training 7%, GRU H=512 N=2 (3 MB) 15%, RNN H=1024 N=4 (4 MB)
-    // even. At N=8 the two were even (LSTM H=800) or lanes 7% faster (the GRU above); at the
-    // DS2 shapes (N=20, two layers) lanes 0-9% faster.
+    // even. Up to kMaxRowsSharingL3 rows they take turns too where a direction's W_hh is over a
+    // quarter of the L3 (l3_crowded_weight_bytes): two lanes stream both directions' weights
+    // through L3 at once, and it keeps little of either. On Zen 4 (32 MiB of L3), turns against
+    // lanes, interleaved: LSTM I=H=1024 N=6 (16 MB a direction) 1.3x faster (1.21 of oneDNN ->
+    // 1.76), RNN-tanh H=2048 N=6 1.45x (1.10 -> 1.60), N=8: GRU I=512 H=1024 (12 MB) inference
+    // and training 7-9%, LSTM H=1024 training 9%, LSTM H=800 (10 MB) inference 3-7%, its
+    // training even; smaller weights not (LSTM H=640, 6.5 MB, N=7: lanes 3% faster), nor more
+    // rows (LSTM H=800 N=10-12 training: lanes 2-5% faster; H=1024 N=16 even). At the DS2
+    // shapes (N=20, two layers) lanes 0-9% faster.
     const double w_hh_bytes = 4.0 * static_cast<double>(s_.GH) * static_cast<double>(s_.S);
     const double l2_weights = l2_weight_bytes(caches);
     const bool lanes_of_many_rows = plan_.threads == s_.D && s_.N >= kSliceRowsStreamingWeights;
-    const bool weight_bound = s_.N <= kMaxRowsWeightBound;
+    const bool weight_bound = s_.N <= kMaxRowsWeightBound ||
+                              (s_.N <= kMaxRowsSharingL3 && w_hh_bytes > l3_crowded_weight_bytes(caches));
     split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
                         (w_hh_bytes / plan_.threads <= l2_weights || weight_bound) && !lanes_of_many_rows;
     // A recurrence is split by batch rows rather than by hidden units where its recurrent

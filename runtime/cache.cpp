@@ -42,6 +42,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(static_cast<std::uint64_t>(k.caches.l1d));
   mix(static_cast<std::uint64_t>(k.caches.l2));
   mix(static_cast<std::uint64_t>(k.caches.tlb_reach));
+  mix(static_cast<std::uint64_t>(k.caches.l3));
   mix(static_cast<std::uint64_t>(k.fpmath));
   return h;
 }

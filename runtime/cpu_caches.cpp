@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -26,18 +28,45 @@ std::int64_t parse_size(std::string_view text) {
   return -1;
 }
 
+// The L3 as Linux describes cpu0's caches (sysfs), in bytes; -1 where it has none or cannot
+// tell. Not sysconf: glibc's reading of AMD's CPUID can be 10x off in a VM (320 MiB on a Zen 4
+// guest whose sysfs and lscpu say 32 MiB).
+std::int64_t sysfs_l3_bytes() {
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    std::ifstream level_file(dir + "level"), size_file(dir + "size");
+    int level = 0;
+    std::string size;
+    if (!(level_file >> level) || !(size_file >> size)) break;
+    if (level == 3) return parse_size(size);
+  }
+  return -1;
+}
+
 }  // namespace
 
 CacheSizes parse_caches(std::string_view text, std::string_view what) {
-  // L1D,L2 and optionally ,TLB (the TLB's reach; else the default). L2 runs to the second
-  // comma, or to the end where there is none (substr clamps the count).
-  const std::size_t comma = text.find(','), second = comma == std::string_view::npos ? comma : text.find(',', comma + 1);
-  CacheSizes caches{comma == std::string_view::npos ? -1 : parse_size(text.substr(0, comma)),
-                    comma == std::string_view::npos ? -1 : parse_size(text.substr(comma + 1, second - comma - 1))};
-  if (second != std::string_view::npos) caches.tlb_reach = parse_size(text.substr(second + 1));
+  // L1D,L2 and optionally ,TLB (the TLB's reach) and ,L3; the defaults where they are left out.
+  // Each field runs to the next comma, or to the end where there is none (substr clamps it).
+  std::vector<std::int64_t> sizes;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = text.find(',', start);
+    sizes.push_back(parse_size(text.substr(start, comma == std::string_view::npos ? comma : comma - start)));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  CacheSizes caches;
+  if (sizes.size() < 2 || sizes.size() > 4) caches.l1d = -1;  // refused below
+  else {
+    caches.l1d = sizes[0];
+    caches.l2 = sizes[1];
+    if (sizes.size() > 2) caches.tlb_reach = sizes[2];
+    if (sizes.size() > 3) caches.l3 = sizes[3];
+    else caches.l3 = std::max(caches.l3, caches.l2);  // the default L3 never below a forced L2
+  }
   if (!caches.valid())
-    throw Error(fmt::format("{}='{}': expected L1D,L2[,TLB] in bytes (K/M suffixes allowed, e.g. 48K,2M or "
-                            "48K,2M,8M) with 1K <= L1D <= L2 <= 4096M and 4K <= TLB",
+    throw Error(fmt::format("{}='{}': expected L1D,L2[,TLB[,L3]] in bytes (K/M suffixes allowed, e.g. 48K,2M or "
+                            "48K,2M,8M,32M) with 1K <= L1D <= L2 <= L3 <= 4096M and 4K <= TLB",
                             what, text));
   return caches;
 }
@@ -46,10 +75,15 @@ CacheSizes detect_caches() {
   if (const char* forced = std::getenv("RNNJIT_CACHES"); forced && *forced) return parse_caches(forced, "RNNJIT_CACHES");
   // glibc reads these with CPUID on Intel and AMD alike; 0 or -1 where it cannot tell. A
   // hypervisor may report anything: values outside what x86 cores have (16-256 KiB of L1d,
-  // 256 KiB-8 MiB of L2 per core) are clamped into that range rather than trusted.
+  // 256 KiB-8 MiB of L2 per core) are clamped into that range rather than trusted. The L3
+  // comes from sysfs, clamped to 4 MiB-1 GiB; where sysfs has none, the default.
   const long l1d = ::sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (l1d < 1024 || l2 < l1d) return CacheSizes{};
-  return {std::clamp<std::int64_t>(l1d, 16 << 10, 256 << 10), std::clamp<std::int64_t>(l2, 256 << 10, 8 << 20)};
+  CacheSizes caches{std::clamp<std::int64_t>(l1d, 16 << 10, 256 << 10), std::clamp<std::int64_t>(l2, 256 << 10, 8 << 20)};
+  if (const std::int64_t l3 = sysfs_l3_bytes(); l3 > 0)
+    caches.l3 = std::clamp<std::int64_t>(l3, std::int64_t{4} << 20, std::int64_t{1} << 30);
+  caches.l3 = std::max(caches.l3, caches.l2);
+  return caches;
 }
 
 }  // namespace rnnjit

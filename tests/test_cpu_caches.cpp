@@ -18,11 +18,16 @@ TEST(CpuCaches, ParsesSizesWithSuffixes) {
   // A third size is the TLB's reach; without it, the default.
   EXPECT_EQ(parse_caches("48K,2M,16M", "x"), (CacheSizes{48 * 1024, 2 * 1024 * 1024, 16 * 1024 * 1024}));
   EXPECT_EQ(parse_caches("48K,2M", "x").tlb_reach, CacheSizes{}.tlb_reach);
+  // A fourth is the L3; without it, the default (never below the L2).
+  EXPECT_EQ(parse_caches("32K,1M,8M,96M", "x"), (CacheSizes{32 * 1024, 1024 * 1024, 8 << 20, 96 << 20}));
+  EXPECT_EQ(parse_caches("48K,2M", "x").l3, CacheSizes{}.l3);
+  EXPECT_EQ(parse_caches("48K,64M", "x").l3, 64 << 20);
 }
 
 TEST(CpuCaches, RefusesWhatDoesNotParse) {
   for (const char* bad : {"", "48K", "48K,", ",2M", "48K;2M", "48KB,2M", "0,2M", "-48K,2M", "2M,48K", "512,1M",
-                          "48K,8192M", "48K,2M,3M,4M", "48K,2M,", "48K,2M,1K", "x,y"}) {
+                          "48K,8192M", "48K,2M,3M,4M,5M", "48K,2M,", "48K,2M,1K", "48K,2M,8M,1M", "48K,2M,8M,",
+                          "48K,2M,8M,8192M", "x,y"}) {
     try {
       parse_caches(bad, "RNNJIT_CACHES");
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -38,6 +43,7 @@ TEST(CpuCaches, DetectedOrForced) {
     const CacheSizes c = detect_caches();
     EXPECT_GE(c.l1d, 1024);
     EXPECT_GE(c.l2, c.l1d);
+    EXPECT_GE(c.l3, c.l2);
   }
   {
     test::ScopedEnv forced("RNNJIT_CACHES", "32K,1M");

@@ -167,22 +167,24 @@ TEST(SplitDirections, MatchReferenceOnTwoThreads) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   struct Case {
     CellKind cell;
-    std::int64_t hidden, proj;
+    std::int64_t hidden, proj, batch = 3;
   };
   for (const Case& c : {Case{CellKind::rnn_tanh, 700, 0}, Case{CellKind::lstm, 320, 0}, Case{CellKind::lstm, 640, 160},
                         Case{CellKind::gru, 400, 0}, Case{CellKind::gru_reset_before, 400, 0},
-                        // W_hh 4.9 MB, its half over L2: in turn for the batch's 3 rows.
-                        Case{CellKind::gru, 640, 0}})
+                        // W_hh 4.9 MB, its half over L2: in turn for the batch's 3 rows, and for 6
+                        // because it is over a quarter of the 4 MiB L3 planned for.
+                        Case{CellKind::gru, 640, 0}, Case{CellKind::gru, 640, 0, 6}})
     for (Mode mode : {Mode::inference, Mode::training}) {
-      SCOPED_TRACE(fmt::format("{} H={} P={} {}", to_string(c.cell), c.hidden, c.proj,
+      SCOPED_TRACE(fmt::format("{} H={} P={} N={} {}", to_string(c.cell), c.hidden, c.proj, c.batch,
                                mode == Mode::training ? "train" : "infer"));
       RnnConfig config{.cell = c.cell, .input_size = 16, .hidden_size = c.hidden, .num_layers = 2, .bidirectional = true};
       config.proj_size = c.proj;
-      RnnCase rc(config, Shape{5, 3}, 11);
+      RnnCase rc(config, Shape{5, c.batch}, 11);
       rc.vary_lengths();
       // The sizes above take turns on cores with a 2 MiB L2 (half of W_hh fits it, or, the
-      // last, the steps have 4 rows or fewer); plan for one on any machine.
-      test::ScopedEnv caches("RNNJIT_CACHES", "48K,2M");
+      // last two, the steps have 4 rows or fewer, or 8 and W_hh crowds the L3); plan for one on
+      // any machine.
+      test::ScopedEnv caches("RNNJIT_CACHES", "48K,2M,8M,4M");
       Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
       Execution ex = rnn.prepare(rc.shape, mode);
       ASSERT_EQ(ex.plan().threads, 2);

@@ -239,6 +239,23 @@ TEST(Planner, DirectionsTakeTurnsWhereHalfOfWhhFitsL2OrRowsAreFew) {
   }
 }
 
+// Up to 8 rows, two directions whose W_hh are each over a quarter of the L3 take turns too: as
+// lanes, L3 would stream both at once.
+TEST(Planner, DirectionsTakeTurnsWhereTheirWeightsCrowdTheL3) {
+  const RnnConfig config{CellKind::lstm, 1024, 1024, 1, true};  // W_hh 16 MiB a direction, L3/4 at 64
+  for (const auto& [l3, batch, in_turn] :
+       {std::tuple{32 << 20, 6, true}, {32 << 20, 8, true}, {32 << 20, 9, false}, {32 << 20, 20, false},
+        {60 << 20, 8, true}, {64 << 20, 8, false}, {128 << 20, 6, false}, {128 << 20, 4, true}}) {
+    const CacheSizes caches{32 * 1024, 1024 * 1024, 8 << 20, l3};
+    const Plan p = make_plan(config, {10, batch}, Mode::inference, Isa::avx512, 2, {}, caches);
+    EXPECT_EQ(p.caches, caches);
+    ASSERT_EQ(p.threads, 2);
+    std::size_t most_lanes = 0;
+    for (const Stage& stage : p.forward) most_lanes = std::max(most_lanes, stage.lanes.size());
+    EXPECT_EQ(most_lanes, in_turn ? 1u : 2u) << "L3 " << l3 << " N " << batch;
+  }
+}
+
 // Small problems run on one thread unless their weights are large (then they stream them).
 TEST(Planner, SmallProblemsRunOnOneThread) {
   EXPECT_EQ(make_plan({CellKind::lstm, 7, 8, 1, false}, {3, 2}, Mode::inference, Isa::avx512, 2).threads, 1);
