@@ -16,7 +16,7 @@ struct CacheSizes {
   // Lake, 3072 on Zen 4 (the smaller taken). Up to it, a transposed A is read in place (see
   // GemmBlocking::pack_a).
   std::int64_t tlb_reach = 2048 * 4096;
-  // The last-level cache the cores share (Zen 4/5: 32 MiB a CCD, which is what sysconf reports).
+  // The last-level cache the cores share (Zen 4/5: 32 MiB a CCD, which is what Linux's sysfs reports).
   // Two directions whose recurrent weights it cannot keep side by side take turns (see the
   // planner's split_directions_).
   std::int64_t l3 = 32 * 1024 * 1024;

@@ -56,15 +56,15 @@ CacheSizes parse_caches(std::string_view text, std::string_view what) {
     start = comma + 1;
   }
   CacheSizes caches;
-  if (sizes.size() < 2 || sizes.size() > 4) caches.l1d = -1;  // refused below
-  else {
+  const bool counted = sizes.size() >= 2 && sizes.size() <= 4;
+  if (counted) {
     caches.l1d = sizes[0];
     caches.l2 = sizes[1];
     if (sizes.size() > 2) caches.tlb_reach = sizes[2];
     if (sizes.size() > 3) caches.l3 = sizes[3];
     else caches.l3 = std::max(caches.l3, caches.l2);  // the default L3 never below a forced L2
   }
-  if (!caches.valid())
+  if (!counted || !caches.valid())
     throw Error(fmt::format("{}='{}': expected L1D,L2[,TLB[,L3]] in bytes (K/M suffixes allowed, e.g. 48K,2M or "
                             "48K,2M,8M,32M) with 1K <= L1D <= L2 <= L3 <= 4096M and 4K <= TLB",
                             what, text));
