@@ -218,6 +218,17 @@ TEST(Planner, RejectsBadInput) {
   EXPECT_THROW(make_plan(ok, {1, 1}, Mode::inference, Isa::avx512, 1, {}, {48 * 1024, std::int64_t{1} << 40}), Error);
 }
 
+// Whether a two-thread inference plan for these caches runs a bidirectional layer's directions
+// in turn (one lane in every forward stage) rather than as two lanes at once.
+bool directions_take_turns(const RnnConfig& config, Shape shape, const CacheSizes& caches) {
+  const Plan p = make_plan(config, shape, Mode::inference, Isa::avx512, 2, {}, caches);
+  EXPECT_EQ(p.caches, caches);
+  EXPECT_EQ(p.threads, 2);
+  std::size_t most_lanes = 0;
+  for (const Stage& stage : p.forward) most_lanes = std::max(most_lanes, stage.lanes.size());
+  return most_lanes == 1;
+}
+
 // The directions of a bidirectional layer take turns, each on both threads, exactly where a
 // direction's W_hh overflows three quarters of one core's L2 and either its half does not or
 // the batch has 4 rows or fewer (the steps wait on W_hh from L3), unless each thread has a
@@ -229,13 +240,7 @@ TEST(Planner, DirectionsTakeTurnsWhereHalfOfWhhFitsL2OrRowsAreFew) {
        {std::tuple{1024 * 1024, 8, false}, {1024 * 1024, 5, false}, {1024 * 1024, 4, true}, {1024 * 1024, 1, true},
         {2048 * 1024, 8, true}, {2048 * 1024, 47, true}, {2048 * 1024, 48, false}, {4096 * 1024, 8, false},
         {4096 * 1024, 1, false}}) {
-    const CacheSizes caches{48 * 1024, l2};
-    const Plan p = make_plan(config, {50, batch}, Mode::inference, Isa::avx512, 2, {}, caches);
-    EXPECT_EQ(p.caches, caches);
-    ASSERT_EQ(p.threads, 2);
-    std::size_t most_lanes = 0;
-    for (const Stage& stage : p.forward) most_lanes = std::max(most_lanes, stage.lanes.size());
-    EXPECT_EQ(most_lanes, in_turn ? 1u : 2u) << "L2 " << l2 << " N " << batch;
+    EXPECT_EQ(directions_take_turns(config, {50, batch}, {48 * 1024, l2}), in_turn) << "L2 " << l2 << " N " << batch;
   }
 }
 
@@ -246,13 +251,8 @@ TEST(Planner, DirectionsTakeTurnsWhereTheirWeightsCrowdTheL3) {
   for (const auto& [l3, batch, in_turn] :
        {std::tuple{32 << 20, 6, true}, {32 << 20, 8, true}, {32 << 20, 9, false}, {32 << 20, 20, false},
         {60 << 20, 8, true}, {64 << 20, 8, false}, {128 << 20, 6, false}, {128 << 20, 4, true}}) {
-    const CacheSizes caches{32 * 1024, 1024 * 1024, 8 << 20, l3};
-    const Plan p = make_plan(config, {10, batch}, Mode::inference, Isa::avx512, 2, {}, caches);
-    EXPECT_EQ(p.caches, caches);
-    ASSERT_EQ(p.threads, 2);
-    std::size_t most_lanes = 0;
-    for (const Stage& stage : p.forward) most_lanes = std::max(most_lanes, stage.lanes.size());
-    EXPECT_EQ(most_lanes, in_turn ? 1u : 2u) << "L3 " << l3 << " N " << batch;
+    EXPECT_EQ(directions_take_turns(config, {10, batch}, {32 * 1024, 1024 * 1024, 8 << 20, l3}), in_turn)
+        << "L3 " << l3 << " N " << batch;
   }
 }
 
