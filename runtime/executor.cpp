@@ -92,12 +92,12 @@ __attribute__((target("avx512f"))) void pack_a_panels(float* panels, const float
 }
 
 // sum[0:width] += each of `rows` rows of src (ld apart), times the same row of factor where
-// factor is not null. Cloned for AVX-512 (chosen at load time where the CPU has it): the
-// sums live in L1 and the loop is bound by its loads and stores of them, 16 floats at once
-// against the baseline's 4.
-__attribute__((target_clones("avx512f", "default"))) void add_rows(float* sum, std::int64_t width, const float* src,
-                                                                    std::int64_t ld, std::int64_t rows,
-                                                                    const float* factor, std::int64_t ld_factor) {
+// factor is not null. The sums live in L1 and the loop is bound by its loads and stores of
+// them: add_rows compiles it for AVX-512 too (16 floats at once against the baseline's 4) and
+// takes that copy where the CPU has it. (Not target_clones: its ifunc resolver runs before
+// ThreadSanitizer's runtime is up, and every TSan test crashed at load.)
+[[gnu::always_inline]] inline void add_rows_loop(float* sum, std::int64_t width, const float* src, std::int64_t ld,
+                                                 std::int64_t rows, const float* factor, std::int64_t ld_factor) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* row = src + r * ld;
     if (factor) {
@@ -107,6 +107,19 @@ __attribute__((target_clones("avx512f", "default"))) void add_rows(float* sum, s
       for (std::int64_t j = 0; j < width; ++j) sum[j] += row[j];
     }
   }
+}
+
+__attribute__((target("avx512f"))) void add_rows_avx512(float* sum, std::int64_t width, const float* src,
+                                                         std::int64_t ld, std::int64_t rows, const float* factor,
+                                                         std::int64_t ld_factor) {
+  add_rows_loop(sum, width, src, ld, rows, factor, ld_factor);
+}
+
+void add_rows(float* sum, std::int64_t width, const float* src, std::int64_t ld, std::int64_t rows,
+              const float* factor, std::int64_t ld_factor) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) add_rows_avx512(sum, width, src, ld, rows, factor, ld_factor);
+  else add_rows_loop(sum, width, src, ld, rows, factor, ld_factor);
 }
 
 // dst[0:pc] = src[0:width] then zeros (pc a multiple of 16, width <= pc), in masked 16-float
