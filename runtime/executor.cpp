@@ -93,9 +93,10 @@ __attribute__((target("avx512f"))) void pack_a_panels(float* panels, const float
 
 // sum[0:width] += each of `rows` rows of src (ld apart), times the same row of factor where
 // factor is not null. The sums live in L1 and the loop is bound by its loads and stores of
-// them: add_rows compiles it for AVX-512 too (16 floats at once against the baseline's 4) and
-// takes that copy where the CPU has it. (Not target_clones: its ifunc resolver runs before
-// ThreadSanitizer's runtime is up, and every TSan test crashed at load.)
+// them: add_rows_avx512 compiles it for AVX-512 (16 floats at once against the baseline's 4),
+// which column sums take where the plan's ISA is AVX-512, as the GEMM packs do. (Not
+// target_clones: its ifunc resolver runs before ThreadSanitizer's runtime is up, and every
+// TSan test crashed at load.)
 [[gnu::always_inline]] inline void add_rows_loop(float* sum, std::int64_t width, const float* src, std::int64_t ld,
                                                  std::int64_t rows, const float* factor, std::int64_t ld_factor) {
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -113,13 +114,6 @@ __attribute__((target("avx512f"))) void add_rows_avx512(float* sum, std::int64_t
                                                          std::int64_t ld, std::int64_t rows, const float* factor,
                                                          std::int64_t ld_factor) {
   add_rows_loop(sum, width, src, ld, rows, factor, ld_factor);
-}
-
-void add_rows(float* sum, std::int64_t width, const float* src, std::int64_t ld, std::int64_t rows,
-              const float* factor, std::int64_t ld_factor) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) add_rows_avx512(sum, width, src, ld, rows, factor, ld_factor);
-  else add_rows_loop(sum, width, src, ld, rows, factor, ld_factor);
 }
 
 // dst[0:pc] = src[0:width] then zeros (pc a multiple of 16, width <= pc), in masked 16-float
@@ -373,7 +367,9 @@ void Executor::column_sum(const ColumnSumStep& s, const Bindings& b, float beta,
     const std::int64_t width = std::min(kBlock, j1 - jb);
     float sum[kBlock];
     std::fill_n(sum, width, 0.0f);
-    add_rows(sum, width, src + jb, s.ld_src, s.rows, factor ? factor + jb : nullptr, s.ld_factor);
+    const float* f = factor ? factor + jb : nullptr;
+    if (plan_->isa == Isa::avx512) add_rows_avx512(sum, width, src + jb, s.ld_src, s.rows, f, s.ld_factor);
+    else add_rows_loop(sum, width, src + jb, s.ld_src, s.rows, f, s.ld_factor);
     for (float* out : outputs)
       if (out)
         for (std::int64_t j = 0; j < width; ++j) out[jb + j] = (beta == 0.0f ? 0.0f : beta * out[jb + j]) + sum[j];
