@@ -20,9 +20,13 @@ Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset 
 
 Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offset}; }
 
-// Below this much work per thread (GEMM FLOPs of the first layer) a plan runs on one thread.
-// Measured on 2 cores against one: 20-40 MFLOP plans were 10-25% faster on two threads, 10-16
-// MFLOP ones as fast or slower.
+// Below this much work per thread (GEMM FLOPs of the whole call, every layer's) a plan runs on
+// one thread. Measured on 2 cores against one: 20-40 MFLOP plans were 10-25% faster on two
+// threads, 10-16 MFLOP ones as fast or slower. (Counting the first layer only, as this rule
+// once did, left multi-layer stacks over a narrow x on one thread: LSTM I=7 H=160 T=7 N=3,
+// three layers, training, 13 of 65 MFLOP in the first layer, ran 1.5x faster on two threads,
+// 0.82-0.87 of oneDNN -> 1.18-1.22; 36 other stacks of 2-4 layers it moved to two threads
+// were 1.29x faster (geometric mean), the two slowest 0.92 (0.97 and 1.11 on a rerun).)
 constexpr double kMinFlopsPerThread = 10e6;
 // ... unless its first layer's weights are this large per thread: a few rows (T*N of 1-8) make
 // the GEMMs weight-streaming bound, and two cores read memory nearly twice as fast as one
@@ -111,11 +115,18 @@ class Planner {
     // T=2 N=2 training (1 MB of weights) ran 1.3x faster on two threads, LSTM I=H=128 T=1 N=4
     // inference (0.5 MB) up to 2x slower.
     // A time step's GEMM FLOPs in one direction of the first layer (input and recurrent products).
-    const double step_flops = 2.0 * static_cast<double>(shape.batch) * config.gates() *
-                              static_cast<double>(config.hidden_size) *
-                              static_cast<double>(config.input_size + config.hidden_size);
-    const double flops = step_flops * static_cast<double>(shape.seq_len) * config.directions() *
-                         (mode == Mode::training ? 3.0 : 1.0);
+    const auto layer_step_flops = [&](std::int64_t l) {
+      return 2.0 * static_cast<double>(shape.batch) * config.gates() * static_cast<double>(config.hidden_size) *
+             static_cast<double>(config.layer_input_size(l) + config.state_size());
+    };
+    const double step_flops = layer_step_flops(0);
+    // The whole call's GEMM FLOPs: layers above the first take the layer below's output, often
+    // wider than x.
+    double flops = 0;
+    for (std::int64_t l = 0; l < config.num_layers; ++l)
+      flops += layer_step_flops(l) * static_cast<double>(shape.seq_len) * config.directions() *
+               (mode == Mode::training ? 3.0 : 1.0);
+    // The first layer's weights (each layer reads its own, one layer after the other).
     const double weight_bytes =
         4.0 * static_cast<double>(config.directions()) *
         static_cast<double>(config.gates() * config.hidden_size * (config.input_size + config.state_size()) +

@@ -267,6 +267,18 @@ TEST(Planner, SmallProblemsRunOnOneThread) {
   EXPECT_EQ(make_plan({CellKind::gru, 200, 200, 1, false}, {2, 2}, Mode::inference, Isa::avx512, 2).threads, 1);
 }
 
+// The work that decides is the whole call's: layers above a narrow x take the wider output of
+// the layer below. LSTM I=7 H=160 T=7 N=3 training: 13 MFLOP in its first layer, 26 more in
+// each layer above.
+TEST(Planner, EveryLayersWorkCountsTowardsTwoThreads) {
+  const auto threads = [](std::int64_t layers) {
+    return make_plan({CellKind::lstm, 7, 160, layers, false}, {7, 3}, Mode::training, Isa::avx512, 2).threads;
+  };
+  EXPECT_EQ(threads(1), 1);
+  EXPECT_EQ(threads(2), 2);
+  EXPECT_EQ(threads(3), 2);
+}
+
 // One direction whose time steps are small runs on one thread however long its sequence: its
 // steps would be split by hidden units with a barrier after each (too few rows to split by
 // rows). Two directions (a lane each) and larger steps keep both threads.
