@@ -213,6 +213,10 @@ struct RecurrenceStep {
   GemmStep gemm;           // per step; its a (fwd: h_prev, bwd: gates at t) is filled per step
   Timed gx, h, c, gates, dy;
   Operand gh, bias_ih, bias_hh, h_init, c_init, dh_carry, dc_carry;
+  // Forward: the caller's initial h that h_init is copied from (its rows of hx). A call that
+  // binds none starts from zeros, and the first step's recurrent products (of h_init, and of
+  // r * h_init) are zero: the executor writes zeros for them instead of multiplying.
+  Operand hx;
   Operand peephole;  // LSTM with peepholes: [3, H] P_i, P_f, P_o
   // Variable lengths: an element past its length keeps its state (forward: h and c carried
   // from the previous step; backward: the gradients carried unchanged, gate gradients zero).

@@ -664,9 +664,9 @@ class Planner {
     const bool sliced = n1 - n0 < s_.N;
     const std::string rows_note = sliced ? fmt::format(" rows {}..{}", n0, n1) : "";
     const Operand h_init = shifted(h_init_operand(l, d), n0 * ldh);
-    lane.push_back(CopyStep{fmt::format("h_init l{} d{}{} <- hx", l, d, rows_note),
-                            buffer_operand(Buffer::hx, ld * s.N * s.S + n0 * s.S), h_init, rows, s.S, s.S, ldh, true,
-                            false});
+    const Operand hx = buffer_operand(Buffer::hx, ld * s.N * s.S + n0 * s.S);
+    lane.push_back(CopyStep{fmt::format("h_init l{} d{}{} <- hx", l, d, rows_note), hx, h_init, rows, s.S, s.S, ldh,
+                            true, false});
     Operand c_init;
     if (s.lstm) {
       c_init = region_operand(plan_.workspace, training() ? c_init_[ld] : cstate_[d], n0 * s.H);
@@ -716,6 +716,7 @@ class Planner {
     r.bias_hh = bias(l, d, ParamKind::bias_hh);
     if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
     r.h_init = h_init;
+    r.hx = hx;
     if (s.lstm) {
       r.c_init = c_init;
       r.c = training() ? Timed{region_operand(plan_.workspace, c_[ld], n0 * s.H), s.N * s.H} : Timed{c_init, 0};

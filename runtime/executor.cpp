@@ -575,6 +575,15 @@ void Executor::step_gemm(const GemmStep& g, const Bindings& bind, std::int64_t s
   else if (tid == 0) blas_gemm(g, call);
 }
 
+void Executor::zero_product(const GemmStep& g, std::int64_t rows, float* c, int tid) const {
+  assert(g.beta == 0.0f);
+  const auto [c0, c1] = gemm_columns(g, tid);
+  const std::int64_t group = g.blocking.generated() ? g.blocking.group : g.n;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t grp = 0; grp < g.n / group; ++grp)
+      std::memset(c + r * g.ldc + grp * group + c0, 0, static_cast<std::size_t>(c1 - c0) * sizeof(float));
+}
+
 float* Executor::timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col) const {
   float* base = resolve(t.base, b);
   return base ? base + time * t.t_stride + col : nullptr;
@@ -610,6 +619,10 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
   const float* const bias_hh = resolve(r.bias_hh, b);
   const float* const peephole = resolve(r.peephole, b);
   const std::int64_t T = r.steps;
+  // No hx: h_init is zeros, and so are the first step's products h_prev W_hh^T (and, with the
+  // reset before, (r * h_prev) W_hn^T): written as zeros, not multiplied (at T=1, half of an
+  // I=H layer's FLOPs).
+  const bool starts_at_zero = r.hx.buffer == Buffer::hx && resolve(r.hx, b) == nullptr;
   // Variable lengths: a finished row's kernel outputs that a weight gradient reads (r * h_prev
   // for dW_hn, o * tanh(c) for dW_hr) are zeroed: its GEMM rows were skipped, so they may be
   // anything, NaN included, and its zero gate gradient times NaN would be NaN.
@@ -634,7 +647,8 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       a.gates = at(r.gates, t, c0);
       return a;
     };
-    step_gemm(r.gemm, b, s, live, h_prev, w_hh, gh, tid, threads);
+    if (s == 0 && starts_at_zero) zero_product(r.gemm, live, gh, tid);
+    else step_gemm(r.gemm, b, s, live, h_prev, w_hh, gh, tid, threads);
     if (kernel && reset_before) {
       GateForwardArgs args = step_args(col0);
       args.h_out = reset_h + col0;  // r * h_prev
@@ -644,7 +658,8 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     }
     if (reset_before) {
       if (threads > 1) ThreadTeam::instance().barrier();  // every unit's r * h_prev is in
-      step_gemm(r.gemm_n, b, s, live, reset_h, w_hn, gh_n, tid, threads);
+      if (s == 0 && starts_at_zero) zero_product(r.gemm_n, live, gh_n, tid);
+      else step_gemm(r.gemm_n, b, s, live, reset_h, w_hn, gh_n, tid, threads);
       if (n_share.kernel) {
         GateForwardArgs args = step_args(n_share.col0);
         args.c_prev = z + n_share.col0;

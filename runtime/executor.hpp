@@ -130,6 +130,9 @@ class Executor {
   // step's index in the loop, whose parity sets the order of the panels (GemmCall::backwards).
   void step_gemm(const GemmStep& g, const Bindings& bind, std::int64_t step, std::int64_t rows, const float* a,
                  const float* b, float* c, int tid, int threads) const;
+  // What step_gemm writes where A is zero (and beta 0): zeros in this thread's columns of C's
+  // first `rows` rows.
+  void zero_product(const GemmStep& g, std::int64_t rows, float* c, int tid) const;
   // The address of a time-indexed operand at time `time`, column `col` (null if unbound).
   float* timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col = 0) const;
   void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;

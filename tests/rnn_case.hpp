@@ -29,6 +29,7 @@ struct RnnCase {
   std::vector<float> w, x, hx, cx, dy, dhy, dcy;
   std::vector<std::int32_t> lengths;  // variable sequence lengths, or empty
   std::uint64_t dropout_seed = 0;
+  bool passes_initial_states = true;  // false: run() leaves hx and cx out (zeros, see below)
 
   RnnCase(const RnnConfig& c, const Shape& s, unsigned seed = 1) : config(c), shape(s) {
     std::mt19937 rng(seed);
@@ -45,6 +46,14 @@ struct RnnCase {
     fill(dy, y_elements(c, s), 1.0f);
     fill(dhy, state_elements(c, s), 1.0f);
     if (c.cell == CellKind::lstm) fill(dcy, cell_state_elements(c, s), 1.0f);
+  }
+
+  // Initial states of zeros that run() leaves out of the call, as a caller with no state to
+  // start from does (PyTorch's hx=None); the oracle gets the zeros.
+  void without_initial_states() {
+    std::fill(hx.begin(), hx.end(), 0.0f);
+    std::fill(cx.begin(), cx.end(), 0.0f);
+    passes_initial_states = false;
   }
 
   // Mixed lengths in [1, T], the longest being T and the shortest 1: in no particular order, or
@@ -102,7 +111,9 @@ struct RnnCase {
     t.y.resize(static_cast<std::size_t>(y_elements(config, shape)));
     t.hy.resize(hx.size());
     t.cy.resize(cx.size());
-    ex.forward(w, {.x = x, .hx = hx, .cx = cx, .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = lengths,
+    const std::span<const float> no_state;
+    ex.forward(w, {.x = x, .hx = passes_initial_states ? hx : no_state, .cx = passes_initial_states ? cx : no_state,
+                   .y = t.y, .hy = t.hy, .cy = t.cy, .seq_lengths = lengths,
                    .dropout_seed = dropout_seed});
     if (ex.mode() != Mode::training) return t;
     t.dx.resize(x.size());

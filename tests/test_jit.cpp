@@ -1,6 +1,7 @@
 // The JIT path (planner + generated gate kernels + OpenBLAS) against the double-precision
 // reference, for every cell, mode and direction, on shapes with tails: H around the vector
 // width of 16, primes, batch 1, I != H, up to 3 layers, forward outputs and every gradient.
+#include "codegen/plan.hpp"
 #include "tests/rnn_case.hpp"
 
 namespace rnnjit::test {
@@ -87,6 +88,50 @@ TEST(JitLarge, Ds2LstmForwardAndBackward) {
     expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
     expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
   }
+}
+
+// A call without hx starts from zeros, and the executor writes the first step's recurrent
+// products as zeros instead of multiplying (GRU with the reset before has two of them). Every
+// cell, T=1 and longer, steps on one thread, split by hidden units, by batch rows and as a
+// direction's lane, variable lengths, inference and training. Each Execution first runs a
+// call with states, which leaves its buffers of products full, so that a product left
+// unwritten shows.
+TEST(JitZeroInitialState, MatchesZerosPassed) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  struct Case {
+    RnnConfig config;
+    Shape shape;
+    int plan_threads;
+    bool lengths;
+  };
+  const RnnConfig projected{
+      .cell = CellKind::lstm, .input_size = 24, .hidden_size = 48, .bidirectional = true, .proj_size = 20};
+  const Case cases[] = {
+      {{CellKind::lstm, 64, 256, 1, false}, {6, 6}, 2, false},              // split by units
+      {{CellKind::gru_reset_before, 64, 256, 1, false}, {8, 6}, 2, true},   // split by units
+      {{CellKind::gru, 33, 100, 1, false}, {12, 24}, 2, true},              // split by rows
+      {{CellKind::lstm, 256, 256, 1, false}, {1, 24}, 2, false},            // T=1, split by rows
+      {{CellKind::lstm, 64, 128, 1, true}, {4, 16}, 2, true},               // a lane a direction
+      {{CellKind::rnn_tanh, 17, 40, 2, true}, {1, 3}, 1, false},
+      {{CellKind::gru_reset_before, 9, 33, 2, false}, {5, 4}, 1, true},
+      {projected, {5, 3}, 1, true},
+  };
+  for (const Case& c : cases)
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      const bool train = mode == Mode::training;
+      const RnnConfig& k = c.config;
+      SCOPED_TRACE(fmt::format("{} I={} H={} L={} D={} P={} T={} N={} {}", to_string(k.cell), k.input_size,
+                               k.hidden_size, k.num_layers, k.directions(), k.proj_size, c.shape.seq_len,
+                               c.shape.batch, train ? "training" : "inference"));
+      RnnCase with_states(c.config, c.shape, 3), rc(c.config, c.shape, 5);
+      rc.without_initial_states();
+      if (c.lengths) rc.vary_lengths();
+      Rnn rnn(c.config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
+      Execution ex = rnn.prepare(c.shape, mode);
+      EXPECT_EQ(ex.plan().threads, c.plan_threads);
+      with_states.run(ex);
+      expect_matches(rc.run(ex), rc.reference(train), rc, train);
+    }
 }
 
 }  // namespace

@@ -278,6 +278,11 @@ double forward_flops(const RnnConfig& c, const Shape& s) {
   return total;
 }
 
+double first_step_recurrent_flops(const RnnConfig& c, const Shape& s) {
+  return 2.0 * static_cast<double>(s.batch) * c.gates() * static_cast<double>(c.hidden_size) *
+         static_cast<double>(c.state_size()) * c.directions() * static_cast<double>(c.num_layers);
+}
+
 double recurrent_weight_bytes(const RnnConfig& c) {
   const WeightLayout layout(c);
   std::int64_t elements = layout.block(0, 0, ParamKind::weight_hh).size;

@@ -100,7 +100,7 @@ struct Options {
 // are [N, T, *]. S is the width of h (RnnConfig::state_size(): P with a projection, else H).
 struct ForwardIo {
   std::span<const float> x;   // [T, N, I]
-  std::span<const float> hx;  // [L*D, N, S] or empty
+  std::span<const float> hx;  // [L*D, N, S] or empty: zeros (the CPU skips the first step's h0 W_hh^T)
   std::span<const float> cx;  // [L*D, N, H] or empty (LSTM)
   std::span<float> y;         // [T, N, D*S] (S with sum_directions: config.output_size())
   std::span<float> hy;        // [L*D, N, S] or empty
