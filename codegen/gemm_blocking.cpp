@@ -48,6 +48,13 @@ bool b_panel_in_l1(std::int64_t k, std::int64_t n_r, const CacheSizes& caches) {
 // 1.8% faster, five layers bidirectional 2.9% (inference) and 2.5% (training), the shape
 // sweep's cases up to 11% (LSTM I=H=1024 N=4), none slower beyond the noise.
 constexpr std::int64_t kStepBLookahead = 16, kOneShotNextPanelLines = 1;
+// One-row tiles of equal modelled cost: up to this many vectors, the wider wins. Each k step
+// then keeps more lines of B in flight, and its software prefetch (kStepBLookahead k steps on)
+// reaches further ahead in bytes. N=1 inference on Zen 4, 4 vectors against 2 (best of 5
+// interleaved runs of 30 calls): RNN-relu I=1 H=1536 2.81 -> 2.70 ms, GRU I=512 H=1024 6.17 ->
+// 5.60, RNN-tanh I=256 H=1024 3.47 -> 3.03, LSTM I=H=512 4.02 -> 3.73; 5 and 6 vectors in
+// between.
+constexpr std::int64_t kGemvTieVectors = 4;
 // A step whose share of B streams from L3 (more than L2 holds) has its tiles prefetch the next
 // panel at a line a k step: the first two row blocks cover it (a panel is n_r <= 3 lines a k
 // step). Where L2 holds the share, the lines are there already (GRU I=33 H=257 N=256
@@ -138,8 +145,11 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
         }
       }
       // A tile costed over all threads that runs at the same rate as a split one differs from it
-      // only by how its rows pad M: it must be 1% cheaper to be taken.
-      if (cost < best_cost - (pooled ? 0.01 * best_cost : 1e-9)) {
+      // only by how its rows pad M: it must be 1% cheaper to be taken. One row (N=1: a
+      // recurrence's step is a GEMV streaming W_hh) costs the same per vector from 2 vectors
+      // on; there the wider tile wins ties, up to kGemvTieVectors.
+      const bool wider_on_ties = m == 1 && n_r <= kGemvTieVectors;
+      if (cost < best_cost - (pooled ? 0.01 * best_cost : 1e-9) || (wider_on_ties && cost <= best_cost + 1e-9)) {
         best_cost = cost;
         best.m_r = m_r;
         best.n_r = n_r;

@@ -381,6 +381,20 @@ TEST(GemmBlocking, SharedNarrowGroupsAreOnePanel) {
     }
 }
 
+// A step of one row (N=1) costs the same per vector of B from two vectors on: the wider tile
+// wins those ties, up to four vectors (more lines of W_hh in flight a k step). Strictly cheaper
+// tiles still win: H=800 splits evenly in 80-column panels (5 vectors), not in 64-column ones.
+TEST(GemmBlocking, OneRowTilesTakeTheWiderOfEqualCosts) {
+  const std::int64_t streamed = 3 * CacheSizes{}.l2;
+  for (const std::int64_t group : {1024, 1536, 512}) {
+    const GemmBlocking b = choose_blocking(1, group, group, 2, true, {}, false, streamed);
+    EXPECT_EQ(b.m_r, 1) << "group " << group;
+    EXPECT_EQ(b.n_r, 4) << "group " << group;
+  }
+  EXPECT_EQ(choose_blocking(1, 800, 800, 2, true, {}, false, streamed).n_r, 5);
+  EXPECT_NE(choose_blocking(2, 1024, 1024, 2, true, {}, false, streamed).m_r, 1) << "two rows: no GEMV";
+}
+
 // A recurrence's step whose share of W_hh per thread is larger than L2 streams it from L3 at
 // every step, and L2, taking those fills, serves each panel's vectors more slowly: the model
 // then prefers tiles of more rows, whose panels L2 serves to fewer row blocks (DS2 LSTM: 10 x 2,
