@@ -217,6 +217,9 @@ struct RecurrenceStep {
   // binds none starts from zeros, and the first step's recurrent products (of h_init, and of
   // r * h_init) are zero: the executor writes zeros for them instead of multiplying.
   Operand hx;
+  // Backward: the caller's dhx that dh_carry ends in (its rows). A call that binds none wants
+  // nothing from the last step's recurrent product (dh_carry's only reader then): not computed.
+  Operand dhx;
   Operand peephole;  // LSTM with peepholes: [3, H] P_i, P_f, P_o
   // Variable lengths: an element past its length keeps its state (forward: h and c carried
   // from the previous step; backward: the gradients carried unchanged, gate gradients zero).

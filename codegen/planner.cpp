@@ -913,9 +913,10 @@ class Planner {
       r.dc_carry = dc;
     }
     if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
+    const Operand dhx = buffer_operand(Buffer::dhx, ld * s.N * s.S + n0 * s.S);
+    r.dhx = dhx;
     lane.push_back(std::move(r));
-    lane.push_back(CopyStep{fmt::format("dhx l{} d{}{}", l, d, rows_note), dh,
-                            buffer_operand(Buffer::dhx, ld * s.N * s.S + n0 * s.S), rows, s.S, s.S, s.S, false, true});
+    lane.push_back(CopyStep{fmt::format("dhx l{} d{}{}", l, d, rows_note), dh, dhx, rows, s.S, s.S, s.S, false, true});
     if (s.lstm)
       lane.push_back(CopyStep{fmt::format("dcx l{} d{}{}", l, d, rows_note), dc,
                               buffer_operand(Buffer::dcx, ld * s.N * s.H + n0 * s.H), rows, s.H, s.H, s.H, false,

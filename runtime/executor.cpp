@@ -718,6 +718,9 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
   float* const d_reset_h = resolve(r.d_reset_h, b);
   const float* const w_hn = resolve(r.gemm_n.b, b);
   const std::int64_t T = r.steps;
+  // The last step's product dh_carry += dgates W_hh is dh_prev of the first forward step: dhx,
+  // nothing else. Without dhx in the call it is not computed.
+  const bool wants_dhx = r.dhx.buffer != Buffer::dhx || resolve(r.dhx, b) != nullptr;
   GateBackwardArgs args{};
   // Variable lengths: no gate gradient for a row past its length (after the step's last kernel).
   auto zero_past_end = [&](std::int64_t t, float* gates_at_col0, std::int64_t width) {
@@ -777,7 +780,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       }
     }
     if (threads > 1) ThreadTeam::instance().barrier();  // every thread's gate gradients are in
-    step_gemm(r.gemm, b, s, live, gates, w_hh, dh_carry, tid, threads);
+    if (s + 1 < T || wants_dhx) step_gemm(r.gemm, b, s, live, gates, w_hh, dh_carry, tid, threads);
     for (std::int64_t n = 0; n < N && lengths; ++n)
       if (past_end(lengths, n, t)) copy_floats(dh_carry + n * S + h0, save + n * 2 * H + h0, h1 - h0);
   }

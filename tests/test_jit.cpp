@@ -90,48 +90,86 @@ TEST(JitLarge, Ds2LstmForwardAndBackward) {
   }
 }
 
-// A call without hx starts from zeros, and the executor writes the first step's recurrent
-// products as zeros instead of multiplying (GRU with the reset before has two of them). Every
-// cell, T=1 and longer, steps on one thread, split by hidden units, by batch rows and as a
-// direction's lane, variable lengths, inference and training. Each Execution first runs a
-// call with states, which leaves its buffers of products full, so that a product left
-// unwritten shows.
-TEST(JitZeroInitialState, MatchesZerosPassed) {
-  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
-  struct Case {
-    RnnConfig config;
-    Shape shape;
-    int plan_threads;
-    bool lengths;
-  };
+// Plans of every kind of step split, for the tests of what a call leaves out below: steps on
+// one thread, split by hidden units, by batch rows and as a direction's lane, with and without
+// variable lengths (plan_threads: the threads the plan must run on, to be sure of the split).
+struct SplitCase {
+  RnnConfig config;
+  Shape shape;
+  int plan_threads;
+  bool lengths;
+};
+
+std::vector<SplitCase> split_cases() {
   const RnnConfig projected{
       .cell = CellKind::lstm, .input_size = 24, .hidden_size = 48, .bidirectional = true, .proj_size = 20};
-  const Case cases[] = {
-      {{CellKind::lstm, 64, 256, 1, false}, {6, 6}, 2, false},              // split by units
-      {{CellKind::gru_reset_before, 64, 256, 1, false}, {8, 6}, 2, true},   // split by units
-      {{CellKind::gru, 33, 100, 1, false}, {12, 24}, 2, true},              // split by rows
-      {{CellKind::lstm, 256, 256, 1, false}, {1, 24}, 2, false},            // T=1, split by rows
-      {{CellKind::lstm, 64, 128, 1, true}, {4, 16}, 2, true},               // a lane a direction
+  return {
+      {{CellKind::lstm, 64, 256, 1, false}, {6, 6}, 2, false},             // split by units
+      {{CellKind::gru_reset_before, 64, 256, 1, false}, {8, 6}, 2, true},  // split by units
+      {{CellKind::gru, 33, 100, 1, false}, {12, 24}, 2, true},             // split by rows
+      {{CellKind::lstm, 256, 256, 1, false}, {1, 24}, 2, false},           // T=1, split by rows
+      {{CellKind::lstm, 64, 128, 1, true}, {4, 16}, 2, true},              // a lane a direction
       {{CellKind::rnn_tanh, 17, 40, 2, true}, {1, 3}, 1, false},
       {{CellKind::gru_reset_before, 9, 33, 2, false}, {5, 4}, 1, true},
       {projected, {5, 3}, 1, true},
   };
-  for (const Case& c : cases)
+}
+
+std::string describe(const SplitCase& c, Mode mode) {
+  const RnnConfig& k = c.config;
+  return fmt::format("{} I={} H={} L={} D={} P={} T={} N={} {}", to_string(k.cell), k.input_size, k.hidden_size,
+                     k.num_layers, k.directions(), k.proj_size, c.shape.seq_len, c.shape.batch,
+                     mode == Mode::training ? "training" : "inference");
+}
+
+Execution prepare_split(const SplitCase& c, Mode mode) {
+  Rnn rnn(c.config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
+  Execution ex = rnn.prepare(c.shape, mode);
+  EXPECT_EQ(ex.plan().threads, c.plan_threads);
+  return ex;
+}
+
+// A call without hx starts from zeros, and the executor writes the first step's recurrent
+// products as zeros instead of multiplying (GRU with the reset before has two of them). Each
+// Execution first runs a call with states, which leaves its buffers of products full, so that
+// a product left unwritten shows.
+TEST(JitZeroInitialState, MatchesZerosPassed) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  for (const SplitCase& c : split_cases())
     for (Mode mode : {Mode::inference, Mode::training}) {
+      SCOPED_TRACE(describe(c, mode));
       const bool train = mode == Mode::training;
-      const RnnConfig& k = c.config;
-      SCOPED_TRACE(fmt::format("{} I={} H={} L={} D={} P={} T={} N={} {}", to_string(k.cell), k.input_size,
-                               k.hidden_size, k.num_layers, k.directions(), k.proj_size, c.shape.seq_len,
-                               c.shape.batch, train ? "training" : "inference"));
       RnnCase with_states(c.config, c.shape, 3), rc(c.config, c.shape, 5);
       rc.without_initial_states();
       if (c.lengths) rc.vary_lengths();
-      Rnn rnn(c.config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
-      Execution ex = rnn.prepare(c.shape, mode);
-      EXPECT_EQ(ex.plan().threads, c.plan_threads);
+      Execution ex = prepare_split(c, mode);
       with_states.run(ex);
       expect_matches(rc.run(ex), rc.reference(train), rc, train);
     }
+}
+
+// Backward data without dhx leaves out the last step's recurrent product (dh_carry's only
+// reader is then absent); dx, dcx and the weight gradients stay what they are with it. The
+// Execution first runs backward with dhx, and the gradients of the second call are checked
+// against the oracle.
+TEST(JitWithoutDhx, GradientsMatchTheReference) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  for (const SplitCase& c : split_cases()) {
+    SCOPED_TRACE(describe(c, Mode::training));
+    RnnCase rc(c.config, c.shape, 9);
+    if (c.lengths) rc.vary_lengths();
+    Execution ex = prepare_split(c, Mode::training);
+    rc.run(ex);
+    const Tensors want = rc.reference(true);
+    std::vector<float> y(want.y.size()), dx(rc.x.size()), dcx(rc.cx.size()), dw(rc.w.size());
+    ex.forward(rc.w, {.x = rc.x, .hx = rc.hx, .cx = rc.cx, .y = y, .seq_lengths = rc.lengths});
+    ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = dx, .dcx = dcx});
+    ex.backward_weights({.x = rc.x, .dweights = dw});
+    const double gtol = rc.tolerance(true);
+    expect_close(dx, want.dx, gtol, "dx");
+    expect_close(dcx, want.dcx, gtol, "dcx");
+    expect_close(dw, want.dw, gtol, "dweights");
+  }
 }
 
 }  // namespace

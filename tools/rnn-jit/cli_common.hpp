@@ -143,8 +143,9 @@ std::string describe(const Shape& shape);
 // 2*T*N*G*H*(I_l+H) per layer-direction.
 double forward_flops(const RnnConfig& config, const Shape& shape);
 // Of those, the first step's recurrent products h0 W_hh^T (2*N*G*H*S a layer-direction): a call
-// without hx starts from zeros and writes them as zeros rather than multiplying, so bench, whose
-// calls pass no hx, leaves them out of the FLOPs it credits.
+// without hx starts from zeros and writes them as zeros rather than multiplying, and backward
+// data without dhx leaves out as many (dh0 = dgates_0 W_hh), so bench, whose calls pass neither,
+// leaves them out of the FLOPs it credits.
 double first_step_recurrent_flops(const RnnConfig& config, const Shape& shape);
 // Bytes of the recurrent weights (W_hh, and W_hr with a projection) of one layer and direction:
 // what a recurrent step reads, and backward data's step reads again.

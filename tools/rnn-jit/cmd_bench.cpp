@@ -7,9 +7,10 @@
 //
 // FLOPs count the GEMMs only: forward 2*T*N*G*H*(I_l + S) per layer and direction (plus the
 // projection's 2*T*N*P*H); training three times that (forward, backward data, backward
-// weights); less, once, the first step's recurrent products, zero in these calls that start
-// from zero states (no hx), which rnnjit's CPU executor does not multiply (oneDNN and the CUDA
-// executor do; every contender is credited the same FLOPs). --mixed-lengths runs variable-length sequences (lengths drawn in [1, T], the
+// weights); less the first step's recurrent products, zero in these calls that start from
+// zero states (no hx), and in training the last backward step's, which only dhx (not asked
+// for) would read: rnnjit's CPU executor computes neither (oneDNN and the CUDA executor do;
+// every contender is credited the same FLOPs). --mixed-lengths runs variable-length sequences (lengths drawn in [1, T], the
 // longest T) and still counts the padded FLOPs, so that its time compares with the padded run's.
 // --device cuda times rnnjit's CUDA executor on device data (tools/rnn-jit/bench_cuda.hpp), and
 // --compare cudnn cuDNN's RNN on the same data; each iteration ends when the device is done.
@@ -220,24 +221,25 @@ int bench(const BenchFlags& f) {
   }
   if (progress) fmt::print(stderr, "\n");
 
-  const double flops =
-      forward_flops(config, shape) * (mode == Mode::training ? 3.0 : 1.0) - first_step_recurrent_flops(config, shape);
+  const bool training = mode == Mode::training;
+  const double flops = forward_flops(config, shape) * (training ? 3.0 : 1.0) -
+                       first_step_recurrent_flops(config, shape) * (training ? 2.0 : 1.0);
   const Timings& ours = timings.front();
   if (f.peak) bench::wait_for_quiet_cores();
   const double peak = f.peak ? bench::measure_fma_peak(threads) : 0.0;
   const double ours_gflops = flops / (ours.median() * 1e6);
   // The weight-streaming bound: every recurrent step reads its layer's W_hh and W_hr (forward,
-  // and backward data again in training; the first forward step no W_hh: its h0 is zero), each
-  // thread its share of a layer's directions, at the rate the threads read working sets of that
-  // size now.
+  // and backward data again in training; no W_hh in the first forward step, whose h0 is zero,
+  // nor in the last backward one, without dhx), each thread its share of a layer's directions,
+  // at the rate the threads read working sets of that size now.
   // bf16 weights (an inference plan with --fpmath bf16 on AMX) are half the bytes.
   const bool bf16 = contenders.front().fpmath == FpMath::bf16;
   const double step_bytes = recurrent_weight_bytes(config) * (bf16 ? 0.5 : 1.0);
   const double w_hh_bytes = 4.0 * config.gates() * static_cast<double>(config.hidden_size * config.state_size()) *
                             (bf16 ? 0.5 : 1.0);
-  const double streamed_bytes =
-      (static_cast<double>(shape.seq_len * (mode == Mode::training ? 2 : 1)) * step_bytes - w_hh_bytes) *
-      static_cast<double>(config.num_layers) * config.directions();
+  const double passes = training ? 2.0 : 1.0;
+  const double streamed_bytes = passes * (static_cast<double>(shape.seq_len) * step_bytes - w_hh_bytes) *
+                                static_cast<double>(config.num_layers) * config.directions();
   const auto share = static_cast<std::int64_t>(step_bytes * config.directions() / threads);
   const double read_gbps = peak > 0 ? bench::measure_read_bandwidth(threads, share) : 0.0;
   const double bound_ms = read_gbps > 0 ? streamed_bytes / (read_gbps * 1e6) : 0.0;
