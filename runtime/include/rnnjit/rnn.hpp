@@ -126,7 +126,7 @@ struct BackwardDataIo {
   std::span<const float> dhy;  // [L*D, N, S] or empty
   std::span<const float> dcy;  // [L*D, N, H] or empty (LSTM)
   std::span<float> dx;         // [T, N, I]
-  std::span<float> dhx;        // [L*D, N, S] or empty
+  std::span<float> dhx;        // [L*D, N, S] or empty (the CPU then skips the last step's dh W_hh)
   std::span<float> dcx;        // [L*D, N, H] or empty (LSTM)
 };
 
