@@ -10,8 +10,9 @@
 // weights); less the first step's recurrent products, zero in these calls that start from
 // zero states (no hx), and in training the last backward step's, which only dhx (not asked
 // for) would read: rnnjit's CPU executor computes neither (oneDNN and the CUDA executor do;
-// every contender is credited the same FLOPs). --mixed-lengths runs variable-length sequences (lengths drawn in [1, T], the
-// longest T) and still counts the padded FLOPs, so that its time compares with the padded run's.
+// every contender is credited the same FLOPs). --mixed-lengths runs variable-length sequences
+// (lengths drawn in [1, T], the longest T) and still counts the padded FLOPs, so that its time
+// compares with the padded run's.
 // --device cuda times rnnjit's CUDA executor on device data (tools/rnn-jit/bench_cuda.hpp), and
 // --compare cudnn cuDNN's RNN on the same data; each iteration ends when the device is done.
 #include <fmt/format.h>
