@@ -647,7 +647,8 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
       a.gates = at(r.gates, t, c0);
       return a;
     };
-    if (s == 0 && starts_at_zero) zero_product(r.gemm, live, gh, tid);
+    const bool h_prev_is_zero = s == 0 && starts_at_zero;
+    if (h_prev_is_zero) zero_product(r.gemm, live, gh, tid);
     else step_gemm(r.gemm, b, s, live, h_prev, w_hh, gh, tid, threads);
     if (kernel && reset_before) {
       GateForwardArgs args = step_args(col0);
@@ -658,7 +659,7 @@ void Executor::forward_recurrence(const RecurrenceStep& r, const Bindings& b, in
     }
     if (reset_before) {
       if (threads > 1) ThreadTeam::instance().barrier();  // every unit's r * h_prev is in
-      if (s == 0 && starts_at_zero) zero_product(r.gemm_n, live, gh_n, tid);
+      if (h_prev_is_zero) zero_product(r.gemm_n, live, gh_n, tid);
       else step_gemm(r.gemm_n, b, s, live, reset_h, w_hn, gh_n, tid, threads);
       if (n_share.kernel) {
         GateForwardArgs args = step_args(n_share.col0);

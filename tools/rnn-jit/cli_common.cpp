@@ -279,15 +279,17 @@ double forward_flops(const RnnConfig& c, const Shape& s) {
 }
 
 double first_step_recurrent_flops(const RnnConfig& c, const Shape& s) {
-  return 2.0 * static_cast<double>(s.batch) * c.gates() * static_cast<double>(c.hidden_size) *
-         static_cast<double>(c.state_size()) * c.directions() * static_cast<double>(c.num_layers);
+  return 2.0 * static_cast<double>(s.batch) * (w_hh_bytes(c) / 4.0) * c.directions() *
+         static_cast<double>(c.num_layers);
+}
+
+double w_hh_bytes(const RnnConfig& c) {
+  return 4.0 * static_cast<double>(WeightLayout(c).block(0, 0, ParamKind::weight_hh).size);
 }
 
 double recurrent_weight_bytes(const RnnConfig& c) {
-  const WeightLayout layout(c);
-  std::int64_t elements = layout.block(0, 0, ParamKind::weight_hh).size;
-  if (c.proj_size > 0) elements += layout.block(0, 0, ParamKind::weight_hr).size;
-  return 4.0 * static_cast<double>(elements);
+  const double w_hr = c.proj_size > 0 ? static_cast<double>(WeightLayout(c).block(0, 0, ParamKind::weight_hr).size) : 0;
+  return w_hh_bytes(c) + 4.0 * w_hr;
 }
 
 }  // namespace rnnjit::cli

@@ -147,6 +147,8 @@ double forward_flops(const RnnConfig& config, const Shape& shape);
 // data without dhx leaves out as many (dh0 = dgates_0 W_hh), so bench, whose calls pass neither,
 // leaves them out of the FLOPs it credits.
 double first_step_recurrent_flops(const RnnConfig& config, const Shape& shape);
+// Bytes of W_hh [G*H, S] of one layer and direction.
+double w_hh_bytes(const RnnConfig& c);
 // Bytes of the recurrent weights (W_hh, and W_hr with a projection) of one layer and direction:
 // what a recurrent step reads, and backward data's step reads again.
 double recurrent_weight_bytes(const RnnConfig& c);

@@ -236,10 +236,9 @@ int bench(const BenchFlags& f) {
   // bf16 weights (an inference plan with --fpmath bf16 on AMX) are half the bytes.
   const bool bf16 = contenders.front().fpmath == FpMath::bf16;
   const double step_bytes = recurrent_weight_bytes(config) * (bf16 ? 0.5 : 1.0);
-  const double w_hh_bytes = 4.0 * config.gates() * static_cast<double>(config.hidden_size * config.state_size()) *
-                            (bf16 ? 0.5 : 1.0);
+  const double first_step_skips = w_hh_bytes(config) * (bf16 ? 0.5 : 1.0);
   const double passes = training ? 2.0 : 1.0;
-  const double streamed_bytes = passes * (static_cast<double>(shape.seq_len) * step_bytes - w_hh_bytes) *
+  const double streamed_bytes = passes * (static_cast<double>(shape.seq_len) * step_bytes - first_step_skips) *
                                 static_cast<double>(config.num_layers) * config.directions();
   const auto share = static_cast<std::int64_t>(step_bytes * config.directions() / threads);
   const double read_gbps = peak > 0 ? bench::measure_read_bandwidth(threads, share) : 0.0;
