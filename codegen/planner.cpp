@@ -401,6 +401,9 @@ class Planner {
   void allocate_forward() {
     const auto& s = s_;
     const bool train = training();
+    // Batch-first x ([N, T, I]) is read as sequence-major rows: a copy, which backward data
+    // reuses for dx's sequence-major rows, copied out to the caller's [N, T, I] (plan_input()).
+    if (config_.batch_first) input_seq_ = region("input_seq", false, s.T * s.N * config_.input_size);
     for (int d = 0; d < s.D; ++d) {
       gx_[d] = region(fmt::format("gx.d{}", d), false, s.T * s.N * s.GX);
       gh_[d] = region(fmt::format("gh.d{}", d), false, s.N * s.GH);
@@ -497,7 +500,7 @@ class Planner {
   // What direction d of layer l reads: x, the layer below's output, or (training with dropout)
   // its dropped copy; in an independent stack, only direction d's columns of it.
   Operand layer_input(std::int64_t l, int d) const {
-    if (l == 0) return buffer_operand(Buffer::x);
+    if (l == 0) return config_.batch_first ? region_operand(plan_.workspace, input_seq_) : buffer_operand(Buffer::x);
     const std::int64_t column = config_.layer_input_column(l, d);
     if (dropout_) return region_operand(plan_.workspace, dropped_[static_cast<std::size_t>(l - 1)], column);
     return shifted(output_above(l - 1), column);
@@ -548,26 +551,10 @@ class Planner {
   std::int64_t ld_input(std::int64_t l) const { return config_.layer_input_stride(l); }
   std::size_t ld_index(std::int64_t l, int d) const { return static_cast<std::size_t>(l * s_.D + d); }
   static Operand shifted(Operand o, std::int64_t by) { o.offset += by; return o; }
-  // Whether layer l reads x (or, backward, writes dx) in the caller's batch-first layout.
-  bool batch_first_input(std::int64_t l) const { return l == 0 && config_.batch_first; }
-
-  // A GEMM whose A rows are the T*N (t, n) rows of a [T, N, *] operand, made to read them from
-  // a batch-first [N, T, *] tensor instead: one product of T rows per batch row n, A moved by
-  // T rows of the caller's tensor and C by one row of the sequence-major one.
-  GemmStep batch_first_rows(GemmStep g, bool a_is_caller) const {
-    const std::int64_t caller_ld = a_is_caller ? g.lda : g.ldc, seq_ld = a_is_caller ? g.ldc : g.lda;
-    g.m = s_.T;
-    g.batch = s_.N;
-    (a_is_caller ? g.a_batch_stride : g.c_batch_stride) = s_.T * caller_ld;
-    (a_is_caller ? g.c_batch_stride : g.a_batch_stride) = seq_ld;
-    (a_is_caller ? g.ldc : g.lda) = s_.N * seq_ld;
-    return g;
-  }
-
-  // A GEMM over layer l's T x N rows (of its input or input gradient) skips the rows of finished
-  // sequences (GemmStep::sequence_rows).
-  void skip_finished_rows(GemmStep& g, std::int64_t l, bool rows_of_a_are_zero) const {
-    g.sequence_rows = batch_first_input(l) ? GemmStep::SequenceRows::batch_major : GemmStep::SequenceRows::time_major;
+  // A GEMM over a layer's T x N rows (of its input or input gradient) skips the rows of
+  // finished sequences (GemmStep::sequence_rows).
+  void skip_finished_rows(GemmStep& g, bool rows_of_a_are_zero) const {
+    g.sequence_rows = GemmStep::SequenceRows::time_major;
     g.sequences = s_.N;
     g.finished_rows_zero = rows_of_a_are_zero;
   }
@@ -598,6 +585,7 @@ class Planner {
     // only the recurrences.
     const bool own_projection_stage =
         ((s.D == 2 && lane_threads() == 1) || batch_slices_ > 1) && plan_.threads > 1 && generate_gemms();
+    plan_input(plan_.forward);
     if (!config_.bias) {  // the gate kernels add a bias: zeros, in the caller's workspace every call
       zero_bias_ = region("zero_bias", false, s.GH);
       plan_.forward.push_back(Stage{{{CopyStep{"zero biases (no bias parameters)", {},
@@ -612,8 +600,7 @@ class Planner {
                             config_.layer_input_size(l), layer_input(l, d), weight(l, d, ParamKind::weight_ih), gx,
                             ld_input(l), config_.layer_input_size(l), s.GX, 0.0f, {}};
         projection.c_whole_vectors = s.GX > s.GH;
-        if (batch_first_input(l)) projection = batch_first_rows(projection, true);
-        skip_finished_rows(projection, l, false);
+        skip_finished_rows(projection, false);
         // No thread needs its hidden units of every gate here (the recurrence does), so where H
         // is not a whole number of vectors the G gates are one group of G*H columns: panels
         // grouped by gate would pad every gate's last vector (H=50: 150 columns computed as 192).
@@ -753,6 +740,17 @@ class Planner {
     plan_.forward.push_back(Stage{{std::move(lane)}});
   }
 
+  // Batch-first x is copied into sequence-major rows (layer_input()) by each call that reads it
+  // (the workspace is free between calls). Its GEMMs are then those of sequence-major x: one
+  // input projection over all T*N rows, one dW_ih summing them (a product of T rows for each
+  // batch element, x read in place, was 2-3x slower at small T).
+  void plan_input(std::vector<Stage>& call) const {
+    if (!config_.batch_first) return;
+    const std::int64_t in = config_.input_size;
+    call.push_back(Stage{{{rows_copy("x [T, N] <- x [N, T]", buffer_operand(Buffer::x), in, layer_input(0, 0), in, in,
+                                     BatchFirst::src)}}});
+  }
+
   // Batch-first dy is first copied into sequence-major rows, which the gate kernels read (with
   // sum_directions, spread_dy() does it).
   void plan_dy() {
@@ -796,7 +794,8 @@ class Planner {
     plan_.backward_data.push_back(Stage{{std::move(lane)}});
   }
   Operand dx_of_layer(std::int64_t l) const {
-    return l == 0 ? buffer_operand(Buffer::dx) : region_operand(plan_.workspace, dlayer_[(l - 1) % 2]);
+    if (l == 0) return config_.batch_first ? region_operand(plan_.workspace, input_seq_) : buffer_operand(Buffer::dx);
+    return region_operand(plan_.workspace, dlayer_[(l - 1) % 2]);
   }
 
   void plan_backward_data() {
@@ -833,12 +832,14 @@ class Planner {
                       shifted(weight(l, d, ParamKind::weight_ih), piece.row * in),
                       shifted(dx_of_layer(l), config_.layer_input_column(l, d)), s.R, in, ld_input(l),
                       first ? 0.0f : 1.0f, {}};
-          if (batch_first_input(l)) dx = batch_first_rows(dx, false);
-          skip_finished_rows(dx, l, true);
+          skip_finished_rows(dx, true);
           lane.push_back(generated(dx, in, plan_.threads, false, 0, &lane));
           first = false;
         }
       }
+      if (l == 0 && config_.batch_first)
+        lane.push_back(rows_copy("dx [N, T] <- dx [T, N]", dx_of_layer(0), in, buffer_operand(Buffer::dx), in, in,
+                                 BatchFirst::dst));
       plan_.backward_data.push_back(Stage{{std::move(lane)}});
       if (dropout_ && l > 0)
         plan_.backward_data.push_back(Stage{{{DropoutStep{fmt::format("dropout l{} backward", l - 1), Pass::backward,
@@ -926,6 +927,7 @@ class Planner {
   // --- backward weights (beta 0 here; the executor turns it into 1 to accumulate) ------------
   void plan_backward_weights() {
     const auto& s = s_;
+    plan_input(plan_.backward_weights);
     const std::int64_t ldh = s.W;
     // The two directions' weight gradients run one after the other in one lane, every GEMM
     // on all threads (which share its tiles as they go), rather than as a lane per direction
@@ -953,30 +955,19 @@ class Planner {
           // Its A panels kept for dW_hh where the two share them (share_a_panels() below
           // decides, and gives them their region).
           if (!s.gru) dw.a_panels_use = GemmStep::APanels::keep_for_next;
-          if (batch_first_input(l)) {
-            // Sum over batch rows n of gates(:, n)^T x[n]: T rows of each, B read in place.
-            dw.k = s.T;
-            dw.batch = s.N;
-            dw.a_batch_stride = s.R;
-            dw.lda = s.N * s.R;
-            dw.b_batch_stride = s.T * in;
-            dw.k_sequence_rows = GemmStep::SequenceRows::batch_major;
-            dw.a_panels_use = GemmStep::APanels::per_k_block;
-          }
           std::vector<Step> packs;
-          dw = gemm(dw, in, d, batch_first_input(l) ? nullptr : &packs);
+          dw = gemm(dw, in, d, &packs);
           // The GRU's pieces multiply the same B: packed once where their panels are alike.
           const auto* pack = packs.empty() ? nullptr : std::get_if<PackStep>(&packs.front());
           if (!pack || !x_panels || !same_panels(*pack, *x_panels)) {
             if (pack) x_panels = *pack;
             for (Step& step : packs) lane.push_back(std::move(step));
           }
-          // A B that is not packed is masked into a copy: time-major, and on the GPU batch-major
-          // too (cuBLAS's products share one k). Its home: the lane's B scratch (no GEMM packs).
-          const bool time_major = dw.k_sequence_rows == GemmStep::SequenceRows::time_major;
-          if (!dw.blocking.packed_b && (time_major || plan_.isa == Isa::cuda)) {
+          // A B that is not packed is masked into a copy (variable lengths). Its home: the
+          // lane's B scratch (no GEMM packs).
+          if (!dw.blocking.packed_b) {
             const int scratch_lane = one_lane ? 0 : d;
-            const std::int64_t elements = (dw.batch - 1) * dw.b_batch_stride + (dw.k - 1) * dw.ldb + dw.n;  // as B
+            const std::int64_t elements = (dw.k - 1) * dw.ldb + dw.n;  // as B
             dw.b_masked = region_operand(plan_.workspace, lane_region(b_panels_.at(static_cast<std::size_t>(scratch_lane)),
                                                                       "b_panels", scratch_lane, elements));
           }
@@ -1094,7 +1085,7 @@ class Planner {
   bool dropout_ = false;  // training with dropout between layers
   bool split_directions_ = false;  // directions in turn on all threads, not as lanes (constructor)
   int batch_slices_ = 1;           // recurrences as lanes of batch rows per direction, a thread each (constructor)
-  int carry_save_[2] = {-1, -1}, y_seq_ = -1, dy_seq_ = -1;
+  int carry_save_[2] = {-1, -1}, y_seq_ = -1, dy_seq_ = -1, input_seq_ = -1;
   int cell_state_out_[2] = {-1, -1}, dcell_[2] = {-1, -1}, zeros_[2] = {-1, -1};  // projection
   std::vector<int> cell_out_, dh_proj_;                                           // projection (reserve)
   std::vector<int> dropped_, dropout_mask_;  // per layer below the top (reserve)
