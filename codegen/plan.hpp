@@ -68,9 +68,6 @@ struct Timed {
 };
 
 // Row-major C = op(A) op(B) + beta C with op(X) = X or X^T; alpha is always 1.
-// A batched GEMM (batch > 1) repeats this for i < batch with A, B and C moved by i times their
-// batch strides; with c_batch_stride == 0 every product adds into the same C (beta applies to
-// the first). Batch-first tensors are read and written in place this way, one batch row at a time.
 struct GemmStep {
   std::string what;  // e.g. "input projection l0 d0"
   bool trans_a = false, trans_b = false;
@@ -85,16 +82,13 @@ struct GemmStep {
   // same m_r and k_c (dW_hh after dW_ih: both sum over the gate gradients) and packs nothing.
   enum class APanels : std::uint8_t { per_k_block, keep_for_next, packed_before };
   APanels a_panels_use = APanels::per_k_block;
-  std::int64_t batch = 1, a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
   // Variable lengths: C's row blocks made only of rows of finished sequences are not computed.
   // Either nothing reads those rows (an input projection: the gate kernel's results there are
   // replaced by the carried state), or, with finished_rows_zero, A's rows there are zero (gate
   // gradients) and so are C's: stored as zeros where C is overwritten, left where C is added
-  // to (an input gradient). Rows are (t, n) pairs: time_major, row t * sequences + n;
-  // batch_major, row t of product n (batch-first x and dx, a product per sequence).
-  enum class SequenceRows : std::uint8_t { none, time_major, batch_major };
-  SequenceRows sequence_rows = SequenceRows::none;
-  std::int64_t sequences = 0;  // N, with sequence_rows or k_sequence_rows
+  // to (an input gradient). Rows are (t, n) pairs, sequence-major: row t * sequences + n.
+  bool finished_rows_skipped = false;
+  std::int64_t sequences = 0;  // N, with finished_rows_skipped or finished_k_rows_skipped
   bool finished_rows_zero = false;
   // C's rows have room for the last panel's whole vectors (one group, ldc >= n rounded up to
   // 16): its tiles write them all, the columns past n as zeros (B's packed panels are zero
@@ -108,11 +102,9 @@ struct GemmStep {
   // Variable lengths, weight gradients: the sum over k runs over (t, n) rows, laid out as
   // above, and the rows of finished sequences add nothing. B there holds whatever the caller
   // left past a length (x's padding, NaN included: zero gate gradients times NaN are NaN), so
-  // it is never read: batch-major products stop at their sequence's length; a time-major B is
-  // zeroed there as it is packed (PackStep::sequences) or, unpacked, copied into b_masked
-  // (laid out as B) with those rows zeroed. GPU plans mask batch-major B into
-  // b_masked too (cuBLAS runs every product over the same k).
-  SequenceRows k_sequence_rows = SequenceRows::none;
+  // it is never read: B is zeroed there as it is packed (PackStep::sequences) or, unpacked,
+  // copied into b_masked (laid out as B) with those rows zeroed.
+  bool finished_k_rows_skipped = false;
   Operand b_masked;
 };
 
@@ -132,7 +124,7 @@ struct PackStep {
   bool transpose = true;
   std::int64_t ld = 0;    // row stride of a plain (not transposed) src
   // Variable lengths: a plain src's row kk is (t, n) = (kk / sequences, kk % sequences), and
-  // the rows of finished sequences are packed as zeros (GemmStep::k_sequence_rows); 0: none.
+  // the rows of finished sequences are packed as zeros (GemmStep::finished_k_rows_skipped); 0: none.
   std::int64_t sequences = 0;
 };
 

@@ -18,12 +18,11 @@ void matrix(const std::function<void(const Extent&)>& fn, const Operand& o, std:
 }
 
 void gemm(const std::function<void(const Extent&)>& fn, const GemmStep& g) {
-  // A batched GEMM's operands move by their batch strides, like a time-indexed one.
-  matrix(fn, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.a_batch_stride, g.batch);
+  matrix(fn, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
   if (g.blocking.packed_b) matrix(fn, g.b, 1, packed_elements(g.blocking, g.n / g.blocking.group, g.k), 0);
-  else matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.b_batch_stride, g.batch);
-  matrix(fn, g.b_masked, g.k, g.n, g.ldb, g.b_batch_stride, g.batch);  // B's copy, laid out as B
-  matrix(fn, g.c, g.m, g.c_columns_written(), g.ldc, g.c_batch_stride, g.batch);
+  else matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
+  matrix(fn, g.b_masked, g.k, g.n, g.ldb);  // B's copy, laid out as B
+  matrix(fn, g.c, g.m, g.c_columns_written(), g.ldc);
   if (g.blocking.pack_a) matrix(fn, g.a_panels, 1, a_panel_elements(g), 0);
 }
 

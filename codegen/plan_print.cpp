@@ -43,23 +43,10 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
           {"threads", b.threads}, {"packed_b", b.packed_b}, {"kernels", kernels}};
 }
 
-const char* sequence_rows_name(GemmStep::SequenceRows r) {
-  switch (r) {
-    case GemmStep::SequenceRows::time_major: return "time_major";
-    case GemmStep::SequenceRows::batch_major: return "batch_major";
-    case GemmStep::SequenceRows::none: break;
-  }
-  return "none";
-}
-
 std::string gemm_text(const Plan& p, const GemmStep& g) {
-  const std::string batch =
-      g.batch > 1 ? fmt::format(" x{} batch (strides A {} B {} C {})", g.batch, g.a_batch_stride, g.b_batch_stride,
-                                g.c_batch_stride)
-                  : "";
   std::string skips =
-      g.sequence_rows == GemmStep::SequenceRows::none ? "" : ", skips the rows of finished sequences (variable lengths)";
-  if (g.k_sequence_rows != GemmStep::SequenceRows::none)
+      g.finished_rows_skipped ? ", skips the rows of finished sequences (variable lengths)" : "";
+  if (g.finished_k_rows_skipped)
     skips += g.b_masked.buffer != Buffer::none
                  ? fmt::format(", sums no K row of a finished sequence (variable lengths: B masked into {})",
                                operand_text(p, g.b_masked))
@@ -68,9 +55,9 @@ std::string gemm_text(const Plan& p, const GemmStep& g) {
     skips += fmt::format(", A packed for all of K into {} and kept for the next GEMM", operand_text(p, g.a_panels));
   else if (g.a_panels_use == GemmStep::APanels::packed_before)
     skips += fmt::format(", A's panels as the last GEMM packed them into {}", operand_text(p, g.a_panels));
-  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}{}, A={} B={} C={} ldc={} ({}){}", g.what,
+  return fmt::format("gemm {}: C[{}x{}] {}= A{}[lda {}] * B{}[ldb {}], K={}, A={} B={} C={} ldc={} ({}){}", g.what,
                      g.m, g.n, g.beta != 0.0f ? "+" : "", g.trans_a ? "^T" : "", g.lda, g.trans_b ? "^T" : "", g.ldb,
-                     g.k, batch, g.a.buffer == Buffer::none ? "per step" : operand_text(p, g.a), operand_text(p, g.b),
+                     g.k, g.a.buffer == Buffer::none ? "per step" : operand_text(p, g.a), operand_text(p, g.b),
                      operand_text(p, g.c), g.ldc, blocking_text(g.blocking), skips);
 }
 
@@ -78,9 +65,8 @@ nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
   return {{"kind", "gemm"}, {"what", g.what}, {"trans_a", g.trans_a}, {"trans_b", g.trans_b}, {"m", g.m}, {"n", g.n},
           {"k", g.k}, {"a", operand_json(p, g.a)}, {"b", operand_json(p, g.b)}, {"c", operand_json(p, g.c)},
           {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}, {"blocking", blocking_json(p, g.blocking)},
-          {"batch", g.batch}, {"a_batch_stride", g.a_batch_stride}, {"b_batch_stride", g.b_batch_stride},
-          {"c_batch_stride", g.c_batch_stride}, {"sequence_rows", sequence_rows_name(g.sequence_rows)},
-          {"k_sequence_rows", sequence_rows_name(g.k_sequence_rows)}, {"sequences", g.sequences},
+          {"finished_rows_skipped", g.finished_rows_skipped}, {"finished_k_rows_skipped", g.finished_k_rows_skipped},
+          {"sequences", g.sequences},
           {"b_masked", operand_json(p, g.b_masked)},
           {"a_panels", operand_json(p, g.a_panels)},
           {"a_panels_use", g.a_panels_use == GemmStep::APanels::keep_for_next   ? "keep_for_next"

@@ -310,9 +310,8 @@ class Planner {
       const Operand panels = region_operand(
           plan_.workspace, own_panels ? region(fmt::format("b_panels.{}", g.what), false, elements)
                                       : lane_region(b_panels_.at(lane_index), "b_panels", lane, elements));
-      const bool time_major_k = g.k_sequence_rows == GemmStep::SequenceRows::time_major;
       pack_into->push_back(PackStep{"pack B of " + g.what, g.b, panels, g.k, g.n / group, g.blocking, false, g.ldb,
-                                    time_major_k ? g.sequences : 0});
+                                    g.finished_k_rows_skipped ? g.sequences : 0});
       g.b = panels;
       g.ldb = g.blocking.panel_columns();
     }
@@ -552,9 +551,9 @@ class Planner {
   std::size_t ld_index(std::int64_t l, int d) const { return static_cast<std::size_t>(l * s_.D + d); }
   static Operand shifted(Operand o, std::int64_t by) { o.offset += by; return o; }
   // A GEMM over a layer's T x N rows (of its input or input gradient) skips the rows of
-  // finished sequences (GemmStep::sequence_rows).
+  // finished sequences (GemmStep::finished_rows_skipped).
   void skip_finished_rows(GemmStep& g, bool rows_of_a_are_zero) const {
-    g.sequence_rows = GemmStep::SequenceRows::time_major;
+    g.finished_rows_skipped = true;
     g.sequences = s_.N;
     g.finished_rows_zero = rows_of_a_are_zero;
   }
@@ -951,7 +950,7 @@ class Planner {
                       shifted(gates, piece.col), layer_input(l, d), dweight(l, d, ParamKind::weight_ih, piece.row, in),
                       s.R, ld_input(l), in, 0.0f, {}, {}};
           dw.sequences = s.N;
-          dw.k_sequence_rows = GemmStep::SequenceRows::time_major;
+          dw.finished_k_rows_skipped = true;
           // Its A panels kept for dW_hh where the two share them (share_a_panels() below
           // decides, and gives them their region).
           if (!s.gru) dw.a_panels_use = GemmStep::APanels::keep_for_next;
@@ -1042,7 +1041,7 @@ class Planner {
   void share_a_panels(GemmStep& first, GemmStep& second, int lane) {
     const GemmBlocking &a = first.blocking, &b = second.blocking;
     const bool same_a = first.a == second.a && first.m == second.m && first.k == second.k && first.lda == second.lda;
-    if (!same_a || !a.pack_a || !b.pack_a || second.batch != 1 || a.m_r != b.m_r || a.k_c != b.k_c)
+    if (!same_a || !a.pack_a || !b.pack_a || a.m_r != b.m_r || a.k_c != b.k_c)
       first.a_panels_use = second.a_panels_use = GemmStep::APanels::per_k_block;
     for (GemmStep* g : {&first, &second})
       if (g->blocking.pack_a)
@@ -1168,14 +1167,13 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
 // them saves that read. LSTM I=H=512 T=50 inference: N=16..128 (gates 6.5-52 MB) 2-4% faster,
 // the projection alone 4-7%; N=4 and 8 (1.6 and 3.3 MB) within the noise. They need C
 // overwritten in one pass (beta 0, one k block) and every tile row 64-byte aligned: C in a
-// workspace or reserve region (those are), at an offset, row stride, group width and batch
-// stride of whole vectors.
+// workspace or reserve region (those are), at an offset, row stride and group width of whole
+// vectors.
 bool streams_c(const GemmStep& g, const GemmBlocking& b, const CacheSizes& caches) {
   const double min_bytes = static_cast<double>(caches.l2) * b.threads;
-  const bool aligned = g.c.offset % 16 == 0 && g.ldc % 16 == 0 && (b.group % 16 == 0 || g.c_whole_vectors) &&
-                       (g.batch == 1 || g.c_batch_stride % 16 == 0);
+  const bool aligned = g.c.offset % 16 == 0 && g.ldc % 16 == 0 && (b.group % 16 == 0 || g.c_whole_vectors);
   return (g.c.buffer == Buffer::workspace || g.c.buffer == Buffer::reserve) && aligned && g.beta == 0.0f &&
-         b.k_c >= g.k && 4.0 * static_cast<double>(g.m * g.n * g.batch) >= min_bytes;
+         b.k_c >= g.k && 4.0 * static_cast<double>(g.m * g.n) >= min_bytes;
 }
 
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,

@@ -198,7 +198,6 @@ std::int64_t live_rows(const std::int32_t* lengths, std::int64_t n, std::int64_t
 }  // namespace
 
 bool Executor::FinishedRows::all_past_end(std::int64_t r0, std::int64_t r1) const {
-  if (sequence >= 0) return r0 >= lengths[sequence];
   for (std::int64_t r = r0; r < r1; ++r)
     if (!row_past_end(lengths, sequences, r)) return false;
   return true;
@@ -273,7 +272,7 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
   for (const Step& step : lane) {
     const auto start = std::chrono::steady_clock::now();
     if (const auto* g = std::get_if<GemmStep>(&step)) {
-      batched_gemm(*g, b, accumulate && g->beta == 0.0f ? 1.0f : g->beta, tid, threads);
+      gemm_step(*g, b, accumulate && g->beta == 0.0f ? 1.0f : g->beta, tid, threads);
     } else if (const auto* c = std::get_if<CopyStep>(&step)) {
       copy(*c, b, tid, threads);
     } else if (const auto* m = std::get_if<MaskStep>(&step)) {
@@ -293,13 +292,10 @@ void Executor::run_lane(const std::vector<Step>& lane, const Bindings& b, bool a
   }
 }
 
-void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta, int tid, int threads) const {
-  const float* a = resolve(g.a, bind);
+void Executor::gemm_step(const GemmStep& g, const Bindings& bind, float beta, int tid, int threads) const {
   const float* b = resolve(g.b, bind);
-  float* c = resolve(g.c, bind);
-  float* const a_panels = resolve(g.a_panels, bind);
   const bool lengths = bind.lengths != nullptr;
-  if (lengths && g.k_sequence_rows == GemmStep::SequenceRows::time_major && g.b_masked.buffer != Buffer::none) {
+  if (lengths && g.finished_k_rows_skipped && g.b_masked.buffer != Buffer::none) {
     // B with the rows of finished sequences zeroed, shared by rows among the threads.
     float* masked = resolve(g.b_masked, bind);
     const auto [k0, k1] = share(g.k, tid, threads);
@@ -313,21 +309,11 @@ void Executor::batched_gemm(const GemmStep& g, const Bindings& bind, float beta,
     if (threads > 1) ThreadTeam::instance().barrier();
     b = masked;
   }
-  for (std::int64_t i = 0; i < g.batch; ++i) {
-    // Products into one C add up, the last one's tiles done first (threads claim the tiles of
-    // each product afresh); the A panels of the last product must be consumed first.
-    const bool into_same_c = g.c_batch_stride == 0, accumulates = i > 0 && into_same_c;
-    if (i > 0 && (g.blocking.pack_a || into_same_c) && threads > 1) ThreadTeam::instance().barrier();
-    GemmCall call{a + i * g.a_batch_stride, b + i * g.b_batch_stride, c + i * g.c_batch_stride,
-                  accumulates ? 1.0f : beta, g.m, g.k};
-    call.a_panels = a_panels;
-    if (lengths && g.k_sequence_rows == GemmStep::SequenceRows::batch_major)
-      call.k = std::min<std::int64_t>(g.k, bind.lengths[i]);  // product i sums over sequence i's steps
-    if (lengths && g.sequence_rows != GemmStep::SequenceRows::none)
-      call.finished = {bind.lengths, g.sequences, g.sequence_rows == GemmStep::SequenceRows::batch_major ? i : -1};
-    if (g.blocking.generated()) gemm(g, call, tid, threads, /*shared=*/true);
-    else blas_rows(g, call, threads);
-  }
+  GemmCall call{resolve(g.a, bind), b, resolve(g.c, bind), beta, g.m, g.k};
+  call.a_panels = resolve(g.a_panels, bind);
+  if (lengths && g.finished_rows_skipped) call.finished = {bind.lengths, g.sequences};
+  if (g.blocking.generated()) gemm(g, call, tid, threads, /*shared=*/true);
+  else blas_rows(g, call, threads);
 }
 
 void Executor::blas_gemm(const GemmStep& g, const GemmCall& call) {

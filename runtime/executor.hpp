@@ -65,17 +65,16 @@ class Executor {
   // with `profile`, logs each step's time once they have).
   void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads,
                 const StepProfile* profile = nullptr) const;
-  // Variable lengths: the rows of one product of a GEMM that belong to finished sequences
-  // (GemmStep::sequence_rows); without lengths, none.
+  // Variable lengths: the rows of a GEMM that belong to finished sequences
+  // (GemmStep::finished_rows_skipped); without lengths, none.
   struct FinishedRows {
     const std::int32_t* lengths = nullptr;
-    std::int64_t sequences = 0;  // time-major: row r is (t, n) = (r / sequences, r % sequences)
-    std::int64_t sequence = -1;  // batch-major: the product's sequence n, row r its time t
+    std::int64_t sequences = 0;  // row r is (t, n) = (r / sequences, r % sequences)
     // Whether rows [r0, r1) all are (inline: a GEMM asks at every tile, mostly without lengths).
     bool all(std::int64_t r0, std::int64_t r1) const { return lengths && all_past_end(r0, r1); }
     bool all_past_end(std::int64_t r0, std::int64_t r1) const;
   };
-  // One product of a GEMM step: C = op(A) op(B) + beta C over C's first `rows` rows (of g.m)
+  // A GEMM step's call: C = op(A) op(B) + beta C over C's first `rows` rows (of g.m)
   // and the first `k` of g.k (B, when packed, keeps g.k rows per panel).
   struct GemmCall {
     const float* a = nullptr;
@@ -108,8 +107,8 @@ class Executor {
   // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads
   // claim as they go, each chunk one single-threaded OpenBLAS call.
   void blas_rows(const GemmStep& g, const GemmCall& call, int threads) const;
-  // Every product of a (possibly batched) GEMM step, generated or OpenBLAS.
-  void batched_gemm(const GemmStep& g, const Bindings& b, float beta, int tid, int threads) const;
+  // A one-shot GEMM step (not a recurrence's), generated or OpenBLAS.
+  void gemm_step(const GemmStep& g, const Bindings& b, float beta, int tid, int threads) const;
   void copy(const CopyStep& c, const Bindings& b, int tid, int threads) const;
   // Sums of the rows (times factor's) into dst and also_dst: out = beta * out + sum.
   void column_sum(const ColumnSumStep& s, const Bindings& b, float beta, int tid, int threads) const;

@@ -37,20 +37,16 @@ class HostDeviceOps final : public cuda::DeviceOps {
   // padding).
   void gemm(int, const cuda::GemmCall& g) override {
     ++gemms;
-    for (std::int64_t b = 0; b < g.batch; ++b) {
-      const cuda::ColumnMajorGemm c = cuda::column_major(g, b);
-      auto first = [&](int i, int p) { return c.trans_first ? c.first[p + i * c.ld_first] : c.first[i + p * c.ld_first]; };
-      auto second = [&](int p, int j) {
-        return c.trans_second ? c.second[j + p * c.ld_second] : c.second[p + j * c.ld_second];
-      };
-      for (int j = 0; j < c.n; ++j)
-        for (int i = 0; i < c.m; ++i) {
-          double sum = 0.0;
-          for (int p = 0; p < c.k; ++p) sum += static_cast<double>(first(i, p)) * second(p, j);
-          float& out = c.c[i + j * c.ldc];
-          out = static_cast<float>(c.beta == 0.0f ? sum : c.beta * out + sum);  // beta 0: C is not read
-        }
-    }
+    const cuda::ColumnMajorGemm c = cuda::column_major(g);
+    auto first = [&](int i, int p) { return c.trans_first ? c.first[p + i * c.ld_first] : c.first[i + p * c.ld_first]; };
+    auto second = [&](int p, int j) { return c.trans_second ? c.second[j + p * c.ld_second] : c.second[p + j * c.ld_second]; };
+    for (int j = 0; j < c.n; ++j)
+      for (int i = 0; i < c.m; ++i) {
+        double sum = 0.0;
+        for (int p = 0; p < c.k; ++p) sum += static_cast<double>(first(i, p)) * second(p, j);
+        float& out = c.c[i + j * c.ldc];
+        out = static_cast<float>(c.beta == 0.0f ? sum : c.beta * out + sum);  // beta 0: C is not read
+      }
   }
   void gate_forward(int, int kernel, const GateForwardArgs& args) override {
     ++gate_launches;

@@ -222,7 +222,7 @@ TEST(WeightGradients, SharedGatePanelsMatchReference) {
 }
 
 // Input projections larger than the threads' L2 write their gates with streaming stores
-// (caches small enough that these do): batch-first products, variable lengths (the row blocks
+// (caches small enough that these do): batch-first x, variable lengths (the row blocks
 // of finished sequences skipped), two directions, two layers (inputs within one k block of 64:
 // over it the k blocks add to C, which then is not streamed), training.
 TEST(InputProjections, StreamedGatesMatchReference) {

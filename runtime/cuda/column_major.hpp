@@ -34,21 +34,20 @@ inline int gemm_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// Product i (< g.batch) of `g`, with its own beta (GemmCall: products into one C add up).
-inline ColumnMajorGemm column_major(const GemmCall& g, std::int64_t i = 0) {
+inline ColumnMajorGemm column_major(const GemmCall& g) {
   ColumnMajorGemm c;
   c.trans_first = g.trans_b;
   c.trans_second = g.trans_a;
   c.m = gemm_int(g.n, "n");
   c.n = gemm_int(g.m, "m");
   c.k = gemm_int(g.k, "k");
-  c.first = g.b + i * g.b_stride;
+  c.first = g.b;
   c.ld_first = gemm_int(g.ldb, "ldb");
-  c.second = g.a + i * g.a_stride;
+  c.second = g.a;
   c.ld_second = gemm_int(g.lda, "lda");
-  c.c = g.c + i * g.c_stride;
+  c.c = g.c;
   c.ldc = gemm_int(g.ldc, "ldc");
-  c.beta = i > 0 && g.c_stride == 0 ? 1.0f : g.beta;
+  c.beta = g.beta;
   return c;
 }
 

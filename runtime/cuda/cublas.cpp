@@ -68,19 +68,9 @@ void BlasHandle::gemm(const GemmCall& g) const {
   const float one = 1.0f;
   const ColumnMajorGemm c = column_major(g);
   const std::string what = fmt::format("cublasSgemm m={} n={} k={}", g.m, g.n, g.k);
-  if (g.batch > 1 && g.c_stride != 0) {  // independent products: one call
-    check(api.cublasSgemmStridedBatched(handle_, op(c.trans_first), op(c.trans_second), c.m, c.n, c.k, &one, c.first,
-                                        c.ld_first, g.b_stride, c.second, c.ld_second, g.a_stride, &c.beta, c.c, c.ldc,
-                                        g.c_stride, gemm_int(g.batch, "batch")),
-          what);
-    return;
-  }
-  for (std::int64_t i = 0; i < g.batch; ++i) {  // products adding into one C, in turn
-    const ColumnMajorGemm p = column_major(g, i);
-    check(api.cublasSgemm(handle_, op(p.trans_first), op(p.trans_second), p.m, p.n, p.k, &one, p.first, p.ld_first,
-                          p.second, p.ld_second, &p.beta, p.c, p.ldc),
-          what);
-  }
+  check(api.cublasSgemm(handle_, op(c.trans_first), op(c.trans_second), c.m, c.n, c.k, &one, c.first, c.ld_first,
+                        c.second, c.ld_second, &c.beta, c.c, c.ldc),
+        what);
 }
 
 }  // namespace rnnjit::cuda

@@ -12,7 +12,7 @@
 namespace rnnjit::cuda {
 
 #define RNNJIT_CUBLAS_FUNCTIONS(X) \
-  X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetMathMode) X(cublasSgemm) X(cublasSgemmStridedBatched)
+  X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetMathMode) X(cublasSgemm)
 
 struct CublasApi {
 #define RNNJIT_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
@@ -37,8 +37,6 @@ class BlasHandle {
   BlasHandle& operator=(const BlasHandle&) = delete;
 
   // Row-major C = op(A) op(B) + beta C through cuBLAS's column-major sgemm (column_major.hpp).
-  // Batched calls with c_stride != 0 are one strided-batched call; with c_stride == 0 the
-  // products run in turn, adding into C.
   void gemm(const GemmCall& g) const;
 
  private:

@@ -70,8 +70,7 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
   if (const auto* g = std::get_if<GemmStep>(&s)) {
     ops.gemm(lane, GemmCall{g->trans_a, g->trans_b, g->m, g->n, g->k, resolve(g->a, b), g->lda,
                             masked_b(*g, b, ops, lane), g->ldb, resolve(g->c, b), g->ldc,
-                            accumulate && g->beta == 0.0f ? 1.0f : g->beta, g->batch, g->a_batch_stride,
-                            g->b_batch_stride, g->c_batch_stride});
+                            accumulate && g->beta == 0.0f ? 1.0f : g->beta});
   } else if (const auto* c = std::get_if<CopyStep>(&s)) {
     float* dst = resolve(c->dst, b);
     if (!dst) return;  // an optional output the caller did not ask for
@@ -108,16 +107,15 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
 
 const float* PlanRunner::masked_b(const GemmStep& g, const DeviceBindings& b, DeviceOps& ops, int lane) const {
   const float* src = resolve(g.b, b);
-  const bool time_major = g.k_sequence_rows == GemmStep::SequenceRows::time_major;
-  const std::int64_t steps = time_major ? g.k / g.sequences : g.k;
-  if (g.b_masked.buffer == Buffer::none || shortest(b, steps) >= steps) return src;
+  if (!g.finished_k_rows_skipped || g.b_masked.buffer == Buffer::none) return src;
+  const std::int64_t steps = g.k / g.sequences;
+  if (shortest(b, steps) >= steps) return src;
   if (!b.device_lengths) throw Error("variable lengths without their device copy");
   float* masked = resolve(g.b_masked, b);
-  // Row (t, n) of B: time-major t * N + n, batch-major row t of product n.
-  const std::int64_t n_stride = time_major ? g.ldb : g.b_batch_stride, t_stride = time_major ? g.sequences * g.ldb : g.ldb;
-  ops.copy(lane, CopyCall{src, masked, g.batch, g.k, g.n, g.ldb, g.ldb, g.b_batch_stride, g.b_batch_stride});
-  ops.rows_past_end(lane, PastEndCall{b.device_lengths, 0, nullptr, masked, g.sequences, g.n, 0, n_stride, steps, 0,
-                                      t_stride});
+  // Row (t, n) of B: t * N + n.
+  ops.copy(lane, CopyCall{src, masked, 1, g.k, g.n, g.ldb, g.ldb, 0, 0});
+  ops.rows_past_end(lane, PastEndCall{b.device_lengths, 0, nullptr, masked, g.sequences, g.n, 0, g.ldb, steps, 0,
+                                      g.sequences * g.ldb});
   return masked;
 }
 

@@ -51,7 +51,6 @@ struct GemmCall {
   float* c = nullptr;
   std::int64_t ldc = 0;
   float beta = 0.0f;
-  std::int64_t batch = 1, a_stride = 0, b_stride = 0, c_stride = 0;
 };
 
 // dst[blk, r, c] = src[blk, r, c], or 0 when src is null, or dst += src with accumulate (CopyStep's
@@ -135,7 +134,7 @@ class PlanRunner {
   // The first time at which some row is past its end (T, or more: none).
   std::int64_t shortest(const DeviceBindings& b, std::int64_t steps) const;
   // A weight gradient's B with the rows of finished sequences zeroed in its b_masked copy
-  // (GemmStep::k_sequence_rows), or B itself when no row is past its end.
+  // (GemmStep::finished_k_rows_skipped), or B itself when no row is past its end.
   const float* masked_b(const GemmStep& g, const DeviceBindings& b, DeviceOps& ops, int lane) const;
   // ops.rows_past_end over the N rows of one step t (nothing when src and dst are null).
   void past_end(const DeviceBindings& b, DeviceOps& ops, int lane, std::int64_t t, const float* src, std::int64_t ld_src,
