@@ -67,6 +67,12 @@ struct Timed {
   std::int64_t t_stride = 0;
 };
 
+// A [rows, cols] block of an operand (rows ld apart) that a GEMM tests for all zeros.
+struct RowBlock {
+  Operand at;
+  std::int64_t rows = 0, cols = 0, ld = 0;
+};
+
 // Row-major C = op(A) op(B) + beta C with op(X) = X or X^T; alpha is always 1.
 struct GemmStep {
   std::string what;  // e.g. "input projection l0 d0"
@@ -106,6 +112,10 @@ struct GemmStep {
   // copied into b_masked (laid out as B) with those rows zeroed.
   bool finished_k_rows_skipped = false;
   Operand b_masked;
+  // The last zero_k_tail.rows rows of K are terms in h0 (dW_hh: a reversed direction's first
+  // step sums last, and at T = 1 every direction's only step): where h0 is all zeros (a call
+  // without hx), the sum stops before them, and C is zeros where K is then empty.
+  RowBlock zero_k_tail;
 };
 
 // Floats of a GEMM's A panels (blocking.pack_a): one k block, or all of K where they are shared.

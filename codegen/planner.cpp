@@ -987,11 +987,15 @@ class Planner {
         // h_init, then the output, lie in one run of rows (h_init_operand()), so the h_prev of
         // steps 0..T-1 are the T*N rows from one step before the output (forward) or after it.
         const Operand h_prev = shifted(layer_output(l), (config_.reversed(d) ? 1 : -1) * s.N * ldh + d * s.S);
+        // Where h0 comes last in that run (a reversed direction; at T = 1 every direction), its
+        // zeros end the sum over K (GemmStep::zero_k_tail), of dW_hn's r * h_prev too.
+        const RowBlock h0 = config_.reversed(d) || s.T == 1 ? RowBlock{h_init_operand(l, d), s.N, s.S, ldh} : RowBlock{};
         // The reset-before GRU's n rows multiply r * h_prev, kept per step: one GEMM of their own.
         const std::int64_t h_rows = s.reset_before ? 2 * s.H : s.GH;
         {
           GemmStep dw{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N, gates,
                       h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}};
+          dw.zero_k_tail = h0;
           const bool may_share = std::get<GemmStep>(lane[dw_ih_index]).a_panels_use == GemmStep::APanels::keep_for_next;
           if (may_share) dw.a_panels_use = GemmStep::APanels::packed_before;
           dw = gemm(std::move(dw), s.S, d, &lane);
@@ -999,12 +1003,12 @@ class Planner {
           lane.push_back(std::move(dw));
         }
         if (s.reset_before) {
-          GemmStep dw = gemm(
-              GemmStep{fmt::format("dW_hn l{} d{} (on r * h_prev)", l, d), true, false, s.H, s.S, s.T * s.N,
-                       shifted(gates, 2 * s.H),
-                       shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]), d * s.S),
-                       dweight(l, d, ParamKind::weight_hh, 2 * s.H, s.S), s.R, ldh, s.S, 0.0f, {}, {}},
-              s.S, d, &lane);
+          GemmStep dw{fmt::format("dW_hn l{} d{} (on r * h_prev)", l, d), true, false, s.H, s.S, s.T * s.N,
+                      shifted(gates, 2 * s.H),
+                      shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]), d * s.S),
+                      dweight(l, d, ParamKind::weight_hh, 2 * s.H, s.S), s.R, ldh, s.S, 0.0f, {}, {}};
+          dw.zero_k_tail = h0;
+          dw = gemm(std::move(dw), s.S, d, &lane);
           lane.push_back(std::move(dw));
         }
         if (s.P) {  // dW_hr = sum over (t, n) of dh_proj^T (o * tanh(c))

@@ -183,6 +183,14 @@ bool row_past_end(const std::int32_t* lengths, std::int64_t sequences, std::int6
   return past_end(lengths, r % sequences, r / sequences);
 }
 
+// Whether every element of the block starting at p is zero.
+bool all_zeros(const float* p, const RowBlock& block) {
+  for (std::int64_t r = 0; r < block.rows; ++r)
+    for (std::int64_t j = 0; j < block.cols; ++j)
+      if (p[r * block.ld + j] != 0.0f) return false;
+  return true;
+}
+
 // Variable lengths: the rows [0, live) of a batch of n hold every row still in its sequence at
 // time t (live is 1 + the last such row). A recurrence's per-step GEMMs compute those rows only:
 // with lengths sorted longest first (PyTorch's packed sequences, cuDNN's packed layout) they
@@ -310,6 +318,15 @@ void Executor::gemm_step(const GemmStep& g, const Bindings& bind, float beta, in
     b = masked;
   }
   GemmCall call{resolve(g.a, bind), b, resolve(g.c, bind), beta, g.m, g.k};
+  if (g.zero_k_tail.rows > 0 && all_zeros(resolve(g.zero_k_tail.at, bind), g.zero_k_tail)) call.k -= g.zero_k_tail.rows;
+  if (call.k == 0) {  // every term is zero
+    if (beta == 0.0f) {
+      const auto [r0, r1] = share(g.m, tid, threads);
+      for (std::int64_t r = r0; r < r1; ++r)
+        std::memset(call.c + r * g.ldc, 0, static_cast<std::size_t>(g.c_columns_written()) * sizeof(float));
+    }
+    return;
+  }
   call.a_panels = resolve(g.a_panels, bind);
   if (lengths && g.finished_rows_skipped) call.finished = {bind.lengths, g.sequences};
   if (g.blocking.generated()) gemm(g, call, tid, threads, /*shared=*/true);
@@ -424,6 +441,11 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   auto a_block = [&](std::int64_t kb) {
     return g.a_panels_use == GemmStep::APanels::per_k_block ? a_panels : a_panels + a_panel_offset(k, g.m, kb);
   };
+  // The k rows of block kb in each row block of A's panels: those the GEMM that packed them had,
+  // which may be more than this call sums (GemmStep::zero_k_tail).
+  auto panel_k = [&](std::int64_t kb) {
+    return std::min(k.k_c, (g.a_panels_use == GemmStep::APanels::packed_before ? g.k : call.k) - kb * k.k_c);
+  };
   // Where k block kb of panel p of group grp of B starts.
   auto b_chunk = [&](std::int64_t kb, std::int64_t grp, std::int64_t p) {
     return (k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc) + kb * k.k_c * b_k;
@@ -449,7 +471,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
                         static_cast<std::size_t>(std::min(pc, k.group - p * pc)) * sizeof(float));
         continue;
       }
-      args.a = k.pack_a ? a_block(kb) + rb * args.k * k.m_r : a + r0 * a_row + k0 * a_k;
+      args.a = k.pack_a ? a_block(kb) + rb * panel_k(kb) * k.m_r : a + r0 * a_row + k0 * a_k;
       args.c = c + r0 * g.ldc + grp * k.group + p * pc;
       const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])];
       // Without a next panel the kernel's prefetches (if it has them) touch its own B again. A

@@ -2,6 +2,7 @@
 // reference, for every cell, mode and direction, on shapes with tails: H around the vector
 // width of 16, primes, batch 1, I != H, up to 3 layers, forward outputs and every gradient.
 #include "codegen/plan.hpp"
+#include "tests/plan_steps.hpp"
 #include "tests/rnn_case.hpp"
 
 namespace rnnjit::test {
@@ -146,6 +147,40 @@ TEST(JitZeroInitialState, MatchesZerosPassed) {
       with_states.run(ex);
       expect_matches(rc.run(ex), rc.reference(train), rc, train);
     }
+}
+
+// dW_hh sums h_prev rows in which h0 comes last for a reversed direction (and at T = 1 for
+// every direction): from zero states those terms are left out, all of dW_hh's at T = 1, where
+// it is then written as zeros. dweights starts out full of another call's numbers, so a block
+// left unwritten shows; with accumulate, those numbers are added to.
+TEST(JitZeroInitialState, WeightGradientsLeaveOutTheTermsInH0) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  for (const SplitCase& c : split_cases()) {
+    SCOPED_TRACE(describe(c, Mode::training));
+    RnnCase rc(c.config, c.shape, 5);
+    rc.without_initial_states();
+    if (c.lengths) rc.vary_lengths();
+    Execution ex = prepare_split(c, Mode::training);
+    int tails = 0;
+    for_each_step(ex.plan().backward_weights, [&](const Step& step) {
+      if (const auto* g = std::get_if<GemmStep>(&step)) tails += g->zero_k_tail.rows > 0;
+    });
+    const std::int64_t layers = c.config.num_layers, D = c.config.directions();
+    const std::int64_t gemms_per_direction = c.config.cell == CellKind::gru_reset_before ? 2 : 1;  // dW_hh, dW_hn
+    EXPECT_EQ(tails, layers * (c.shape.seq_len == 1 ? D : D - 1) * gemms_per_direction);
+    const std::vector<float> stale = RnnCase(c.config, c.shape, 3).run(ex).dw;
+    const Tensors want = rc.reference(true);
+    for (bool accumulate : {false, true}) {
+      std::vector<float> y(want.y.size()), dx(rc.x.size()), dhx(rc.hx.size()), dcx(rc.cx.size()), dw = stale;
+      ex.forward(rc.w, {.x = rc.x, .y = y, .seq_lengths = rc.lengths});
+      ex.backward_data(rc.w, {.dy = rc.dy, .dhy = rc.dhy, .dcy = rc.dcy, .dx = dx, .dhx = dhx, .dcx = dcx});
+      ex.backward_weights({.x = rc.x, .dweights = dw, .accumulate = accumulate});
+      std::vector<float> expected = want.dw;
+      if (accumulate)
+        for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += stale[i];
+      expect_close(dw, expected, rc.tolerance(true), accumulate ? "dweights accumulated" : "dweights");
+    }
+  }
 }
 
 // Backward data without dhx leaves out the last step's recurrent product (dh_carry's only

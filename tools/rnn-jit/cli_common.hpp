@@ -142,11 +142,12 @@ std::string describe(const Shape& shape);
 // Floating-point operations of one forward pass over all layers and directions:
 // 2*T*N*G*H*(I_l+H) per layer-direction.
 double forward_flops(const RnnConfig& config, const Shape& shape);
-// Of those, the first step's recurrent products h0 W_hh^T (2*N*G*H*S a layer-direction): a call
-// without hx starts from zeros and writes them as zeros rather than multiplying, and backward
-// data without dhx leaves out as many (dh0 = dgates_0 W_hh), so bench, whose calls pass neither,
-// leaves them out of the FLOPs it credits.
-double first_step_recurrent_flops(const RnnConfig& config, const Shape& shape);
+// The GEMM FLOPs (2*N*G*H*S each, a layer-direction) that a call from zero states leaves out,
+// and bench, whose calls pass neither hx nor dhx, does not credit: forward's first-step
+// products h0 W_hh^T (written as zeros), and in training backward data's last (dh0 = dgates_0
+// W_hh, read only by dhx) and dW_hh's terms in h0 where they end its sum (a reversed direction;
+// at T = 1 every direction).
+double zero_state_flops(const RnnConfig& config, const Shape& shape, bool training);
 // Bytes of W_hh [G*H, S] of one layer and direction.
 double w_hh_bytes(const RnnConfig& c);
 // Bytes of the recurrent weights (W_hh, and W_hr with a projection) of one layer and direction:

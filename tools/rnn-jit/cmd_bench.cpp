@@ -9,8 +9,9 @@
 // projection's 2*T*N*P*H); training three times that (forward, backward data, backward
 // weights); less the first step's recurrent products, zero in these calls that start from
 // zero states (no hx), and in training the last backward step's, which only dhx (not asked
-// for) would read: rnnjit's CPU executor computes neither (oneDNN and the CUDA executor do;
-// every contender is credited the same FLOPs). --mixed-lengths runs variable-length sequences
+// for) would read, and dW_hh's terms in the zero h0 (zero_state_flops()): rnnjit's CPU
+// executor computes none of them (oneDNN and the CUDA executor do; every contender is
+// credited the same FLOPs). --mixed-lengths runs variable-length sequences
 // (lengths drawn in [1, T], the longest T) and still counts the padded FLOPs, so that its time
 // compares with the padded run's.
 // --device cuda times rnnjit's CUDA executor on device data (tools/rnn-jit/bench_cuda.hpp), and
@@ -223,8 +224,7 @@ int bench(const BenchFlags& f) {
   if (progress) fmt::print(stderr, "\n");
 
   const bool training = mode == Mode::training;
-  const double flops = forward_flops(config, shape) * (training ? 3.0 : 1.0) -
-                       first_step_recurrent_flops(config, shape) * (training ? 2.0 : 1.0);
+  const double flops = forward_flops(config, shape) * (training ? 3.0 : 1.0) - zero_state_flops(config, shape, training);
   const Timings& ours = timings.front();
   if (f.peak) bench::wait_for_quiet_cores();
   const double peak = f.peak ? bench::measure_fma_peak(threads) : 0.0;
