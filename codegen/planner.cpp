@@ -223,8 +223,6 @@ class Planner {
       plan_.notes.push_back("isa avx2 has no gate-kernel emitter: the plan uses the reference gate kernels");
     if (plan_.isa == Isa::reference) plan_.notes.push_back("isa reference: scalar gate kernels");
     if (plan_.isa != Isa::avx512) plan_.notes.push_back("GEMMs run on OpenBLAS (no generated GEMM for this isa)");
-    forward_kernel_ = add_kernel(Pass::forward);
-    if (s_.reset_before) forward_kernel_n_ = add_kernel_desc(part_n(gate_kernel_desc(config_, plan_.shape, mode, plan_.isa, Pass::forward)));
     allocate_forward();
     plan_forward();
     plan_outputs();
@@ -373,6 +371,21 @@ class Planner {
     return with_packed_weights(g, name, false, group, groups, threads);
   }
 
+  // Layer 0 of a batch-first call projects x where it lies, its [N, T] rows in order, so that
+  // its gx is batch-major: step t's row n at (n * T + t) * GX, which the layer's gate kernels
+  // read T*GX apart (a stride they add as a 32-bit immediate: beyond it, x is copied instead).
+  // Only what reads x as sequence-major rows then copies it (backward weights; plan_input()).
+  bool batch_major_gx(std::int64_t l) const {
+    return l == 0 && config_.batch_first && s_.T * s_.GX * 4 <= std::numeric_limits<std::int32_t>::max();
+  }
+  // The forward gate kernel of layer l (part 1: the reset-before GRU's n kernel).
+  KernelDesc forward_desc(std::int64_t l, int part = 0) const {
+    KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, Pass::forward);
+    d.part = static_cast<std::uint8_t>(part);
+    if (batch_major_gx(l)) d.gx_row_stride = static_cast<std::uint32_t>(s_.T * s_.GX);
+    return d;
+  }
+
   // The gate kernels of a recurrence: one per thread over the hidden units that thread's share
   // of `units` (the GEMM whose output columns are the gate kernel's hidden units: the recurrent
   // GEMM forward, and backward the recurrent gradient or, with a projection, dcell) covers.
@@ -387,7 +400,8 @@ class Planner {
     }
     for (int t = 0; t < units.blocking.threads; ++t) {
       const auto [c0, c1] = units.blocking.thread_columns(t);
-      KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
+      KernelDesc d = pass == Pass::forward ? forward_desc(r.layer, part)
+                                           : gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
       d.rows = static_cast<std::uint32_t>(r.batch);
       d.cols = static_cast<std::uint32_t>(c1 - c0);
       d.part = static_cast<std::uint8_t>(part);
@@ -400,9 +414,10 @@ class Planner {
   void allocate_forward() {
     const auto& s = s_;
     const bool train = training();
-    // Batch-first x ([N, T, I]) is read as sequence-major rows: a copy, which backward data
-    // reuses for dx's sequence-major rows, copied out to the caller's [N, T, I] (plan_input()).
-    if (config_.batch_first) input_seq_ = region("input_seq", false, s.T * s.N * config_.input_size);
+    // Batch-first x ([N, T, I]) copied into sequence-major rows for what reads it so (plan_input()),
+    // a region that backward data reuses for dx's sequence-major rows, copied out to [N, T, I].
+    if (config_.batch_first && (train || !batch_major_gx(0)))
+      input_seq_ = region("input_seq", false, s.T * s.N * config_.input_size);
     for (int d = 0; d < s.D; ++d) {
       gx_[d] = region(fmt::format("gx.d{}", d), false, s.T * s.N * s.GX);
       gh_[d] = region(fmt::format("gh.d{}", d), false, s.N * s.GH);
@@ -570,7 +585,6 @@ class Planner {
     r.batch = s_.N;
     r.state = s_.S;
     r.ld_state = s_.W;
-    r.kernel = pass == Pass::forward ? forward_kernel_ : backward_kernel_;
     r.carry_save = region_operand(plan_.workspace, carry_save_[d]);
     return r;
   }
@@ -584,7 +598,7 @@ class Planner {
     // only the recurrences.
     const bool own_projection_stage =
         ((s.D == 2 && lane_threads() == 1) || batch_slices_ > 1) && plan_.threads > 1 && generate_gemms();
-    plan_input(plan_.forward);
+    if (!batch_major_gx(0)) plan_input(plan_.forward);
     if (!config_.bias) {  // the gate kernels add a bias: zeros, in the caller's workspace every call
       zero_bias_ = region("zero_bias", false, s.GH);
       plan_.forward.push_back(Stage{{{CopyStep{"zero biases (no bias parameters)", {},
@@ -595,11 +609,13 @@ class Planner {
       Stage stage, projections{{{}}};
       for (int d = 0; d < s.D; ++d) {
         const Operand gx = region_operand(plan_.workspace, gx_[d]);
+        const Operand input = batch_major_gx(l) ? buffer_operand(Buffer::x) : layer_input(l, d);
         GemmStep projection{fmt::format("input projection l{} d{}", l, d), false, true, s.T * s.N, s.GH,
-                            config_.layer_input_size(l), layer_input(l, d), weight(l, d, ParamKind::weight_ih), gx,
-                            ld_input(l), config_.layer_input_size(l), s.GX, 0.0f, {}};
+                            config_.layer_input_size(l), input, weight(l, d, ParamKind::weight_ih), gx, ld_input(l),
+                            config_.layer_input_size(l), s.GX, 0.0f, {}};
         projection.c_whole_vectors = s.GX > s.GH;
-        skip_finished_rows(projection, false);
+        // (Batch-major rows are all computed: the row blocks to skip are those of time-major ones.)
+        if (!batch_major_gx(l)) skip_finished_rows(projection, false);
         // No thread needs its hidden units of every gate here (the recurrence does), so where H
         // is not a whole number of vectors the G gates are one group of G*H columns: panels
         // grouped by gate would pad every gate's last vector (H=50: 150 columns computed as 192).
@@ -661,6 +677,7 @@ class Planner {
                               true, false});
     }
     RecurrenceStep r = recurrence(Pass::forward, l, d);
+    r.kernel = add_kernel_desc(forward_desc(l));
     if (sliced) r.what += rows_note;
     r.batch = rows;
     r.batch_begin = n0;
@@ -676,7 +693,7 @@ class Planner {
                                      s.N * ldh}
                              : Timed{region_operand(plan_.workspace, reset_h_[d], n0 * ldh), 0};
       r.z = region_operand(plan_.workspace, z_[d], n0 * s.H);
-      r.kernel_n = forward_kernel_n_;
+      r.kernel_n = add_kernel_desc(forward_desc(l, 1));
       r.gemm_n = with_packed_weights(GemmStep{"recurrent projection n (on r * h_prev)", false, true, rows, s.H, s.S, {},
                                               shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
                                               shifted(r.gh, 2 * s.H), ldh, s.S, s.GH, 0.0f, {}},
@@ -688,7 +705,8 @@ class Planner {
                                    fmt::format("w_hh.l{}.d{}", l, d), true, 0, 0, threads, lane_index);
     }
     split_gate_kernel(r, Pass::forward, r.gemm);
-    r.gx = {region_operand(plan_.workspace, gx_[d], n0 * s.GX), s.N * s.GX};
+    r.gx = batch_major_gx(l) ? Timed{region_operand(plan_.workspace, gx_[d], n0 * s.T * s.GX), s.GX}
+                             : Timed{region_operand(plan_.workspace, gx_[d], n0 * s.GX), s.N * s.GX};
     r.h = {shifted(layer_output(l), d * s.S + n0 * ldh), s.N * ldh};
     if (s.P) {
       r.cell_out = training() ? Timed{region_operand(plan_.workspace, cell_out_[ld], n0 * s.H), s.N * s.H}
@@ -870,6 +888,7 @@ class Planner {
                               false});
     }
     RecurrenceStep r = recurrence(Pass::backward, l, d);
+    r.kernel = backward_kernel_;
     if (sliced) r.what += rows_note;
     r.batch = rows;
     r.batch_begin = n0;
@@ -1082,7 +1101,7 @@ class Planner {
   WeightLayout layout_;
   Plan plan_;
   Sizes s_{};
-  int forward_kernel_ = -1, backward_kernel_ = -1, forward_kernel_n_ = -1, backward_kernel_n_ = -1;
+  int backward_kernel_ = -1, backward_kernel_n_ = -1;
   int reset_h_[2] = {-1, -1}, z_[2] = {-1, -1}, d_reset_h_[2] = {-1, -1};  // GRU with the reset before
   std::vector<int> reset_hs_;  // GRU with the reset before, training: r * h_prev per layer (reserve)
   bool dropout_ = false;  // training with dropout between layers

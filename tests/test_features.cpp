@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "codegen/plan.hpp"
+#include "codegen/planner.hpp"
 #include "tests/plan_steps.hpp"
 #include "tests/rnn_case.hpp"
 #include "tests/scoped_env.hpp"
@@ -256,10 +257,12 @@ std::vector<float> swap_outer(const std::vector<float>& v, std::int64_t outer, s
   return out;
 }
 
-// Batch-first x is read through a sequence-major copy and dx written through one, so a
-// batch-first call runs the GEMMs of the sequence-major call: one input projection and one dW_ih
-// over all T*N rows (not a product per batch element, which small T made 2-3x slower), and the
-// same results bit for bit. Short and long sequences, variable lengths, two layers both ways.
+// A batch-first call runs the GEMMs of the sequence-major call: forward projects x where it
+// lies (its rows in [N, T] order; layer 0's gate kernels read that gx T*GX rows apart), and what
+// needs x's rows in time order (dW_ih) reads a sequence-major copy, as dx is written through one.
+// One input projection and one dW_ih over all T*N rows (not a product per batch element, which
+// small T made 2-3x slower), and the same results bit for bit. Short and long sequences,
+// variable lengths, two layers both ways.
 TEST(BatchFirst, RunsTheSequenceMajorGemms) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   for (const auto& [cell, T, N] : {std::tuple{CellKind::lstm, 2, 40}, {CellKind::gru, 5, 17}, {CellKind::rnn_tanh, 33, 3}}) {
@@ -276,6 +279,16 @@ TEST(BatchFirst, RunsTheSequenceMajorGemms) {
     const Options options{.backend = Backend::jit, .isa = Isa::avx512, .threads = 2};
     Execution seq_ex = Rnn(seq.config, options).prepare(seq.shape, Mode::training);
     Execution bf_ex = Rnn(config, options).prepare(seq.shape, Mode::training);
+    const Plan& plan = bf_ex.plan();
+    std::int64_t gx_row[2] = {0, 0};  // of each layer's gate kernel
+    test::for_each_step(plan.forward, [&](const Step& step) {
+      if (const auto* c = std::get_if<CopyStep>(&step)) {
+        EXPECT_NE(c->src.buffer, Buffer::x) << c->what << ": forward copies x";
+      }
+      if (const auto* r = std::get_if<RecurrenceStep>(&step))
+        gx_row[r->layer] = plan.kernels[static_cast<std::size_t>(r->kernel)].gx_stride();
+    });
+    EXPECT_EQ(gx_row[0], T * gx_row[1]) << "layer 0's gate kernel reads batch-major gx";
     test::for_each_step(bf_ex.plan().backward_weights, [&](const Step& step) {
       const auto* g = std::get_if<GemmStep>(&step);
       if (g && g->what.starts_with("dW_ih l0")) {
@@ -290,6 +303,23 @@ TEST(BatchFirst, RunsTheSequenceMajorGemms) {
     EXPECT_EQ(got.cy, want.cy);
     EXPECT_EQ(got.dhx, want.dhx);
   }
+}
+
+// Where T*GX floats are more than a gate kernel's 32-bit row step, layer 0 reads x's sequence-
+// major copy instead, as every layer reads its input (a plan only: gx alone is 5 GB here).
+TEST(BatchFirst, LongSequencesCopyX) {
+  const RnnConfig config{.cell = CellKind::lstm, .input_size = 64, .hidden_size = 1024, .batch_first = true};
+  const Plan plan = make_plan(config, {150000, 2}, Mode::inference, Isa::avx512, 2);
+  int x_copies = 0;
+  test::for_each_step(plan.forward, [&](const Step& step) {
+    const auto* c = std::get_if<CopyStep>(&step);
+    x_copies += c && c->src.buffer == Buffer::x;
+  });
+  EXPECT_EQ(x_copies, 1);
+  for (const KernelDesc& k : plan.kernels)
+    if (k.kind_of() == KernelKind::gate) {
+      EXPECT_EQ(k.gx_stride(), 4 * 1024) << kernel_name(k);
+    }
 }
 
 // Padded positions of y and dx are exactly zero, and what a caller leaves in dy there is ignored.

@@ -334,7 +334,7 @@ TEST_P(Numerics, NanDoesNotStickInAnExecution) {
 // a length must be zeros though dx starts as NaN (the input gradient stores them without
 // computing them), and dW_ih must sum no padding row of x. 40 rows, most of them finished by the
 // last steps, leave whole row blocks of every GEMM finished; the reverse direction starts with
-// most rows finished; batch-first runs a product of T = 40 rows (two row blocks) per sequence.
+// most rows finished; batch-first projects every row of x, padding included, in [N, T] order.
 // The LSTM with a projection and the reset-before GRU keep kernel outputs that weight gradients
 // read (o * tanh(c) for dW_hr, r * h_prev for dW_hn). T = 5, N = 3 gives dW_ih so few K rows
 // that its B is not packed (masked into a copy instead).
