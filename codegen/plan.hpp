@@ -112,10 +112,13 @@ struct GemmStep {
   // copied into b_masked (laid out as B) with those rows zeroed.
   bool finished_k_rows_skipped = false;
   Operand b_masked;
-  // The last zero_k_tail.rows rows of K are terms in h0 (dW_hh: a reversed direction's first
-  // step sums last, and at T = 1 every direction's only step): where h0 is all zeros (a call
-  // without hx), the sum stops before them, and C is zeros where K is then empty.
-  RowBlock zero_k_tail;
+  // dW_hh sums over h_prev, whose rows of h0 [h0.rows, h0.cols] are the first h0.rows rows of K
+  // (a forward direction), or the last (h0_rows_last: a reversed direction; at T = 1 they are
+  // all of K): where h0 is all zeros (a call without hx), the sum leaves them out, and C is
+  // zeros where K is then empty. Leading rows are left out only where this GEMM reads A in
+  // place or packs it itself (not from panels another GEMM packed for all of K).
+  RowBlock h0;
+  bool h0_rows_last = false;
 };
 
 // Floats of a GEMM's A panels (blocking.pack_a): one k block, or all of K where they are shared.

@@ -24,7 +24,7 @@ void gemm(const std::function<void(const Extent&)>& fn, const GemmStep& g) {
   matrix(fn, g.b_masked, g.k, g.n, g.ldb);  // B's copy, laid out as B
   matrix(fn, g.c, g.m, g.c_columns_written(), g.ldc);
   if (g.blocking.pack_a) matrix(fn, g.a_panels, 1, a_panel_elements(g), 0);
-  matrix(fn, g.zero_k_tail.at, g.zero_k_tail.rows, g.zero_k_tail.cols, g.zero_k_tail.ld);
+  matrix(fn, g.h0.at, g.h0.rows, g.h0.cols, g.h0.ld);
 }
 
 void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, const RecurrenceStep& r) {

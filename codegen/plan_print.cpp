@@ -51,9 +51,9 @@ std::string gemm_text(const Plan& p, const GemmStep& g) {
                  ? fmt::format(", sums no K row of a finished sequence (variable lengths: B masked into {})",
                                operand_text(p, g.b_masked))
                  : std::string(", sums no K row of a finished sequence (variable lengths)");
-  if (g.zero_k_tail.rows > 0)
-    skips += fmt::format(", K stops before its last {} rows where h0 ({}) is all zeros", g.zero_k_tail.rows,
-                         operand_text(p, g.zero_k_tail.at));
+  if (g.h0.rows > 0)
+    skips += fmt::format(", leaves out K's {} {} rows where h0 ({}) is all zeros", g.h0_rows_last ? "last" : "first",
+                         g.h0.rows, operand_text(p, g.h0.at));
   if (g.a_panels_use == GemmStep::APanels::keep_for_next)
     skips += fmt::format(", A packed for all of K into {} and kept for the next GEMM", operand_text(p, g.a_panels));
   else if (g.a_panels_use == GemmStep::APanels::packed_before)

@@ -1006,15 +1006,16 @@ class Planner {
         // h_init, then the output, lie in one run of rows (h_init_operand()), so the h_prev of
         // steps 0..T-1 are the T*N rows from one step before the output (forward) or after it.
         const Operand h_prev = shifted(layer_output(l), (config_.reversed(d) ? 1 : -1) * s.N * ldh + d * s.S);
-        // Where h0 comes last in that run (a reversed direction; at T = 1 every direction), its
-        // zeros end the sum over K (GemmStep::zero_k_tail), of dW_hn's r * h_prev too.
-        const RowBlock h0 = config_.reversed(d) || s.T == 1 ? RowBlock{h_init_operand(l, d), s.N, s.S, ldh} : RowBlock{};
+        // A zero h0 leaves its rows out of the sum (GemmStep::h0), of dW_hn's r * h_prev too.
+        const RowBlock h0{h_init_operand(l, d), s.N, s.S, ldh};
+        const bool h0_rows_last = config_.reversed(d) || s.T == 1;
         // The reset-before GRU's n rows multiply r * h_prev, kept per step: one GEMM of their own.
         const std::int64_t h_rows = s.reset_before ? 2 * s.H : s.GH;
         {
           GemmStep dw{fmt::format("dW_hh l{} d{}", l, d), true, false, h_rows, s.S, s.T * s.N, gates,
                       h_prev, dweight(l, d, ParamKind::weight_hh), s.R, ldh, s.S, 0.0f, {}, {}};
-          dw.zero_k_tail = h0;
+          dw.h0 = h0;
+          dw.h0_rows_last = h0_rows_last;
           const bool may_share = std::get<GemmStep>(lane[dw_ih_index]).a_panels_use == GemmStep::APanels::keep_for_next;
           if (may_share) dw.a_panels_use = GemmStep::APanels::packed_before;
           dw = gemm(std::move(dw), s.S, d, &lane);
@@ -1026,7 +1027,8 @@ class Planner {
                       shifted(gates, 2 * s.H),
                       shifted(region_operand(plan_.workspace, reset_hs_[static_cast<std::size_t>(l)]), d * s.S),
                       dweight(l, d, ParamKind::weight_hh, 2 * s.H, s.S), s.R, ldh, s.S, 0.0f, {}, {}};
-          dw.zero_k_tail = h0;
+          dw.h0 = h0;
+          dw.h0_rows_last = h0_rows_last;
           dw = gemm(std::move(dw), s.S, d, &lane);
           lane.push_back(std::move(dw));
         }

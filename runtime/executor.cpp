@@ -318,7 +318,14 @@ void Executor::gemm_step(const GemmStep& g, const Bindings& bind, float beta, in
     b = masked;
   }
   GemmCall call{resolve(g.a, bind), b, resolve(g.c, bind), beta, g.m, g.k};
-  if (g.zero_k_tail.rows > 0 && all_zeros(resolve(g.zero_k_tail.at, bind), g.zero_k_tail)) call.k -= g.zero_k_tail.rows;
+  const bool panels_from_before = g.a_panels_use == GemmStep::APanels::packed_before;
+  if (g.h0.rows > 0 && (g.h0_rows_last || !panels_from_before) && all_zeros(resolve(g.h0.at, bind), g.h0)) {
+    call.k -= g.h0.rows;
+    if (!g.h0_rows_last) {  // the sum starts after them
+      call.a += g.h0.rows * g.a_k_step();
+      call.b += g.h0.rows * (g.blocking.packed_b ? g.blocking.panel_columns() : g.ldb);
+    }
+  }
   if (call.k == 0) {  // every term is zero
     if (beta == 0.0f) {
       const auto [r0, r1] = share(g.m, tid, threads);
@@ -442,7 +449,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
     return g.a_panels_use == GemmStep::APanels::per_k_block ? a_panels : a_panels + a_panel_offset(k, g.m, kb);
   };
   // The k rows of block kb in each row block of A's panels: those the GEMM that packed them had,
-  // which may be more than this call sums (GemmStep::zero_k_tail).
+  // which may be more than this call sums (GemmStep::h0).
   auto panel_k = [&](std::int64_t kb) {
     return std::min(k.k_c, (g.a_panels_use == GemmStep::APanels::packed_before ? g.k : call.k) - kb * k.k_c);
   };

@@ -279,10 +279,8 @@ double forward_flops(const RnnConfig& c, const Shape& s) {
 }
 
 double zero_state_flops(const RnnConfig& c, const Shape& s, bool training) {
-  int dw_hh_tails = 0;
-  for (int d = 0; d < c.directions(); ++d) dw_hh_tails += c.reversed(d) || s.seq_len == 1;
-  const double products = training ? 2 * c.directions() + dw_hh_tails : c.directions();
-  return 2.0 * static_cast<double>(s.batch) * (w_hh_bytes(c) / 4.0) * products * static_cast<double>(c.num_layers);
+  const double products = (training ? 3.0 : 1.0) * c.directions() * static_cast<double>(c.num_layers);
+  return 2.0 * static_cast<double>(s.batch) * (w_hh_bytes(c) / 4.0) * products;
 }
 
 double w_hh_bytes(const RnnConfig& c) {

@@ -142,11 +142,11 @@ std::string describe(const Shape& shape);
 // Floating-point operations of one forward pass over all layers and directions:
 // 2*T*N*G*H*(I_l+H) per layer-direction.
 double forward_flops(const RnnConfig& config, const Shape& shape);
-// The GEMM FLOPs (2*N*G*H*S each, a layer-direction) that a call from zero states leaves out,
-// and bench, whose calls pass neither hx nor dhx, does not credit: forward's first-step
-// products h0 W_hh^T (written as zeros), and in training backward data's last (dh0 = dgates_0
-// W_hh, read only by dhx) and dW_hh's terms in h0 where they end its sum (a reversed direction;
-// at T = 1 every direction).
+// The GEMM FLOPs (2*N*G*H*S each, a layer-direction) of the products with a zero h0 or an
+// unread dh0, which bench, whose calls pass neither hx nor dhx, does not credit: forward's
+// first-step products h0 W_hh^T (written as zeros), and in training backward data's last
+// (dh0 = dgates_0 W_hh, read only by dhx) and dW_hh's terms in h0 (left out of its sum, but
+// where a forward direction's dW_hh reads dW_ih's panels).
 double zero_state_flops(const RnnConfig& config, const Shape& shape, bool training);
 // Bytes of W_hh [G*H, S] of one layer and direction.
 double w_hh_bytes(const RnnConfig& c);

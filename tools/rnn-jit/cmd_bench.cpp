@@ -10,7 +10,7 @@
 // weights); less the first step's recurrent products, zero in these calls that start from
 // zero states (no hx), and in training the last backward step's, which only dhx (not asked
 // for) would read, and dW_hh's terms in the zero h0 (zero_state_flops()): rnnjit's CPU
-// executor computes none of them (oneDNN and the CUDA executor do; every contender is
+// executor computes almost none of them (oneDNN and the CUDA executor do; every contender is
 // credited the same FLOPs). --mixed-lengths runs variable-length sequences
 // (lengths drawn in [1, T], the longest T) and still counts the padded FLOPs, so that its time
 // compares with the padded run's.
