@@ -71,6 +71,7 @@ nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
           {"finished_rows_skipped", g.finished_rows_skipped}, {"finished_k_rows_skipped", g.finished_k_rows_skipped},
           {"sequences", g.sequences},
           {"b_masked", operand_json(p, g.b_masked)},
+          {"h0", operand_json(p, g.h0.at)}, {"h0_rows", g.h0.rows}, {"h0_rows_last", g.h0_rows_last},
           {"a_panels", operand_json(p, g.a_panels)},
           {"a_panels_use", g.a_panels_use == GemmStep::APanels::keep_for_next   ? "keep_for_next"
                            : g.a_panels_use == GemmStep::APanels::packed_before ? "packed_before"

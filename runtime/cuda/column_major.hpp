@@ -34,6 +34,7 @@ inline int gemm_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// Row-major C = op(A) op(B) as column-major C^T = op(B)^T op(A)^T: B first, A second.
 inline ColumnMajorGemm column_major(const GemmCall& g) {
   ColumnMajorGemm c;
   c.trans_first = g.trans_b;
