@@ -201,8 +201,8 @@ TEST(SplitDirections, MatchReferenceOnTwoThreads) {
 // dW_hh reads the gate gradients' A panels that dW_ih packed for all of K: with caches so small
 // that T*N spans five k blocks (the last one short), M and the hidden size vector tails, variable
 // lengths and two threads, with and without initial states, the weight gradients still match
-// the reference. (A TLB that maps
-// 4 KiB has every k block of A^T copied into panels; the default reads these in place.)
+// the reference. (A TLB that maps 4 KiB has every k block of A^T copied into panels; the
+// default reads these in place.)
 TEST(WeightGradients, SharedGatePanelsMatchReference) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   test::ScopedEnv caches("RNNJIT_CACHES", "4K,64K,4K");  // k_c = 64
@@ -323,10 +323,10 @@ TEST(BatchFirst, LongSequencesCopyX) {
     x_copies += c && c->src.buffer == Buffer::x;
   });
   EXPECT_EQ(x_copies, 1);
-  for (const KernelDesc& k : plan.kernels)
-    if (k.kind_of() == KernelKind::gate) {
-      EXPECT_EQ(k.gx_stride(), 4 * 1024) << kernel_name(k);
-    }
+  for (const KernelDesc& k : plan.kernels) {
+    if (k.kind_of() != KernelKind::gate) continue;
+    EXPECT_EQ(k.gx_stride(), 4 * 1024) << kernel_name(k);
+  }
 }
 
 // Padded positions of y and dx are exactly zero, and what a caller leaves in dy there is ignored.
