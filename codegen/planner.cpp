@@ -227,9 +227,8 @@ class Planner {
     plan_forward();
     plan_outputs();
     if (mode == Mode::training) {
-      backward_kernel_ = add_kernel(Pass::backward);
-      if (s_.reset_before)
-        backward_kernel_n_ = add_kernel_desc(part_n(gate_kernel_desc(config_, plan_.shape, mode, plan_.isa, Pass::backward)));
+      backward_kernel_ = add_kernel_desc(gate_desc(Pass::backward, 0));
+      if (s_.reset_before) backward_kernel_n_ = add_kernel_desc(gate_desc(Pass::backward, 0, 1));
       allocate_backward();
       plan_dy();
       plan_backward_data();
@@ -240,13 +239,6 @@ class Planner {
   }
 
  private:
-  static KernelDesc part_n(KernelDesc d) {
-    d.part = 1;
-    return d;
-  }
-
-  int add_kernel(Pass pass) { return add_kernel_desc(gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass)); }
-
   int region(const std::string& name, bool reserve, std::int64_t elements) {
     return plan_.workspace.add(name, reserve ? Space::reserve : Space::workspace,
                                static_cast<std::size_t>(elements) * sizeof(float));
@@ -378,11 +370,12 @@ class Planner {
   bool batch_major_gx(std::int64_t l) const {
     return l == 0 && config_.batch_first && s_.T * s_.GX * 4 <= std::numeric_limits<std::int32_t>::max();
   }
-  // The forward gate kernel of layer l (part 1: the reset-before GRU's n kernel).
-  KernelDesc forward_desc(std::int64_t l, int part = 0) const {
-    KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, Pass::forward);
+  // The gate kernel of layer l's `pass` over all rows and units (part 1: the reset-before GRU's
+  // n kernel); forward, it reads gx as layer l's projection lays it out.
+  KernelDesc gate_desc(Pass pass, std::int64_t l, int part = 0) const {
+    KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
     d.part = static_cast<std::uint8_t>(part);
-    if (batch_major_gx(l)) d.gx_row_stride = static_cast<std::uint32_t>(s_.T * s_.GX);
+    if (pass == Pass::forward && batch_major_gx(l)) d.gx_row_stride = static_cast<std::uint32_t>(s_.T * s_.GX);
     return d;
   }
 
@@ -400,11 +393,9 @@ class Planner {
     }
     for (int t = 0; t < units.blocking.threads; ++t) {
       const auto [c0, c1] = units.blocking.thread_columns(t);
-      KernelDesc d = pass == Pass::forward ? forward_desc(r.layer, part)
-                                           : gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
+      KernelDesc d = gate_desc(pass, r.layer, part);
       d.rows = static_cast<std::uint32_t>(r.batch);
       d.cols = static_cast<std::uint32_t>(c1 - c0);
-      d.part = static_cast<std::uint8_t>(part);
       kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
       first_units.push_back(c0);
     }
@@ -511,8 +502,9 @@ class Planner {
     if (!config_.sums_output(l)) return layer_output(l);
     return region_operand(plan_.workspace, training() ? summed_[static_cast<std::size_t>(l)] : pingpong_[l % 2]);
   }
-  // What direction d of layer l reads: x, the layer below's output, or (training with dropout)
-  // its dropped copy; in an independent stack, only direction d's columns of it.
+  // What direction d of layer l reads: x (batch-first: its sequence-major copy, plan_input()),
+  // the layer below's output, or (training with dropout) its dropped copy; in an independent
+  // stack, only direction d's columns of it.
   Operand layer_input(std::int64_t l, int d) const {
     if (l == 0) return config_.batch_first ? region_operand(plan_.workspace, input_seq_) : buffer_operand(Buffer::x);
     const std::int64_t column = config_.layer_input_column(l, d);
@@ -677,7 +669,7 @@ class Planner {
                               true, false});
     }
     RecurrenceStep r = recurrence(Pass::forward, l, d);
-    r.kernel = add_kernel_desc(forward_desc(l));
+    r.kernel = add_kernel_desc(gate_desc(Pass::forward, l));
     if (sliced) r.what += rows_note;
     r.batch = rows;
     r.batch_begin = n0;
@@ -693,7 +685,7 @@ class Planner {
                                      s.N * ldh}
                              : Timed{region_operand(plan_.workspace, reset_h_[d], n0 * ldh), 0};
       r.z = region_operand(plan_.workspace, z_[d], n0 * s.H);
-      r.kernel_n = add_kernel_desc(forward_desc(l, 1));
+      r.kernel_n = add_kernel_desc(gate_desc(Pass::forward, l, 1));
       r.gemm_n = with_packed_weights(GemmStep{"recurrent projection n (on r * h_prev)", false, true, rows, s.H, s.S, {},
                                               shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S),
                                               shifted(r.gh, 2 * s.H), ldh, s.S, s.GH, 0.0f, {}},
