@@ -3,47 +3,67 @@
 # GPU; safe to run anywhere (without a GPU it runs what needs none and says so).
 #
 #   1. configures and builds $RNNJIT_GPU_BUILD (default build-gpu; Release) with the CUDA path
-#      (found automatically) - only rnn-jit and the CUDA tests;
+#      (found automatically) - only rnn-jit and the CUDA tests; --prebuilt skips this and runs
+#      the binaries already in $RNNJIT_GPU_BUILD/bin (built on another machine with the same
+#      CUDA major version);
 #   2. `rnn-jit device`: device, driver, the NVRTC target (cubin or PTX), cuBLAS and cuDNN;
-#   3. the CUDA tests (test_cuda_*): without a GPU their device tests skip with the reason; with
-#      one, test_cuda_executor compares the CUDA executor with the scalar reference and cuDNN for
-#      every cell, uni/bidirectional, 1-2 layers, inference and training, tails and features,
-#      and any skipped test of it counts as a failure;
-#   4. with a GPU, a short DeepSpeech2 benchmark (T=300, N=20, I=H=800): --device cuda
-#      --compare cudnn, LSTM and GRU, inference and training.
+#   3. with a GPU, the DeepSpeech2 suite (T=300, N=20, I=H=800; LSTM, GRU and RNN-tanh, one layer
+#      unidirectional and five bidirectional, inference and training, and LSTM N=1 inference),
+#      rnn-jit bench --device cuda --compare cudnn, printed as a Markdown table;
+#   4. the CUDA tests (test_cuda_*): without a GPU their device tests skip with the reason; with
+#      one, test_cuda_executor (run in $RNNJIT_GPU_SHARDS gtest shards at once, default up to 8:
+#      NVRTC compiles are most of its time) compares the CUDA executor with the scalar reference
+#      and cuDNN for every cell, uni/bidirectional, 1-2 layers, inference and training, tails
+#      and features, and any skipped test of it counts as a failure.
 #
 # Exit status: 0 when everything that could run passed (also without a GPU, after saying so);
 # 1 when a check failed or the CUDA toolkit was not found. Compiled kernels are cached in
-# $RNNJIT_CACHE_DIR (default $BUILD/cuda-kernel-cache), so a second run compiles nothing.
-# Usage: tools/gpu-check.sh [--no-bench]
+# $RNNJIT_CACHE_DIR (default $BUILD/cuda-kernel-cache), so a second run compiles nothing. Each
+# test's output is in $BUILD/<test>.log, the benchmark's JSON lines in $BUILD/bench.jsonl.
+# Usage: tools/gpu-check.sh [--no-bench] [--prebuilt]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 BUILD=${RNNJIT_GPU_BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
+TEST_TIMEOUT=${RNNJIT_GPU_TEST_TIMEOUT:-900}
 BENCH=1
-[[ ${1:-} == --no-bench ]] && BENCH=0
+PREBUILT=0
+for arg in "$@"; do
+  case $arg in
+    --no-bench) BENCH=0 ;;
+    --prebuilt) PREBUILT=1 ;;
+    *) echo "usage: tools/gpu-check.sh [--no-bench] [--prebuilt]" >&2; exit 2 ;;
+  esac
+done
+SHARDS=${RNNJIT_GPU_SHARDS:-$((JOBS < 8 ? JOBS : 8))}
 mkdir -p "$BUILD"
 export RNNJIT_CACHE_DIR=${RNNJIT_CACHE_DIR:-$PWD/$BUILD/cuda-kernel-cache}
-TESTS=(test_cuda_source test_cuda_plan test_cuda_cache test_cuda_runner test_cuda_util_kernels test_cuda_driver
-       test_cuda_executor)
+TESTS=(test_cuda_executor test_cuda_driver test_cuda_source test_cuda_plan test_cuda_cache test_cuda_runner test_cuda_util_kernels)
 failed=()
 log() { printf '\n== gpu-check: %s\n' "$*"; }
 
-log "configure and build $BUILD"
-if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$BUILD/configure.log" 2>&1; then
-  cat "$BUILD/configure.log"
-  echo "gpu-check: FAILED: cmake could not configure $BUILD" >&2
-  exit 1
-fi
-grep 'rnnjit:' "$BUILD/configure.log"
-if ! grep -q 'NVRTC and the GPU executor' "$BUILD/configure.log"; then
-  echo "gpu-check: FAILED: CMake did not find the CUDA toolkit (nvcc/NVRTC under /usr/local/cuda or on PATH?)" >&2
-  exit 1
-fi
-if ! cmake --build "$BUILD" -j"$JOBS" --target rnn-jit "${TESTS[@]}" >"$BUILD/build.log" 2>&1; then
-  grep -E 'error|Error' "$BUILD/build.log" | head -40
-  echo "gpu-check: FAILED: the build failed (see $BUILD/build.log)" >&2
-  exit 1
+if ((PREBUILT)); then
+  log "prebuilt binaries in $BUILD/bin"
+  for b in rnn-jit "${TESTS[@]}"; do
+    [[ -x $BUILD/bin/$b ]] || { echo "gpu-check: FAILED: --prebuilt: no $BUILD/bin/$b" >&2; exit 1; }
+  done
+else
+  log "configure and build $BUILD"
+  if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$BUILD/configure.log" 2>&1; then
+    cat "$BUILD/configure.log"
+    echo "gpu-check: FAILED: cmake could not configure $BUILD" >&2
+    exit 1
+  fi
+  grep 'rnnjit:' "$BUILD/configure.log"
+  if ! grep -q 'NVRTC and the GPU executor' "$BUILD/configure.log"; then
+    echo "gpu-check: FAILED: CMake did not find the CUDA toolkit (nvcc/NVRTC under /usr/local/cuda or on PATH?)" >&2
+    exit 1
+  fi
+  if ! cmake --build "$BUILD" -j"$JOBS" --target rnn-jit "${TESTS[@]}" >"$BUILD/build.log" 2>&1; then
+    grep -E 'error|Error' "$BUILD/build.log" | head -40
+    echo "gpu-check: FAILED: the build failed (see $BUILD/build.log)" >&2
+    exit 1
+  fi
 fi
 RNNJIT="$BUILD/bin/rnn-jit"
 
@@ -51,17 +71,62 @@ log "rnn-jit device"
 gpu=0
 if "$RNNJIT" device; then gpu=1; fi
 
+# The DS2 suite on the GPU, before the tests so that nothing else runs on the device.
+bench_case() {  # cell layers bidirectional(0/1) mode batch
+  local flags=(bench --device cuda --compare cudnn --cell "$1" --input-size 800 --hidden-size 800 --layers "$2"
+               --seq 300 --batch "$5" --mode "$4" --reps 10 --warmup 3 --json)
+  [[ $3 == 1 ]] && flags+=(--bidirectional)
+  timeout "${RNNJIT_GPU_BENCH_TIMEOUT:-300}" "$RNNJIT" "${flags[@]}"
+}
+if ((gpu && BENCH)); then
+  log "DS2 suite: rnn-jit bench --device cuda --compare cudnn (T=300, I=H=800)"
+  : >"$BUILD/bench.jsonl"
+  table="| case | rnnjit ms | cuDNN ms | ratio cuDNN/rnnjit | rnnjit GFLOPS |"$'\n'"|---|---|---|---|---|"
+  for cell in lstm gru rnn_tanh; do
+    for spec in "1 0 infer 20" "1 0 train 20" "5 1 infer 20" "5 1 train 20" "1 0 infer 1"; do
+      read -r layers bi mode batch <<<"$spec"
+      [[ $batch == 1 && $cell != lstm ]] && continue
+      name="$cell L=$layers$( ((bi)) && echo ' bidir') N=$batch $mode"
+      if json=$(bench_case "$cell" "$layers" "$bi" "$mode" "$batch" 2>"$BUILD/bench.err"); then
+        echo "$json" >>"$BUILD/bench.jsonl"
+        row=$(python3 - "$json" "$name" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+p = j.get("peers", {}).get("cudnn")
+peer = f"{p['median_ms']:.2f} | {p['ratio']:.2f}" if p else "- | -"
+print(f"| {sys.argv[2]} | {j['median_ms']:.2f} | {peer} | {j['gflops']:.0f} |")
+PY
+)
+      else
+        row="| $name | failed: $(tail -n 1 "$BUILD/bench.err") | | | |"
+        failed+=("bench $name")
+      fi
+      echo "$row"
+      table+=$'\n'"$row"
+    done
+  done
+fi
+
 for t in "${TESTS[@]}"; do
   log "$t"
   out="$BUILD/$t.log"
-  if timeout 900 "$BUILD/bin/$t" >"$out" 2>&1; then
-    grep -E '^\[(==========|  PASSED  |  SKIPPED )\] [0-9]+ test' "$out"
-  else
+  shards=1
+  ((gpu)) && [[ $t == test_cuda_executor ]] && shards=$SHARDS
+  pids=()
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "$TEST_TIMEOUT" "$BUILD/bin/$t" >"$out.$i" 2>&1 &
+    pids+=($!)
+  done
+  ok=1
+  for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+  cat "$out".* >"$out" && rm -f "$out".*
+  if ((!ok)); then
     grep -E '^\[  FAILED|Failure|error' "$out" | head -40
-    tail -n 5 "$out"
+    grep -E '^\[==========\] .* ran\.' "$out"
     failed+=("$t")
     continue
   fi
+  grep -E '^\[(==========|  PASSED  |  SKIPPED )\] [0-9]+ test' "$out"
   # One "[  SKIPPED ] Suite.Test (N ms)" line per skipped test; the reason follows "...: Skipped".
   skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$out" || true)
   if ((skipped > 0)); then
@@ -73,19 +138,11 @@ for t in "${TESTS[@]}"; do
   fi
 done
 
-if ((gpu && BENCH)); then
-  for cell in lstm gru; do
-    for mode in infer train; do
-      log "bench DS2 $cell $mode --device cuda --compare cudnn"
-      if ! timeout 600 "$RNNJIT" bench --device cuda --compare cudnn --cell "$cell" --input-size 800 --hidden-size 800 \
-          --seq 300 --batch 20 --mode "$mode" --reps 5 --warmup 2; then
-        failed+=("bench $cell $mode")
-      fi
-    done
-  done
-fi
-
 log "summary"
+if ((gpu && BENCH)); then
+  echo "DS2 suite on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) (rnnjit $(git rev-parse --short HEAD 2>/dev/null || echo "?")):"
+  echo "$table"
+fi
 if ((${#failed[@]} > 0)); then
   echo "gpu-check: FAILED: ${failed[*]}"
   exit 1
