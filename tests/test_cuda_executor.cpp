@@ -19,6 +19,7 @@
 #include "runtime/cuda/cuda_support.hpp"
 #include "runtime/cuda/cudnn_peer.hpp"
 #include "runtime/cuda/kernel_cache.hpp"
+#include "tests/cli_fixture.hpp"
 #include "tests/scoped_env.hpp"
 #include "tests/rnn_case.hpp"
 
@@ -333,6 +334,63 @@ TEST(CudnnPeer, RefusesWhatCudnnLacks) {
     EXPECT_NE(why.find(words), std::string::npos) << why;
     EXPECT_EQ(why.find('\n'), std::string::npos) << why;
   }
+}
+
+// A pass called again with the same buffers is captured as a CUDA graph and replayed from then
+// on (runtime/cuda/pass_graph.hpp): new data in the same buffers gives the new results, and
+// other buffers or lengths are issued directly again, with their own results.
+TEST_F(CudaDevice, RepeatedCallsReplayTheirGraph) {
+  const RnnConfig c{.cell = CellKind::lstm, .input_size = 11, .hidden_size = 45, .num_layers = 2, .bidirectional = true};
+  RnnCase rc(c, {9, 4}, 21);
+  Execution ex = Rnn(c, {.device = Device::cuda}).prepare(rc.shape, Mode::training);
+  OnDevice dev(rc);
+  const Tensors want = rc.reference(true);
+  for (const char* call : {"direct", "captured", "replayed"}) test::expect_matches(dev.run(ex, rc), want, rc, true, call);
+  RnnCase other(c, rc.shape, 22);  // new values in the same buffers
+  for (auto [to, from] : {std::pair{&dev.w, &other.w}, {&dev.x, &other.x}, {&dev.hx, &other.hx}, {&dev.cx, &other.cx},
+                          {&dev.dy, &other.dy}, {&dev.dhy, &other.dhy}, {&dev.dcy, &other.dcy}})
+    (*to)->upload(from->data(), bytes_of(*from));
+  const Tensors want_other = other.reference(true);
+  test::expect_matches(dev.run(ex, other), want_other, other, true, "replayed on new data");
+  cuda::DeviceArray workspace(ex.workspace_size()), reserve(ex.reserve_size());
+  test::expect_matches(dev.run(ex, other, reserve.span<std::byte>(), workspace.span<std::byte>()), want_other, other,
+                       true, "other scratch");
+  RnnCase varied = other;
+  varied.vary_lengths();
+  for (const char* call : {"lengths", "lengths captured", "lengths replayed"})
+    test::expect_matches(dev.run(ex, varied), varied.reference(true), varied, true, call);
+  RnnCase shorter = varied;
+  shorter.lengths[1] = varied.lengths[1] == 1 ? 2 : 1;
+  test::expect_matches(dev.run(ex, shorter), shorter.reference(true), shorter, true, "other lengths");
+}
+
+// The bench loop calls each pass again with the same buffers: every pass is captured (once)
+// and replayed, or RNNJIT_VERBOSE says why it could not be; RNNJIT_CUDA_GRAPHS=0 captures none.
+class CudaGraphCli : public test::CliFixture {
+ protected:
+  void SetUp() override {
+    const std::string reason = cuda::device_unavailable_reason();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+    CliFixture::SetUp();
+  }
+};
+
+TEST_F(CudaGraphCli, TheBenchLoopReplaysEveryPass) {
+  const std::vector<std::string> bench{"bench", "--device", "cuda", "--cell", "gru", "--input-size", "8", "--hidden-size",
+                                       "16", "--bidirectional", "--seq", "5", "--batch", "3", "--mode", "train",
+                                       "--reps", "3", "--warmup", "1"};
+  const test::CliResult r = cli(bench, "RNNJIT_VERBOSE=1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("could not be captured"), std::string::npos) << r.err;
+  for (const char* pass : {"forward", "backward data", "backward weights"}) {
+    const std::string line = fmt::format("cuda: {} captured as a graph", pass);
+    const std::size_t at = r.err.find(line);
+    EXPECT_NE(at, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(line, at + 1), std::string::npos) << "captured more than once: " << r.err;
+  }
+  const test::CliResult off = cli(bench, "RNNJIT_VERBOSE=1 RNNJIT_CUDA_GRAPHS=0");
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_EQ(off.err.find("as a graph"), std::string::npos) << off.err;
 }
 
 TEST_F(CudaDevice, KernelsGoToTheDiskCache) {

@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 
@@ -359,6 +360,48 @@ TEST(GpuWalkLengths, LaunchesOnlyWhereSomeRowIsPastItsEnd) {
     one.lengths = {1, static_cast<std::int32_t>(T), 1};
     test::expect_matches(walk(one, Mode::training).t, one.reference(true), one, true);
   }
+}
+
+// The walk key (what a replayed CUDA graph must match): equal for equal bindings, different when
+// any address, the dropout seed, accumulate or a length's value changes.
+TEST(GpuWalkKey, ChangesWithEverythingTheCallsDependOn) {
+  const RnnConfig c{.cell = CellKind::gru, .input_size = 5, .hidden_size = 6, .bidirectional = true};
+  const cuda::PlanRunner runner(std::make_shared<const Plan>(cuda::make_gpu_plan(c, {4, 3}, Mode::training)));
+  std::vector<float> x(60), y(72);
+  std::vector<std::byte> workspace(64), reserve(64);
+  std::vector<std::int32_t> lengths{4, 2, 3}, device_lengths(3);
+  cuda::DeviceBindings b;
+  b.bind(Buffer::x, x.data());
+  b.bind(Buffer::y, y.data());
+  b.workspace = workspace.data();
+  b.reserve = reserve.data();
+  b.dropout_seed = 7;
+  b.lengths = lengths.data();
+  b.device_lengths = device_lengths.data();
+  const std::vector<std::uint64_t> key = runner.walk_key(b, false);
+  EXPECT_EQ(runner.walk_key(b, false), key);
+  const std::vector<std::int32_t> same_lengths = lengths;  // values count, not where they are
+  cuda::DeviceBindings moved = b;
+  moved.lengths = same_lengths.data();
+  EXPECT_EQ(runner.walk_key(moved, false), key);
+  EXPECT_NE(runner.walk_key(b, true), key);
+  std::vector<std::function<void(cuda::DeviceBindings&)>> changes{
+      [&](cuda::DeviceBindings& d) { d.bind(Buffer::x, x.data() + 1); },
+      [&](cuda::DeviceBindings& d) { d.bind(Buffer::hx, x.data()); },
+      [&](cuda::DeviceBindings& d) { d.bind(Buffer::y, nullptr); },
+      [&](cuda::DeviceBindings& d) { d.workspace += 8; },
+      [&](cuda::DeviceBindings& d) { d.reserve = nullptr; },
+      [&](cuda::DeviceBindings& d) { d.dropout_seed = 8; },
+      [&](cuda::DeviceBindings& d) { d.device_lengths = nullptr; },
+      [&](cuda::DeviceBindings& d) { d.lengths = nullptr; },
+  };
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    cuda::DeviceBindings d = b;
+    changes[i](d);
+    EXPECT_NE(runner.walk_key(d, false), key) << "change " << i;
+  }
+  lengths[1] = 3;
+  EXPECT_NE(runner.walk_key(b, false), key);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // at which steps some row is past its end, and the lengths are uploaded once per forward call
 // (training: into the reserve's lengths_region, kept there for backward, with a host copy
 // here; inference: into a workspace region) for the masked row kernels. Without lengths nothing
-// is uploaded and nothing extra is launched.
+// is uploaded and nothing extra is launched. A pass called again with the same buffers is
+// replayed as a CUDA graph (runtime/cuda/pass_graph.hpp).
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "runtime/call_checks.hpp"
 #include "runtime/cuda/cuda_ops.hpp"
 #include "runtime/cuda/device.hpp"
+#include "runtime/cuda/pass_graph.hpp"
 #include "runtime/cuda/plan_runner.hpp"
 #include "runtime/device_execution.hpp"
 #include "runtime/io_bindings.hpp"
@@ -68,7 +70,7 @@ class CudaExecution final : public DeviceExecution {
       b.device_lengths = device_lengths;
       if (training()) kept_lengths_.assign(io.seq_lengths.begin(), io.seq_lengths.end());
     }
-    run(plan_->forward, b);
+    run(forward_graph_, plan_->forward, b);
     if (training()) reserve_.set(State::forwarded, b.reserve);
   }
 
@@ -82,7 +84,7 @@ class CudaExecution final : public DeviceExecution {
     bind_backward_data(b, w, io);
     bind_kept_lengths(b);
     reserve_.set(State::empty);  // backward_data consumes the gates: a failure leaves nothing usable
-    run(plan_->backward_data, b);
+    run(backward_data_graph_, plan_->backward_data, b);
     reserve_.set(State::backpropagated);
   }
 
@@ -96,14 +98,16 @@ class CudaExecution final : public DeviceExecution {
     reserve_.require_backpropagated(b.reserve);
     bind_backward_weights(b, io);
     bind_kept_lengths(b);
-    run(plan_->backward_weights, b, io.accumulate);
+    run(backward_weights_graph_, plan_->backward_weights, b, io.accumulate);
   }
 
  private:
   bool training() const { return mode_ == Mode::training; }
 
-  void run(const std::vector<Stage>& stages, const cuda::DeviceBindings& b, bool accumulate = false) {
-    runner_.run(stages, b, *ops_, accumulate);
+  // The pass's calls, queued directly or as its graph (cuda/pass_graph.hpp), then waited for.
+  void run(cuda::PassGraph& graph, const std::vector<Stage>& stages, const cuda::DeviceBindings& b,
+           bool accumulate = false) {
+    graph.run(runner_.walk_key(b, accumulate), ops_->stream(), [&] { runner_.run(stages, b, *ops_, accumulate); });
     ops_->finish();
   }
 
@@ -131,6 +135,9 @@ class CudaExecution final : public DeviceExecution {
   std::shared_ptr<const Plan> plan_;
   cuda::PlanRunner runner_;
   std::unique_ptr<cuda::CudaOps> ops_;
+  // After ops_: destroyed first, while its streams still exist.
+  cuda::PassGraph forward_graph_{"forward"}, backward_data_graph_{"backward data"},
+      backward_weights_graph_{"backward weights"};
   cuda::DeviceBuffer own_workspace_, own_reserve_;
   std::uint64_t allocations_ = 0;
   ReserveCycle reserve_;

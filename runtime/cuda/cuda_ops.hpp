@@ -35,6 +35,8 @@ class CudaOps final : public DeviceOps {
 
   // Waits until every queued call has run; throws Error if one of them failed.
   void finish();
+  // The stream every call starts from and ends on (lane 0's); the other lanes fork from it.
+  CUstream stream() const { return lanes_[0]->stream.get(); }
 
  private:
   struct Lane {

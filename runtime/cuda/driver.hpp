@@ -21,7 +21,8 @@ namespace rnnjit::cuda {
   X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuModuleLoadDataEx) X(cuModuleGetFunction)                      \
   X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)        \
   X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)       \
-  X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventRecord) X(cuEventDestroy)
+  X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventRecord) X(cuEventDestroy) X(cuStreamBeginCapture)        \
+  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)
 
 struct DriverApi {
 #define RNNJIT_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;

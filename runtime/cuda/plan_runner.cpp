@@ -37,6 +37,17 @@ std::int32_t* PlanRunner::lengths_address(const DeviceBindings& b) const {
   return reinterpret_cast<std::int32_t*>(region_bytes(plan_->lengths_region, b));
 }
 
+std::vector<std::uint64_t> PlanRunner::walk_key(const DeviceBindings& b, bool accumulate) const {
+  auto address = [](const void* p) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)); };
+  std::vector<std::uint64_t> key;
+  for (const float* p : b.buffers) key.push_back(address(p));
+  key.insert(key.end(), {address(b.workspace), address(b.reserve), b.dropout_seed, address(b.device_lengths),
+                         accumulate ? 1u : 0u, b.lengths ? 1u : 0u});
+  if (b.lengths)
+    for (std::int64_t n = 0; n < plan_->shape.batch; ++n) key.push_back(static_cast<std::uint32_t>(b.lengths[n]));
+  return key;
+}
+
 std::int64_t PlanRunner::shortest(const DeviceBindings& b, std::int64_t steps) const {
   std::int64_t first = steps;
   if (b.lengths)

@@ -123,6 +123,12 @@ class PlanRunner {
   // inference (codegen/cuda/gpu_plan.hpp).
   std::int32_t* lengths_address(const DeviceBindings& b) const;
 
+  // Everything the calls that run() makes depend on: every bound address, the dropout seed,
+  // accumulate, and the host lengths' values (which decide where masked copies are launched).
+  // Two runs with equal keys make the same calls with the same arguments (cuda/pass_graph.hpp
+  // replays them as a graph).
+  std::vector<std::uint64_t> walk_key(const DeviceBindings& b, bool accumulate) const;
+
   // accumulate: GEMMs and column sums that would overwrite their output add to it instead.
   void run(const std::vector<Stage>& stages, const DeviceBindings& b, DeviceOps& ops, bool accumulate = false) const;
 
