@@ -1,11 +1,13 @@
 // The CUDA executor on a GPU (each test skips with the reason when there is none): every cell
-// (the reset-before GRU too, which cuDNN lacks), uni- and bidirectional, 1-2 layers, inference and
-// training, with tails (H past a block of 128 threads, batch 1), larger sizes (H=300, N=20) and the supported features (reverse, clip, dropout, batch-first,
-// projection, ONNX's gate clip, LSTM peepholes and coupled input/forget gates), against the
-// double-precision reference (tests/rnn_case.hpp), and against cuDNN where it loads and has the
-// features (runtime/cuda/cudnn_peer.hpp); variable sequence lengths (host seq_lengths: every
-// cell, alone and with every feature; cuDNN not compared); caller-provided device workspace and reserve,
-// steady-state allocations, determinism, the disk cache, and what is refused (the cuDNN peer's
+// (the reset-before GRU too, which cuDNN lacks), uni- and bidirectional, 1-2 layers, inference
+// and training, with tails (H past a block of 128 threads, batch 1), larger sizes (H=300, N=20)
+// and the supported features (reverse, clip, dropout, batch-first, projection, ONNX's gate
+// clip, LSTM peepholes and coupled input/forget gates, no biases, summed directions,
+// independent stacks, leaky ReLU), against the double-precision reference (tests/rnn_case.hpp),
+// and against cuDNN where it loads and has the features (runtime/cuda/cudnn_peer.hpp);
+// variable sequence lengths (host seq_lengths: every cell, alone and with every feature; cuDNN
+// not compared); caller-provided device workspace and reserve, steady-state allocations,
+// determinism, CUDA graph replay, the disk cache, and what is refused (the cuDNN peer's
 // refusals also without a GPU).
 #include <gtest/gtest.h>
 
@@ -140,6 +142,10 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   config.peephole = lstm && (c.feature == "peephole" || c.feature == "lstm_onnx");
   config.input_forget = lstm && (c.feature == "input_forget" || c.feature == "lstm_onnx");
   if (c.feature == "lstm_onnx") config.clip = 0.6f;
+  config.bias = c.feature != "no_bias";
+  config.sum_directions = c.feature == "sum_directions";
+  config.independent_stacks = c.feature == "independent_stacks";
+  config.relu_alpha = c.feature == "leaky" ? 0.1f : 0.0f;
   RnnCase rc(config, c.feature == "tails" ? Shape{4, 1} : large ? Shape{6, 20} : Shape{7, 5}, 3);
   rc.dropout_seed = 0x5eed;
   // cuDNN clips the LSTM cell state where a step reads it (c0 too) and returns cy unclipped;
@@ -176,7 +182,8 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
 std::vector<DeviceCase> device_cases() {
   std::vector<DeviceCase> cases;
   for (const char* feature : {"plain", "tails", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
-                              "peephole", "input_forget", "lstm_onnx", "all", "lengths", "lengths_all", "large"})
+                              "peephole", "input_forget", "lstm_onnx", "all", "lengths", "lengths_all", "large", "no_bias",
+                              "sum_directions", "independent_stacks", "leaky"})
     for (CellKind cell : kCellKinds)
       for (bool bidir : {false, true})
         for (std::int64_t layers : {1, 2})
@@ -189,6 +196,9 @@ std::vector<DeviceCase> device_cases() {
             if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;
             if ((f == "tails" || f == "all" || f == "lengths_all") && layers == 1) continue;
             if (f == "large" && (layers == 1 || !bidir)) continue;
+            if ((f == "sum_directions" || f == "independent_stacks") && !bidir) continue;
+            if (f == "independent_stacks" && layers == 1) continue;  // one layer: the same network
+            if (f == "leaky" && cell != CellKind::rnn_relu) continue;
             cases.push_back({f, cell, bidir, f == "dropout" ? 3 : layers, mode});
           }
   return cases;

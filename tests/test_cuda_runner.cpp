@@ -152,6 +152,7 @@ RnnConfig config_of(const WalkCase& c) {
   config.bias = !has({"no_bias"});
   config.sum_directions = has({"sum_directions"}) && c.bidirectional;
   config.independent_stacks = has({"independent_stacks"}) && c.bidirectional;
+  config.relu_alpha = c.cell == CellKind::rnn_relu && has({"leaky"}) ? 0.1f : 0.0f;
   return config;
 }
 
@@ -181,7 +182,7 @@ std::vector<WalkCase> walk_cases() {
   std::vector<WalkCase> cases;
   for (const char* feature : {"plain", "reverse", "clip", "dropout", "batch_first", "projection", "gate_clip",
                               "peephole", "input_forget", "lstm_onnx", "no_bias", "sum_directions",
-                              "independent_stacks", "all"})
+                              "independent_stacks", "leaky", "all"})
     for (CellKind cell : kCellKinds)
       for (bool bidir : {false, true})
         for (std::int64_t layers : {1, 2})
@@ -192,6 +193,7 @@ std::vector<WalkCase> walk_cases() {
             if (lstm_only && cell != CellKind::lstm) continue;
             if (f == "reverse" && bidir) continue;  // a unidirectional feature
             if ((f == "sum_directions" || f == "independent_stacks") && !bidir) continue;  // bidirectional ones
+            if (f == "leaky" && cell != CellKind::rnn_relu) continue;
             if (f == "dropout" && (layers == 1 || mode == Mode::inference)) continue;  // between layers, training only
             cases.push_back({f, cell, bidir, f == "dropout" ? 3 : layers, mode});
           }
