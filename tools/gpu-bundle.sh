@@ -49,6 +49,7 @@ pack() {
   source_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
   echo "$source_dir" >"$stage/source_dir"
   realpath --relative-to="$source_dir" "$build" >"$stage/build_dir"
+  git describe --always --dirty >"$stage/commit" 2>/dev/null || echo "?" >"$stage/commit"
   XZ_OPT=${XZ_OPT:--T0} tar -C "$stage" -cJf "$archive" .
   echo "gpu-bundle: $archive ($(du -h "$archive" | cut -f1)): $(ls "$stage/bin" | wc -l) binaries, $(ls "$stage/lib" | wc -l) libraries"
 }
@@ -80,7 +81,8 @@ run() {
     echo "gpu-bundle: FAILED: libraries missing for $build/bin/rnn-jit" >&2
     exit 1
   fi
-  RNNJIT_GPU_BUILD=$build exec tools/gpu-check.sh --prebuilt "$@"
+  # The binaries' commit (the checkout here may not be a git repository, or another commit).
+  RNNJIT_GPU_COMMIT=$(cat "$unpacked/commit") RNNJIT_GPU_BUILD=$build exec tools/gpu-check.sh --prebuilt "$@"
 }
 
 case ${1:-} in

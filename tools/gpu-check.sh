@@ -20,6 +20,9 @@
 # 1 when a check failed or the CUDA toolkit was not found. Compiled kernels are cached in
 # $RNNJIT_CACHE_DIR (default $BUILD/cuda-kernel-cache), so a second run compiles nothing. Each
 # test's output is in $BUILD/<test>.log, the benchmark's JSON lines in $BUILD/bench.jsonl.
+# Time limits: RNNJIT_GPU_TEST_TIMEOUT seconds a test binary (default 900),
+# RNNJIT_GPU_BENCH_TIMEOUT a benchmark case (default 300). The table names the binaries' commit,
+# RNNJIT_GPU_COMMIT (tools/gpu-bundle.sh sets it) or the checkout's.
 # Usage: tools/gpu-check.sh [--no-bench] [--prebuilt]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -140,7 +143,7 @@ done
 
 log "summary"
 if ((gpu && BENCH)); then
-  echo "DS2 suite on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) (rnnjit $(git rev-parse --short HEAD 2>/dev/null || echo "?")):"
+  echo "DS2 suite on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) (rnnjit ${RNNJIT_GPU_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")}):"
   echo "$table"
 fi
 if ((${#failed[@]} > 0)); then
