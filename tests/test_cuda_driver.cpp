@@ -141,12 +141,14 @@ TEST_F(CudaCli, BenchDeviceFlags) {
   expect_error(with({"--device", "gpu"}), 2, {"--device: unknown device 'gpu' (expected cpu or cuda)"});
   expect_error(with({"--device", "cuda", "--backend", "reference"}), 2, {"--backend reference runs on the CPU only"});
   expect_error(with({"--device", "cuda", "--peak"}), 2, {"--peak", "not with --device cuda"});
-  expect_error(with({"--device", "cuda", "--mixed-lengths", "--compare", "cudnn"}), 2,
-               {"--compare cudnn: the cuDNN peer runs every element for all T steps (no --mixed-lengths)"});
-  if (cuda::built_with_cuda())
-    expect_error(with({"--compare", "cudnn"}), 2, {"--compare cudnn needs --device cuda"});
-  else
-    expect_error(with({"--compare", "cudnn"}), 2, {"--compare cudnn: rnn-jit was built without the CUDA toolkit"});
+  for (const std::string peer : {"cudnn", "cudnn_persistent"}) {
+    expect_error(with({"--device", "cuda", "--mixed-lengths", "--compare", peer}), 2,
+                 {"--compare " + peer + ": the cuDNN peer runs every element for all T steps (no --mixed-lengths)"});
+    if (cuda::built_with_cuda())
+      expect_error(with({"--compare", peer}), 2, {"--compare " + peer + " needs --device cuda"});
+    else
+      expect_error(with({"--compare", peer}), 2, {"--compare " + peer + ": rnn-jit was built without the CUDA toolkit"});
+  }
   const std::string reason = cuda::device_unavailable_reason();
   if (!reason.empty()) {
     expect_error(with({"--device", "cuda"}), 1, {reason});

@@ -83,8 +83,8 @@ struct OnDevice {
   }
 
   // cuDNN on the same tensors.
-  Tensors run_cudnn(const RnnCase& rc, Mode mode) {
-    cuda::CudnnRnn peer(rc.config, rc.shape, mode);
+  Tensors run_cudnn(const RnnCase& rc, Mode mode, cuda::CudnnAlgo algo = cuda::CudnnAlgo::standard) {
+    cuda::CudnnRnn peer(rc.config, rc.shape, mode, algo);
     peer.set_weights(s<const float>(w).data());
     auto p = [](const cuda::DeviceArray& a) { return a.span<float>().data(); };
     auto c = [](const std::unique_ptr<cuda::DeviceArray>& a) { return a->span<const float>().data(); };
@@ -311,6 +311,36 @@ TEST_F(CudaDevice, CudnnPeerRefusesWhatCouldNotAgree) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), cuda::cudnn_peer_refusal(reset_before, Mode::inference));
   }
+}
+
+// cuDNN's persistent kernels (the peer's CudnnAlgo::persistent_static) on the same networks:
+// they agree with the reference wherever cuDNN has such a kernel; where it has none, cuDNN's
+// refusal (a CUDNN_STATUS_* error) is printed, not counted: it depends on the device and the
+// cuDNN version.
+TEST_F(CudaDevice, CudnnPersistentAgreesWhereCudnnHasIt) {
+  bool ok = false;
+  const std::string why = cuda::cudnn_status(&ok);
+  if (!ok) GTEST_SKIP() << why;
+  int ran = 0;
+  for (CellKind cell : {CellKind::lstm, CellKind::gru, CellKind::rnn_tanh})
+    for (bool bidir : {false, true})
+      for (Mode mode : {Mode::inference, Mode::training}) {
+        const RnnConfig c{.cell = cell, .input_size = 48, .hidden_size = 96, .num_layers = 2, .bidirectional = bidir};
+        RnnCase rc(c, {10, 8}, 17);
+        SCOPED_TRACE(fmt::format("{} {} {}", to_string(cell), bidir ? "bidirectional" : "forward",
+                                 mode == Mode::training ? "training" : "inference"));
+        OnDevice dev(rc);
+        const bool train = mode == Mode::training;
+        try {
+          test::expect_matches(dev.run_cudnn(rc, mode, cuda::CudnnAlgo::persistent_static), rc.reference(train), rc,
+                               train, "cudnn persistent");
+          ++ran;
+        } catch (const Error& e) {  // cuDNN's refusal (a CUDNN_STATUS_*), not a disagreement
+          std::printf("cuDNN persistent refused: %s\n", e.what());
+          EXPECT_NE(std::string(e.what()).find("CUDNN_STATUS"), std::string::npos) << e.what();
+        }
+      }
+  std::printf("cuDNN's persistent kernels ran %d of 12 networks\n", ran);
 }
 
 // What the cuDNN peer cannot run, in one line each (no GPU needed): cuDNN has no reset-before

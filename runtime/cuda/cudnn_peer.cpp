@@ -105,7 +105,7 @@ struct CudnnRnn::Impl {
   std::size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
   DeviceBuffer weights, dweights, work, reserve, lengths;
 
-  Impl(const RnnConfig& c, const Shape& s, Mode m) : config(c), shape(s), mode(m) {
+  Impl(const RnnConfig& c, const Shape& s, Mode m, CudnnAlgo algo) : config(c), shape(s), mode(m) {
     ContextScope scope;
     check(api.cudnnCreate(&handle), "cudnnCreate");
     check(api.cudnnSetStream(handle, stream.get()), "cudnnSetStream");
@@ -114,7 +114,9 @@ struct CudnnRnn::Impl {
     check(api.cudnnSetDropoutDescriptor(dropout, handle, 0.0f, nullptr, 0, 0), "cudnnSetDropoutDescriptor");
     check(api.cudnnCreateRNNDescriptor(&rnn), "cudnnCreateRNNDescriptor");
     const std::int64_t S = c.state_size(), D = c.directions();
-    check(api.cudnnSetRNNDescriptor_v8(rnn, CUDNN_RNN_ALGO_STANDARD, cudnn_mode(c.cell),
+    const cudnnRNNAlgo_t cudnn_algo =
+        algo == CudnnAlgo::persistent_static ? CUDNN_RNN_ALGO_PERSIST_STATIC : CUDNN_RNN_ALGO_STANDARD;
+    check(api.cudnnSetRNNDescriptor_v8(rnn, cudnn_algo, cudnn_mode(c.cell),
                                        CUDNN_RNN_DOUBLE_BIAS, c.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
                                        CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH,
                                        to_int(c.input_size), to_int(c.hidden_size), to_int(S), to_int(c.num_layers),
@@ -232,13 +234,13 @@ struct CudnnRnn::Impl {
   }
 };
 
-CudnnRnn::CudnnRnn(const RnnConfig& config, const Shape& shape, Mode mode) {
+CudnnRnn::CudnnRnn(const RnnConfig& config, const Shape& shape, Mode mode, CudnnAlgo algo) {
   validate(config, shape);
   Device::instance();  // "no CUDA device: ..." first
   cudnn();             // then "cuDNN not available: ..."
   if (const std::string why = cudnn_peer_refusal(config, mode); !why.empty()) throw Error(why);
   cudnn_mode(config.cell);  // every cell the refusal lets through has a cuDNN mode
-  impl_ = std::make_unique<Impl>(config, shape, mode);
+  impl_ = std::make_unique<Impl>(config, shape, mode, algo);
 }
 
 CudnnRnn::~CudnnRnn() = default;

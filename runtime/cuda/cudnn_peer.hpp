@@ -13,6 +13,10 @@
 // LSTM peepholes and coupled input/forget gates (cuDNN has none of them), networks without
 // biases (not wired to CUDNN_RNN_NO_BIAS), and variable lengths (rnnjit's CUDA executor has none).
 // Every pointer is a device address; h/c pointers may be null (zeros in, not written out).
+// The algorithm is cuDNN's standard one (a GEMM and elementwise kernels per step, as rnnjit's
+// executor) or, with CudnnAlgo::persistent_static, its persistent kernels, which keep the
+// recurrent weights on chip across steps (for small batches; cuDNN refuses the shapes and
+// devices it has no such kernel for, CUDNN_STATUS_NOT_SUPPORTED).
 #pragma once
 
 #include <memory>
@@ -68,11 +72,13 @@ inline std::string cudnn_peer_refusal(const RnnConfig& config, Mode mode) {
   return {};
 }
 
+enum class CudnnAlgo { standard, persistent_static };
+
 class CudnnRnn {
  public:
   // Throws Error: "no CUDA device: ...", "cuDNN not available: ...", or what is refused
-  // (cudnn_peer_refusal).
-  CudnnRnn(const RnnConfig& config, const Shape& shape, Mode mode);
+  // (cudnn_peer_refusal, or cuDNN's own error for the algorithm).
+  CudnnRnn(const RnnConfig& config, const Shape& shape, Mode mode, CudnnAlgo algo = CudnnAlgo::standard);
   ~CudnnRnn();
   CudnnRnn(const CudnnRnn&) = delete;
   CudnnRnn& operator=(const CudnnRnn&) = delete;

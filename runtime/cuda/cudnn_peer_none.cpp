@@ -14,7 +14,7 @@ std::string cudnn_status(bool* ok) {
 }
 
 struct CudnnRnn::Impl {};
-CudnnRnn::CudnnRnn(const RnnConfig&, const Shape&, Mode) { throw Error(kNoCudnn); }
+CudnnRnn::CudnnRnn(const RnnConfig&, const Shape&, Mode, CudnnAlgo) { throw Error(kNoCudnn); }
 CudnnRnn::~CudnnRnn() = default;
 void CudnnRnn::set_weights(const float*) { throw Error(kNoCudnn); }
 void CudnnRnn::forward(const CudnnForwardIo&) { throw Error(kNoCudnn); }

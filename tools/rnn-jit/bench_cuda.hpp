@@ -19,7 +19,9 @@ struct HostData {
 
 // rnnjit's CUDA Execution (Options::device = cuda).
 std::function<void()> cuda_rnnjit_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data);
-// cuDNN's RNN on the same weights (runtime/cuda/cudnn_peer.hpp).
-std::function<void()> cudnn_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data);
+// cuDNN's RNN on the same weights (runtime/cuda/cudnn_peer.hpp), its standard algorithm or
+// (persistent) its persistent kernels.
+std::function<void()> cudnn_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data,
+                                      bool persistent = false);
 
 }  // namespace rnnjit::cli

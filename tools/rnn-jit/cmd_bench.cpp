@@ -118,10 +118,11 @@ Contender rnnjit_contender(const std::string& name, const RnnConfig& config, con
 
 Contender peer(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode, const Options& options,
                int threads, Data& d, Device device) {
-  if (name == "cudnn") {  // on the GPU, with the same data as rnnjit's CUDA contender
-    if (!cuda::built_with_cuda()) throw UsageError("--compare cudnn: rnn-jit was built without the CUDA toolkit");
-    if (device != Device::cuda) throw UsageError("--compare cudnn needs --device cuda");
-    return {name, cudnn_iteration(config, shape, mode, {d.w, d.x, d.dy})};
+  if (name == "cudnn" || name == "cudnn_persistent") {  // on the GPU, with the same data as rnnjit's CUDA contender
+    if (!cuda::built_with_cuda())
+      throw UsageError(fmt::format("--compare {}: rnn-jit was built without the CUDA toolkit", name));
+    if (device != Device::cuda) throw UsageError(fmt::format("--compare {} needs --device cuda", name));
+    return {name, cudnn_iteration(config, shape, mode, {d.w, d.x, d.dy}, name == "cudnn_persistent")};
   }
   if (name == "onednn" || name == "onednn_bf16") {
     if (!bench::onednn_available())
@@ -158,8 +159,8 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     return rnnjit_contender(name, config, shape, mode, strict, d);
   }
   throw UsageError(fmt::format(
-      "--compare: unknown peer '{}' (expected onednn, onednn_bf16, baseline, reference or strict); cudnn with "
-      "--device cuda",
+      "--compare: unknown peer '{}' (expected onednn, onednn_bf16, baseline, reference or strict); cudnn and "
+      "cudnn_persistent with --device cuda",
       name));
 }
 
@@ -187,8 +188,10 @@ int bench(const BenchFlags& f) {
   } catch (const Error& e) {
     throw UsageError(fmt::format("--device: {}", e.what()));
   }
-  if (f.mixed_lengths && std::find(f.compare.begin(), f.compare.end(), "cudnn") != f.compare.end())
-    throw UsageError("--compare cudnn: the cuDNN peer runs every element for all T steps (no --mixed-lengths)");
+  for (const char* cudnn : {"cudnn", "cudnn_persistent"})
+    if (f.mixed_lengths && std::find(f.compare.begin(), f.compare.end(), cudnn) != f.compare.end())
+      throw UsageError(fmt::format("--compare {}: the cuDNN peer runs every element for all T steps (no --mixed-lengths)",
+                                   cudnn));
   if (device == Device::cuda && options.backend == Backend::reference)
     throw UsageError("--backend reference runs on the CPU only (not with --device cuda)");
   if (device == Device::cuda && f.peak) throw UsageError("--peak measures the CPU's FMA peak (not with --device cuda)");
@@ -305,7 +308,8 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--compare", f->compare,
                  "peers timed in the same run: onednn, onednn_bf16 (its RNN primitives on bf16 data and weights, "
                  "inference), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
-                 "with FP32 GEMMs, beside --fpmath bf16); cudnn with --device cuda")
+                 "with FP32 GEMMs, beside --fpmath bf16); cudnn (cuDNN's standard algorithm) and cudnn_persistent (its "
+                 "persistent kernels) with --device cuda")
       ->delimiter(',');
   sub.add_option("--device", f->device, "cpu or cuda (rnnjit's CUDA executor; builds with the CUDA toolkit)")
       ->capture_default_str();
