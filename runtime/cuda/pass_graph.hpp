@@ -31,20 +31,16 @@ class PassGraph {
   // launches it, or calls `issue`. Returns at once, like `issue`.
   void run(const std::vector<std::uint64_t>& key, CUstream stream, const std::function<void()>& issue);
 
-  // How the last run() queued the pass (for tests and RNNJIT_VERBOSE).
-  enum class Queued { directly, captured, replayed };
-  Queued last() const { return last_; }
-
  private:
   void drop();
-  // Captures `issue` on `stream` into exec_; false (nothing queued, capture given up) on failure.
-  bool capture(CUstream stream, const std::function<void()>& issue);
+  void launch(CUstream stream) const;
+  // Captures `issue` on `stream` into exec_ (nothing runs); on failure returns why, exec_ null.
+  std::string capture(CUstream stream, const std::function<void()>& issue);
 
   std::string name_;
   std::vector<std::uint64_t> key_;  // the last call's
   CUgraphExec exec_ = nullptr;      // captured for key_
-  bool failed_ = false;             // a capture failed: issue directly from now on
-  Queued last_ = Queued::directly;
+  bool failed_ = false;             // a capture failed where direct issue worked: no more captures
 };
 
 // False when RNNJIT_CUDA_GRAPHS is "0".
