@@ -151,7 +151,11 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   // cuDNN clips the LSTM cell state where a step reads it (c0 too) and returns cy unclipped;
   // rnnjit clips c_t where a step makes it (TensorFlow's cell_clip) and takes c0 as given. From
   // a c0 inside the clip range the two are one network, whose cy is cuDNN's clipped (below).
-  for (float& v : rc.cx) v = config.clip > 0.0f ? std::clamp(v, -config.clip, config.clip) : v;
+  auto clip_cell_states = [&](std::vector<float>& c) {
+    if (config.clip > 0.0f)
+      for (float& v : c) v = std::clamp(v, -config.clip, config.clip);
+  };
+  clip_cell_states(rc.cx);
   if (lengths) rc.vary_lengths();
   const bool train = c.mode == Mode::training;
   Execution ex = Rnn(config, {.device = Device::cuda}).prepare(rc.shape, c.mode);
@@ -174,7 +178,7 @@ TEST_P(CudaCases, MatchTheReferenceAndCudnn) {
   }
   const bool peer_train = train && config.clip == 0.0f;
   Tensors peer = OnDevice(rc).run_cudnn(rc, peer_train ? Mode::training : Mode::inference);
-  for (float& v : peer.cy) v = config.clip > 0.0f ? std::clamp(v, -config.clip, config.clip) : v;
+  clip_cell_states(peer.cy);
   test::expect_matches(peer, want, rc, peer_train, "cudnn");
   test::expect_matches(got, peer, rc, peer_train, "rnnjit vs cudnn");
 }

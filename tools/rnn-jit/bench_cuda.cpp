@@ -41,9 +41,8 @@ std::function<void()> cuda_rnnjit_iteration(const RnnConfig& config, const Shape
 }
 
 std::function<void()> cudnn_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data,
-                                      bool persistent) {
-  auto peer = std::make_shared<cuda::CudnnRnn>(
-      config, shape, mode, persistent ? cuda::CudnnAlgo::persistent_static : cuda::CudnnAlgo::standard);
+                                      cuda::CudnnAlgo algo) {
+  auto peer = std::make_shared<cuda::CudnnRnn>(config, shape, mode, algo);
   auto d = std::make_shared<DeviceData>(config, shape, data);
   peer->set_weights(d->w.span<const float>().data());
   return [peer, d, mode] {

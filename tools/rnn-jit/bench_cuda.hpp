@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rnnjit/rnn.hpp"
+#include "runtime/cuda/cudnn_peer.hpp"
 
 namespace rnnjit::cli {
 
@@ -19,9 +20,8 @@ struct HostData {
 
 // rnnjit's CUDA Execution (Options::device = cuda).
 std::function<void()> cuda_rnnjit_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data);
-// cuDNN's RNN on the same weights (runtime/cuda/cudnn_peer.hpp), its standard algorithm or
-// (persistent) its persistent kernels.
+// cuDNN's RNN on the same weights with algorithm `algo` (runtime/cuda/cudnn_peer.hpp).
 std::function<void()> cudnn_iteration(const RnnConfig& config, const Shape& shape, Mode mode, HostData data,
-                                      bool persistent = false);
+                                      cuda::CudnnAlgo algo);
 
 }  // namespace rnnjit::cli

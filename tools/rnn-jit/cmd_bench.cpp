@@ -122,7 +122,9 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     if (!cuda::built_with_cuda())
       throw UsageError(fmt::format("--compare {}: rnn-jit was built without the CUDA toolkit", name));
     if (device != Device::cuda) throw UsageError(fmt::format("--compare {} needs --device cuda", name));
-    return {name, cudnn_iteration(config, shape, mode, {d.w, d.x, d.dy}, name == "cudnn_persistent")};
+    const cuda::CudnnAlgo algo =
+        name == "cudnn_persistent" ? cuda::CudnnAlgo::persistent_static : cuda::CudnnAlgo::standard;
+    return {name, cudnn_iteration(config, shape, mode, {d.w, d.x, d.dy}, algo)};
   }
   if (name == "onednn" || name == "onednn_bf16") {
     if (!bench::onednn_available())
