@@ -255,10 +255,10 @@ std::string_view to_string(Buffer b) {
 
 std::string to_text(const Plan& p) {
   std::string out = fmt::format(
-      "plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB, L3 {} KiB, TLB reach {} KiB\n",
+      "plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB, L3 {} KiB, TLB reach {} KiB, {} zmm FMAs a cycle\n",
       describe(p.config), p.shape.seq_len, p.shape.batch, to_string(p.mode), to_string(p.isa),
       p.fpmath == FpMath::bf16 ? " fpmath=bf16" : "", p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024,
-      p.caches.l3 / 1024, p.caches.tlb_reach / 1024);
+      p.caches.l3 / 1024, p.caches.tlb_reach / 1024, p.caches.zmm_fmas_per_cycle);
   for (const std::string& n : p.notes) out += fmt::format("note: {}\n", n);
   out += "kernels:\n";
   for (const KernelDesc& k : p.kernels) out += fmt::format("  {}  ({})\n", kernel_name(k), describe(k));
@@ -284,7 +284,7 @@ std::string to_json(const Plan& p) {
   j["threads"] = p.threads;
   j["fpmath"] = std::string(to_string(p.fpmath));
   j["caches"] = {{"l1d_bytes", p.caches.l1d}, {"l2_bytes", p.caches.l2}, {"l3_bytes", p.caches.l3},
-                    {"tlb_reach_bytes", p.caches.tlb_reach}};
+                    {"tlb_reach_bytes", p.caches.tlb_reach}, {"zmm_fmas_per_cycle", p.caches.zmm_fmas_per_cycle}};
   j["packed_bytes"] = p.workspace.packed_bytes;
   j["notes"] = p.notes;
   j["kernels"] = nlohmann::json::array();

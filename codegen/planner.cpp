@@ -60,20 +60,30 @@ double l3_crowded_weight_bytes(const CacheSizes& caches) { return 0.25 * static_
 double row_split_streamed_weight_bytes(const CacheSizes& caches) { return 8.0 * static_cast<double>(caches.l2); }
 // Plain B operands with fewer rows than this are read in place rather than packed.
 constexpr std::int64_t kMinPackedK = 64;
-// A transposed A (a weight gradient's gate gradients, A^T) is read in place, a line of another
-// row of A at each k step, where one k block of its rows spans at most what the second-level
-// TLB maps in 4 KiB pages (CacheSizes::tlb_reach), so the tiles' k steps hit the TLB even
-// where the buffer has no huge pages (a caller's reserve). Beyond it, each k block of A is
-// first copied into panels the tiles stream (GemmBlocking::pack_a). The copy is a pass over A
-// read and written again, on memory's time, and a barrier per k block. In place against
-// copied, weight-gradient GEMMs on Zen 4 (best of five calls, interleaved): LSTM I=H=256 N=64
-// dW_ih 11.6-11.8 -> 8.8-9.3 ms, LSTM I=64 H=128 N=64 dW_hh 5.8-9.9 -> 4.6-5.1 ms, GRU I=H=256
-// N=32 dW_hh 8.0-9.1 -> 6.3-6.7 ms (with and without huge pages), RNN-tanh I=300 H=200 N=256
-// dW_ih 4.3-4.6 -> 3.4-3.5 ms; LSTM I=H=512 N=64 (a k block spans 6.5 MB) dW_ih 36-37 -> 33
-// ms. Past it: the DS2 LSTM (10.5 MB) even, LSTM I=H=1024 N=64 (13 MB) even with huge pages
-// and 10-80% slower without.
+// A transposed A (a weight gradient's gate gradients, A^T) is first copied, one k block at a
+// time, into panels the tiles stream (GemmBlocking::pack_a): the copy is a pass over A read and
+// written again, on memory's time, and a barrier per k block, after which a tile's k step loads
+// m_r adjacent floats. Read in place, each k step loads a line of another row of A instead,
+// a new 4 KiB page every k step or two, which the cores' prefetchers do not follow. On cores
+// with two 512-bit FMAs a cycle that stalls the FMAs: on the Xeon VM (Sapphire Rapids class),
+// copied against in place, the weight-gradient phases of a training call (dW_ih + dW_hh, best
+// of two): LSTM I=H=512 T=50 N=64 104 -> 39 ms, LSTM I=H=256 N=64 38 -> 22, GRU I=H=256 N=32
+// 14.2 -> 8.4, GRU I=33 H=384 N=64 two layers 56 -> 29, the DS2 RNN-tanh five layers
+// bidirectional 690 -> 540, LSTM I=64 H=128 7.8 -> 5.2, RNN-tanh I=300 H=200 N=256 4.8 -> 4.3,
+// RNN-relu I=1 H=1536 N=8 even (a software prefetch of A's line 8 k steps ahead recovered a
+// third of the gap at most). At half that rate (Zen 4: CacheSizes::zmm_fmas_per_cycle 1) the
+// loads hide behind the FMAs and in place wins where one k block of A's rows spans no more
+// than the second-level TLB maps in 4 KiB pages (CacheSizes::tlb_reach), so the k steps hit
+// the TLB even where the buffer has no huge pages (a caller's reserve). In place against
+// copied there (best of five calls, interleaved): LSTM I=H=256 N=64 dW_ih 11.6-11.8 -> 8.8-9.3
+// ms, LSTM I=64 H=128 N=64 dW_hh 5.8-9.9 -> 4.6-5.1 ms, GRU I=H=256 N=32 dW_hh 8.0-9.1 ->
+// 6.3-6.7 ms (with and without huge pages), RNN-tanh I=300 H=200 N=256 dW_ih 4.3-4.6 -> 3.4-3.5
+// ms; LSTM I=H=512 N=64 (a k block spans 6.5 MB) dW_ih 36-37 -> 33 ms. Past the TLB's reach:
+// the DS2 LSTM (10.5 MB) even, LSTM I=H=1024 N=64 (13 MB) even with huge pages and 10-80%
+// slower without.
 bool copies_transposed_a(const GemmStep& g, std::int64_t k_c, const CacheSizes& caches) {
-  return g.trans_a && k_c * g.lda * static_cast<std::int64_t>(sizeof(float)) > caches.tlb_reach;
+  if (!g.trans_a) return false;
+  return caches.zmm_fmas_per_cycle > 1 || k_c * g.lda * static_cast<std::int64_t>(sizeof(float)) > caches.tlb_reach;
 }
 // Batch rows each thread needs before a recurrence is split by rows (see the constructor):
 // fewer would leave the threads' GEMM tiles too short to keep the FMAs busy.

@@ -43,6 +43,7 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(static_cast<std::uint64_t>(k.caches.l2));
   mix(static_cast<std::uint64_t>(k.caches.tlb_reach));
   mix(static_cast<std::uint64_t>(k.caches.l3));
+  mix(static_cast<std::uint64_t>(k.caches.zmm_fmas_per_cycle));
   mix(static_cast<std::uint64_t>(k.fpmath));
   return h;
 }

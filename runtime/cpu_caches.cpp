@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <xbyak/xbyak_util.h>
 
 #include "rnnjit/error.hpp"
 
@@ -43,10 +44,21 @@ std::int64_t sysfs_l3_bytes() {
   return -1;
 }
 
+// 512-bit FMAs a core starts a cycle: 1 on Zen 4 (AMD family 19h with AVX-512), whose FMA units
+// are 256 bits wide, else 2 (Intel's AVX-512 server cores, Zen 5; Intel parts with a single
+// 512-bit FMA port count as 2 too: rnnjit has not been measured on one).
+std::int64_t zmm_fmas_per_cycle() {
+  const Xbyak::util::Cpu cpu;
+  const bool zen4 = cpu.has(Xbyak::util::Cpu::tAMD) && cpu.displayFamily == 0x19 &&
+                    cpu.has(Xbyak::util::Cpu::tAVX512F);
+  return zen4 ? 1 : 2;
+}
+
 }  // namespace
 
 CacheSizes parse_caches(std::string_view text, std::string_view what) {
-  // L1D,L2 and optionally ,TLB (the TLB's reach) and ,L3; the defaults where they are left out.
+  // L1D,L2 and optionally ,TLB (the TLB's reach), ,L3 and ,FMAS (512-bit FMAs a cycle, 1 or 2);
+  // the defaults where they are left out.
   // Each field runs to the next comma, or to the end where there is none (substr clamps it).
   std::vector<std::int64_t> sizes;
   for (std::size_t start = 0;;) {
@@ -56,17 +68,19 @@ CacheSizes parse_caches(std::string_view text, std::string_view what) {
     start = comma + 1;
   }
   CacheSizes caches;
-  const bool counted = sizes.size() >= 2 && sizes.size() <= 4;
+  const bool counted = sizes.size() >= 2 && sizes.size() <= 5;
   if (counted) {
     caches.l1d = sizes[0];
     caches.l2 = sizes[1];
     if (sizes.size() > 2) caches.tlb_reach = sizes[2];
     if (sizes.size() > 3) caches.l3 = sizes[3];
     else caches.l3 = std::max(caches.l3, caches.l2);  // the default L3 never below a forced L2
+    if (sizes.size() > 4) caches.zmm_fmas_per_cycle = sizes[4];
   }
   if (!counted || !caches.valid())
-    throw Error(fmt::format("{}='{}': expected L1D,L2[,TLB[,L3]] in bytes (K/M suffixes allowed, e.g. 48K,2M or "
-                            "48K,2M,8M,32M) with 1K <= L1D <= L2 <= L3 <= 4096M and 4K <= TLB",
+    throw Error(fmt::format("{}='{}': expected L1D,L2[,TLB[,L3[,FMAS]]] in bytes (K/M suffixes allowed, e.g. 48K,2M "
+                            "or 48K,2M,8M,32M,2) with 1K <= L1D <= L2 <= L3 <= 4096M, 4K <= TLB and FMAS (512-bit "
+                            "FMAs a cycle) 1 or 2",
                             what, text));
   return caches;
 }
@@ -83,6 +97,7 @@ CacheSizes detect_caches() {
   if (const std::int64_t l3 = sysfs_l3_bytes(); l3 > 0)
     caches.l3 = std::clamp<std::int64_t>(l3, std::int64_t{4} << 20, std::int64_t{1} << 30);
   caches.l3 = std::max(caches.l3, caches.l2);
+  caches.zmm_fmas_per_cycle = zmm_fmas_per_cycle();
   return caches;
 }
 

@@ -22,12 +22,17 @@ TEST(CpuCaches, ParsesSizesWithSuffixes) {
   EXPECT_EQ(parse_caches("32K,1M,8M,96M", "x"), (CacheSizes{32 * 1024, 1024 * 1024, 8 << 20, 96 << 20}));
   EXPECT_EQ(parse_caches("48K,2M", "x").l3, CacheSizes{}.l3);
   EXPECT_EQ(parse_caches("48K,64M", "x").l3, 64 << 20);
+  // A fifth is the cores' 512-bit FMAs a cycle (1 on Zen 4); without it, 2.
+  EXPECT_EQ(parse_caches("32K,1M,8M,32M,1", "x").zmm_fmas_per_cycle, 1);
+  EXPECT_EQ(parse_caches("32K,1M,8M,32M,2", "x").zmm_fmas_per_cycle, 2);
+  EXPECT_EQ(parse_caches("32K,1M", "x").zmm_fmas_per_cycle, 2);
 }
 
 TEST(CpuCaches, RefusesWhatDoesNotParse) {
   for (const char* bad : {"", "48K", "48K,", ",2M", "48K;2M", "48KB,2M", "0,2M", "-48K,2M", "2M,48K", "512,1M",
                           "48K,8192M", "48K,2M,3M,4M,5M", "48K,2M,", "48K,2M,1K", "48K,2M,8M,1M", "48K,2M,8M,",
-                          "48K,2M,8M,8192M", "x,y"}) {
+                          "48K,2M,8M,8192M", "x,y", "48K,2M,8M,32M,0", "48K,2M,8M,32M,3", "48K,2M,8M,32M,1K", "48K,2M,8M,32M,2,1",
+                          "48K,2M,8M,32M,"}) {
     try {
       parse_caches(bad, "RNNJIT_CACHES");
       ADD_FAILURE() << "accepted '" << bad << "'";

@@ -201,8 +201,8 @@ TEST(SplitDirections, MatchReferenceOnTwoThreads) {
 // dW_hh reads the gate gradients' A panels that dW_ih packed for all of K: with caches so small
 // that T*N spans five k blocks (the last one short), M and the hidden size vector tails, variable
 // lengths and two threads, with and without initial states, the weight gradients still match
-// the reference. (A TLB that maps 4 KiB has every k block of A^T copied into panels; the
-// default reads these in place.)
+// the reference. (A TLB that maps 4 KiB has every k block of A^T copied into panels also where
+// the cores run one 512-bit FMA a cycle.)
 TEST(WeightGradients, SharedGatePanelsMatchReference) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   test::ScopedEnv caches("RNNJIT_CACHES", "4K,64K,4K");  // k_c = 64
@@ -225,6 +225,35 @@ TEST(WeightGradients, SharedGatePanelsMatchReference) {
     // ones keep all their rows. (Every sequence full length, so those 4 rows are not zeros.)
     rc.without_initial_states();
     rc.lengths.clear();
+    test::expect_matches(rc.run(ex), rc.reference(true), rc, true);
+  }
+}
+
+// On cores of one 512-bit FMA a cycle (Zen 4) the weight gradients read their transposed A in
+// place, a line of another row of the gate gradients at every k step, where a k block of it
+// spans no more than the TLB maps: k blocks of 64 rows with a tail, vector tails in M, variable
+// lengths and two threads, with and without initial states.
+TEST(WeightGradients, TransposedAInPlaceMatchesReference) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+  test::ScopedEnv caches("RNNJIT_CACHES", "4K,64K,8M,64K,1");  // k_c = 64, one FMA a cycle
+  for (CellKind cell : {CellKind::gru, CellKind::rnn_relu}) {
+    SCOPED_TRACE(std::string(to_string(cell)));
+    const RnnConfig config{.cell = cell, .input_size = 37, .hidden_size = 45, .num_layers = 2, .bidirectional = true};
+    RnnCase rc(config, Shape{21, 13}, 4);
+    rc.vary_lengths();
+    Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
+    Execution ex = rnn.prepare(rc.shape, Mode::training);
+    int transposed = 0, in_place = 0;
+    test::for_each_step(ex.plan().backward_weights, [&](const Step& step) {
+      if (const auto* g = std::get_if<GemmStep>(&step); g && g->trans_a) {
+        ++transposed;
+        in_place += !g->blocking.pack_a;
+      }
+    });
+    EXPECT_GE(transposed, 8) << "dW_ih and dW_hh of 2 layers x 2 directions";
+    EXPECT_EQ(in_place, transposed) << "every weight gradient reads its A in place";
+    test::expect_matches(rc.run(ex), rc.reference(true), rc, true);
+    rc.without_initial_states();
     test::expect_matches(rc.run(ex), rc.reference(true), rc, true);
   }
 }

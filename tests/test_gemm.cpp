@@ -117,6 +117,10 @@ TEST_P(GeneratedGemm, MatchesNaiveLoop) { check(GetParam()); }
 std::vector<GemmCase> sweep() {
   const std::int64_t sizes[] = {1, 2, 15, 16, 17, 63, 64, 65, 800};
   std::vector<GemmCase> out;
+  // A transposed A is read in place on cores of one 512-bit FMA a cycle (Zen 4) and copied into
+  // panels on others: half the transposed cases plan for each.
+  CacheSizes zen4{32 * 1024, 1024 * 1024};
+  zen4.zmm_fmas_per_cycle = 1;
   int i = 0;
   for (std::int64_t m : sizes)
     for (std::int64_t n : sizes)
@@ -128,12 +132,13 @@ std::vector<GemmCase> sweep() {
         const int threads = 1 + (i / 8) % 2;
         ++i;
         if (i % 3) continue;  // a third of the product, still covering each size in each role
-        out.push_back({m, n, k, trans_a, packed, beta, threads, 1});
+        out.push_back({m, n, k, trans_a, packed, beta, threads, 1, false, trans_a && (i / 16) % 2 ? zen4 : CacheSizes{}});
       }
   out.push_back({20, 3200, 800, false, true, 0.0f, 2, 4});  // the DS2 recurrent step, by gate
   out.push_back({300, 800, 3200, false, false, 1.0f, 2, 1});  // backward data, k blocked
-  out.push_back({7, 96, 9000, true, false, 0.0f, 1, 3});      // a k larger than one block
-  out.push_back({7, 96, 9000, true, false, 1.0f, 2, 3});      // ... packed A, the threads claiming tiles per k block
+  out.push_back({7, 96, 9000, true, false, 0.0f, 1, 3});      // a k larger than one block, A packed
+  out.push_back({7, 96, 9000, true, false, 1.0f, 2, 3});      // ... the threads claiming tiles per k block
+  out.push_back({7, 96, 9000, true, false, 1.0f, 2, 3, false, zen4});  // ... A read in place
   out.push_back({1500, 70, 300, false, true, 1.0f, 2, 1});    // several m blocks, the last one short
   // B packed from its row-major layout (the backward GEMMs), tails in every dimension.
   for (const auto& [m, n, k, threads, groups] : {std::tuple{1, 17, 65, 1, 1}, {20, 800, 15, 2, 1}, {63, 150, 17, 2, 3},
@@ -165,7 +170,7 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](co
   const GemmCase& c = info.param;
   return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}{}{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
                      c.plain_pack ? "_packed_plain" : c.packed_b ? "_packed" : "", static_cast<int>(c.beta),
-                     c.threads, c.groups, c.caches == CacheSizes{} ? "" : fmt::format("_l2_{}k", c.caches.l2 / 1024),
+                     c.threads, c.groups, c.caches == CacheSizes{} ? "" : fmt::format("_l2_{}k_fma{}", c.caches.l2 / 1024, c.caches.zmm_fmas_per_cycle),
                      c.c_streams ? "_c_streams" : "", c.whole_vectors ? "_whole_vectors" : "");
 });
 
