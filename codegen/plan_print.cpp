@@ -255,7 +255,8 @@ std::string_view to_string(Buffer b) {
 
 std::string to_text(const Plan& p) {
   std::string out = fmt::format(
-      "plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB, L3 {} KiB, TLB reach {} KiB, {} zmm FMAs a cycle\n",
+      "plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB, L3 {} KiB, TLB reach {} KiB, "
+      "{} zmm FMAs a cycle\n",
       describe(p.config), p.shape.seq_len, p.shape.batch, to_string(p.mode), to_string(p.isa),
       p.fpmath == FpMath::bf16 ? " fpmath=bf16" : "", p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024,
       p.caches.l3 / 1024, p.caches.tlb_reach / 1024, p.caches.zmm_fmas_per_cycle);

@@ -206,7 +206,9 @@ TEST_F(CliPlanDumpTest, PlanDefaultsAreDeepSpeech2AndTheDetectedIsa) {
   EXPECT_EQ(json::parse(r.out)["caches"].value("tlb_reach_bytes", 0), 8 << 20);
   EXPECT_EQ(json::parse(r.out)["caches"].value("zmm_fmas_per_cycle", 0), 1);
   r = cli({"plan", "--seq", "2", "--batch", "1"}, "RNNJIT_CACHES=32K,1M");
-  EXPECT_NE(r.out.find("caches=L1d 32 KiB, L2 1024 KiB, L3 32768 KiB, TLB reach 8192 KiB, 2 zmm FMAs a cycle"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("caches=L1d 32 KiB, L2 1024 KiB, L3 32768 KiB, TLB reach 8192 KiB, 2 zmm FMAs a cycle"),
+            std::string::npos)
+      << r.out;
   expect_error({"plan", "--seq", "2", "--batch", "1"}, 1, {"RNNJIT_CACHES='1M'"}, "RNNJIT_CACHES=1M");
 
   r = cli({"plan", "--help"});

@@ -132,7 +132,8 @@ std::vector<GemmCase> sweep() {
         const int threads = 1 + (i / 8) % 2;
         ++i;
         if (i % 3) continue;  // a third of the product, still covering each size in each role
-        out.push_back({m, n, k, trans_a, packed, beta, threads, 1, false, trans_a && (i / 16) % 2 ? zen4 : CacheSizes{}});
+        const CacheSizes caches = trans_a && (i / 16) % 2 ? zen4 : CacheSizes{};
+        out.push_back({m, n, k, trans_a, packed, beta, threads, 1, false, caches});
       }
   out.push_back({20, 3200, 800, false, true, 0.0f, 2, 4});  // the DS2 recurrent step, by gate
   out.push_back({300, 800, 3200, false, false, 1.0f, 2, 1});  // backward data, k blocked
@@ -170,7 +171,10 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](co
   const GemmCase& c = info.param;
   return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}{}{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
                      c.plain_pack ? "_packed_plain" : c.packed_b ? "_packed" : "", static_cast<int>(c.beta),
-                     c.threads, c.groups, c.caches == CacheSizes{} ? "" : fmt::format("_l2_{}k_fma{}", c.caches.l2 / 1024, c.caches.zmm_fmas_per_cycle),
+                     c.threads, c.groups,
+                     c.caches == CacheSizes{}
+                         ? ""
+                         : fmt::format("_l2_{}k_fma{}", c.caches.l2 / 1024, c.caches.zmm_fmas_per_cycle),
                      c.c_streams ? "_c_streams" : "", c.whole_vectors ? "_whole_vectors" : "");
 });
 
