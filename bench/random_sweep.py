@@ -31,7 +31,8 @@ def draw(rng):
     batch = rng.choice(BATCHES)
     layers = rng.choice([1, 1, 1, 2, 3])
     seq = rng.choice([1, 3, 10, 23, 50, 100, 300])
-    # Keep a call's FLOPs under about 60 GFLOP: shrink T first, then N.
+    # Keep a direction's forward pass under about 20 GFLOP (training about triples it; every
+    # layer counted as if its input were I wide): shrink T first, then N.
     gates = {"lstm": 4, "gru": 3, "gru_reset_before": 3}.get(cell, 1)
     def flops():
         return 2.0 * seq * batch * gates * hidden * (inp + hidden) * layers
