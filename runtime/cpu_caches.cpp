@@ -47,12 +47,16 @@ std::int64_t sysfs_l3_bytes() {
 // 512-bit FMAs a core starts a cycle: 1 on Zen 4 (AMD family 19h with AVX-512), whose FMA units
 // are 256 bits wide, else 2 (Intel's AVX-512 server cores, Zen 5). Intel parts with a single
 // 512-bit FMA port and Zen 5's mobile parts, which run 512-bit FMAs as two halves like Zen 4,
-// count as 2 too: rnnjit has not been measured on either.
+// count as 2 too: rnnjit has not been measured on either. Read once, as detect_isa() reads the
+// ISA: every Execution prepared asks, and CPUID traps to the hypervisor in a VM.
 std::int64_t zmm_fmas_per_cycle() {
-  const Xbyak::util::Cpu cpu;
-  const bool zen4 = cpu.has(Xbyak::util::Cpu::tAMD) && cpu.displayFamily == 0x19 &&
-                    cpu.has(Xbyak::util::Cpu::tAVX512F);
-  return zen4 ? 1 : 2;
+  static const std::int64_t fmas = [] {
+    const Xbyak::util::Cpu cpu;
+    using C = Xbyak::util::Cpu;
+    const bool zen4 = cpu.has(C::tAMD) && cpu.displayFamily == 0x19 && cpu.has(C::tAVX512F);
+    return zen4 ? 1 : 2;
+  }();
+  return fmas;
 }
 
 }  // namespace
