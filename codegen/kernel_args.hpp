@@ -1,7 +1,7 @@
 // rnnjit: the argument structs of the generated kernels. One struct per kernel kind and pass,
 // passed as a single pointer; generated code loads the fields by offsetof. Gate kernels cover
 // hidden units [0, cols) from the pointers given; row strides follow from the KernelDesc:
-//   gx: gx_stride()   gh: G*H   h_prev, h_out, h, dy: ld_h   c_*: H   gates: reserve_gates*H
+//   gx: gx_stride()   gh: G*H   h_prev, h_out, h: ld_h   dy: dy_stride()   c_*: H   gates: reserve_gates*H
 //   dh_carry, dc_carry: H     peephole: rows of H (not per batch row, like the biases)
 #pragma once
 
@@ -24,7 +24,7 @@ struct GateForwardArgs {
 };
 
 struct GateBackwardArgs {
-  const float* dy;        // [N, ld_h] gradient arriving at h_t from the layer above (or the loss)
+  const float* dy;        // [N, dy_stride()] gradient arriving at h_t from the layer above (or the loss)
   const float* h;         // [N, ld_h] h_t (vanilla RNN)
   const float* h_prev;    // [N, ld_h] h_{t-1} (GRU)
   const float* c;         // [N, H] c_t (LSTM)

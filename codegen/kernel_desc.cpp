@@ -22,7 +22,7 @@ std::string kernel_name(const KernelDesc& d) {
                        d.unroll, d.b_lookahead, d.next_b_lines ? fmt::format("_nb{}", d.next_b_lines) : "",
                        d.stream_c ? "_nt" : "");
   // The clip is named by its bits so that every distinct value gives a distinct name.
-  return fmt::format("{}_{}{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}{}{}{}{}{}", to_string(d.cell_kind()),
+  return fmt::format("{}_{}{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}{}{}{}{}{}{}", to_string(d.cell_kind()),
                      d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training ? "_train" : "",
                      d.cell_kind() == CellKind::gru_reset_before ? (d.part ? "_n" : "_rz") : "",
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll,
@@ -30,7 +30,8 @@ std::string kernel_name(const KernelDesc& d) {
                      d.gate_clip_bits ? fmt::format("_gclip{:08x}", d.gate_clip_bits) : "",
                      d.relu_alpha_bits ? fmt::format("_alpha{:08x}", d.relu_alpha_bits) : "",
                      d.peephole ? "_peep" : "", d.input_forget ? "_cifg" : "",
-                     d.gx_row_stride ? fmt::format("_gx{}", d.gx_row_stride) : "");
+                     d.gx_row_stride ? fmt::format("_gx{}", d.gx_row_stride) : "",
+                     d.dy_row_stride ? fmt::format("_dy{}", d.dy_row_stride) : "");
 }
 
 std::string describe(const KernelDesc& d) {
@@ -47,10 +48,10 @@ std::string describe(const KernelDesc& d) {
                        d.b_k_stride, d.c_row_stride, d.unroll, d.b_lookahead, d.next_b_lines, d.stream_c,
                        d.generator_version);
   return fmt::format("kind=gate cell={} part={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} clip={} "
-                     "gate_clip={} relu_alpha={} peephole={} input_forget={} gx_row_stride={} gen={}",
+                     "gate_clip={} relu_alpha={} peephole={} input_forget={} gx_row_stride={} dy_row_stride={} gen={}",
                      to_string(d.cell_kind()), d.part, d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training,
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll, d.clip(), d.gate_clip(),
-                     d.relu_alpha(), d.peephole, d.input_forget, d.gx_stride(), d.generator_version);
+                     d.relu_alpha(), d.peephole, d.input_forget, d.gx_stride(), d.dy_stride(), d.generator_version);
 }
 
 }  // namespace rnnjit

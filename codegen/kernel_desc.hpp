@@ -58,7 +58,7 @@ struct KernelDesc {
   std::uint8_t unused_[2] = {};  // the descriptor is hashed and compared as bytes: no padding
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
   std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
-  std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and dy (D*H)
+  std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and (unless dy_row_stride) dy (D*H)
   std::uint32_t unroll = 0;   // gate: vectors per gate per iteration; gemm: k-loop unroll
   std::uint32_t cols = 0;     // gate: hidden units this launch covers (<= hidden)
   std::uint32_t a_row_stride = 0, a_k_stride = 0, b_k_stride = 0, c_row_stride = 0;  // gemm
@@ -69,6 +69,9 @@ struct KernelDesc {
   // gate forward: the row stride of gx in floats where it is not G*H (0): the planner pads gx's
   // rows to whole vectors (gx_row_floats in codegen/planner.hpp).
   std::uint32_t gx_row_stride = 0;
+  // gate backward: the row stride of dy in floats where it is not ld_h (0): summed directions
+  // read the one gradient of their sum, [N, S], in place (S, where ld_h is 2*S).
+  std::uint32_t dy_row_stride = 0;
 
   float clip() const { return std::bit_cast<float>(clip_bits); }
   float gate_clip() const { return std::bit_cast<float>(gate_clip_bits); }
@@ -80,6 +83,7 @@ struct KernelDesc {
   Pass pass_kind() const { return static_cast<Pass>(pass); }
   int gates() const { return gate_count(cell_kind()); }
   std::int64_t gx_stride() const { return gx_row_stride ? gx_row_stride : std::int64_t{gates()} * hidden; }
+  std::int64_t dy_stride() const { return dy_row_stride ? dy_row_stride : ld_h; }
   // Width (in units of H) of a row of the reserve's gate region: LSTM i,f,g,o; GRU r,z,hn,n;
   // the vanilla RNNs a single slot that only backward writes (the gate gradient).
   int reserve_gates() const { return cell_kind() == CellKind::gru ? 4 : gates(); }

@@ -208,7 +208,8 @@ struct RecurrenceStep {
   std::int64_t batch = 0;  // N: the rows this step runs (all of the call's, or a lane's slice)
   std::int64_t batch_begin = 0;  // the call's row its first row is (its sequence length's index)
   std::int64_t state = 0;  // S, the width of h (P with a projection, else H)
-  std::int64_t ld_state = 0;  // row stride of h, h_init and dy (D*S: both directions' h side by side)
+  std::int64_t ld_state = 0;  // row stride of h and h_init (D*S: both directions' h side by side)
+  std::int64_t ld_dy = 0;     // backward: row stride of dy (D*S; S where the directions are summed)
   int kernel = -1;         // index into Plan::kernels (OpenBLAS plans: one thread, all H columns)
   // Every step is split across threads: thread i runs the gate kernel thread_kernels[i] (-1:
   // none) on the hidden units from thread_units[i] (its share of the GEMM that produces or

@@ -64,7 +64,7 @@ void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, con
     matrix(fn, r.cell_out.base, N, H, H, r.cell_out.t_stride, T);
   } else {
     matrix(fn, r.gates.base, N, R, R, r.gates.t_stride, T);
-    matrix(fn, r.dy.base, N, S, ldh, r.dy.t_stride, T);
+    matrix(fn, r.dy.base, N, S, r.ld_dy, r.dy.t_stride, T);
     matrix(fn, r.dh_carry, N, S, S);
     if (lstm) matrix(fn, r.dc_carry, N, H, H);
     matrix(fn, r.dh_proj.base, N, S, S, r.dh_proj.t_stride, T);

@@ -183,7 +183,7 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
                                   {"direction", r.direction}, {"reverse", r.reverse}, {"steps", r.steps},
                                   {"kernel", kernel_name(p.kernels[static_cast<std::size_t>(r.kernel)])},
                                   {"gemm", gemm_json(p, r.gemm)}, {"gx", timed(r.gx)}, {"h", timed(r.h)},
-                                  {"c", timed(r.c)}, {"gates", timed(r.gates)}, {"dy", timed(r.dy)},
+                                  {"c", timed(r.c)}, {"gates", timed(r.gates)}, {"dy", timed(r.dy)}, {"ld_dy", r.ld_dy},
                                   {"projection", r.projection.n > 0 ? gemm_json(p, r.projection) : nlohmann::json()},
                                   {"gemm_n", r.gemm_n.n > 0 ? gemm_json(p, r.gemm_n) : nlohmann::json()},
                                   {"projection_grad",
@@ -240,7 +240,7 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
               {"training", static_cast<bool>(k.training)}, {"hidden", k.hidden}, {"cols", k.cols}, {"ld_h", k.ld_h},
               {"part", k.part}, {"clip", k.clip()}, {"gate_clip", k.gate_clip()}, {"relu_alpha", k.relu_alpha()},
               {"peephole", static_cast<bool>(k.peephole)}, {"input_forget", static_cast<bool>(k.input_forget)},
-              {"gx_row_stride", k.gx_stride()}});
+              {"gx_row_stride", k.gx_stride()}, {"dy_row_stride", k.dy_stride()}});
   }
   return j;
 }

@@ -237,8 +237,6 @@ class Planner {
     plan_forward();
     plan_outputs();
     if (mode == Mode::training) {
-      backward_kernel_ = add_kernel_desc(gate_desc(Pass::backward, 0));
-      if (s_.reset_before) backward_kernel_n_ = add_kernel_desc(gate_desc(Pass::backward, 0, 1));
       allocate_backward();
       plan_dy();
       plan_backward_data();
@@ -386,6 +384,8 @@ class Planner {
     KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
     d.part = static_cast<std::uint8_t>(part);
     if (pass == Pass::forward && batch_major_gx(l)) d.gx_row_stride = static_cast<std::uint32_t>(s_.T * s_.GX);
+    // Backward, the kernel reads dy (without a projection: with one it reads dcell, H wide).
+    if (pass == Pass::backward && !s_.P && ld_dy(l) != s_.W) d.dy_row_stride = static_cast<std::uint32_t>(ld_dy(l));
     return d;
   }
 
@@ -493,8 +493,7 @@ class Planner {
     if (s.L > 1)
       for (int i = 0; i < std::min<std::int64_t>(2, s.L - 1); ++i)
         dlayer_[i] = region(fmt::format("dlayer.{}", i), false, s.T * s.N * s.B);
-    if (config_.sum_directions) dy_directions_ = region("dy_directions", false, s.T * s.N * s.W);
-    else if (config_.batch_first) dy_seq_ = region("dy_seq", false, s.T * s.N * s.W);
+    if (config_.batch_first) dy_seq_ = region("dy_seq", false, s.T * s.N * s.Y);
   }
 
   // The h of layer l's directions, [T, N, W] with direction d at column d*S (where forward
@@ -770,13 +769,12 @@ class Planner {
                                      BatchFirst::src)}}});
   }
 
-  // Batch-first dy is first copied into sequence-major rows, which the gate kernels read (with
-  // sum_directions, spread_dy() does it).
+  // Batch-first dy is first copied into sequence-major rows, which the gate kernels read.
   void plan_dy() {
-    if (!config_.batch_first || config_.sum_directions) return;
-    const std::int64_t ldh = s_.W;
-    plan_.backward_data.push_back(Stage{{{rows_copy("dy [T, N] <- dy [N, T]", buffer_operand(Buffer::dy), ldh,
-                                                    region_operand(plan_.workspace, dy_seq_), ldh, ldh,
+    if (!config_.batch_first) return;
+    const std::int64_t ldy = s_.Y;
+    plan_.backward_data.push_back(Stage{{{rows_copy("dy [T, N] <- dy [N, T]", buffer_operand(Buffer::dy), ldy,
+                                                    region_operand(plan_.workspace, dy_seq_), ldy, ldy,
                                                     BatchFirst::src)}}});
   }
 
@@ -793,24 +791,14 @@ class Planner {
   // gradient, or dy.
   Operand dy_of_layer(std::int64_t l) const {
     if (l < s_.L - 1) return region_operand(plan_.workspace, dlayer_[l % 2]);
-    return config_.batch_first && !config_.sum_directions ? region_operand(plan_.workspace, dy_seq_)
-                                                          : buffer_operand(Buffer::dy);
+    return config_.batch_first ? region_operand(plan_.workspace, dy_seq_) : buffer_operand(Buffer::dy);
   }
-  // What layer l's backward recurrences read as the gradient of their h ([T, N, W], direction d
-  // at column d*S): dy_of_layer(), or, where the directions were summed, its copy for each.
-  Operand dy_of_directions(std::int64_t l) const {
-    return config_.sums_output(l) ? region_operand(plan_.workspace, dy_directions_) : dy_of_layer(l);
-  }
-  // sum_directions: both directions' h get the whole gradient of their sum.
-  void spread_dy(std::int64_t l) {
-    const auto& s = s_;
-    const bool batch_first_dy = l == s.L - 1 && config_.batch_first;
-    std::vector<Step> lane;
-    for (int d = 0; d < s.D; ++d)
-      lane.push_back(rows_copy(fmt::format("dy of l{} d{} <- dy of the sum", l, d), dy_of_layer(l), s.S,
-                               shifted(dy_of_directions(l), d * s.S), s.W, s.S,
-                               batch_first_dy ? BatchFirst::src : BatchFirst::neither));
-    plan_.backward_data.push_back(Stage{{std::move(lane)}});
+  // The row stride of the gradient layer l's backward recurrences read for their h: the layer's
+  // output gradient, direction d's at column d*S of rows W wide; or, where the directions were
+  // summed, the gradient of their sum, rows S wide, which both directions read whole, in place.
+  std::int64_t ld_dy(std::int64_t l) const { return config_.sums_output(l) ? s_.S : s_.W; }
+  Operand dy_of_direction(std::int64_t l, int d) const {
+    return shifted(dy_of_layer(l), config_.sums_output(l) ? 0 : d * s_.S);
   }
   Operand dx_of_layer(std::int64_t l) const {
     if (l == 0) return config_.batch_first ? region_operand(plan_.workspace, input_seq_) : buffer_operand(Buffer::dx);
@@ -820,7 +808,6 @@ class Planner {
   void plan_backward_data() {
     const auto& s = s_;
     for (std::int64_t l = s.L - 1; l >= 0; --l) {
-      if (config_.sums_output(l)) spread_dy(l);
       Stage stage;
       for (int d = 0; d < s.D; ++d) {
         if (batch_slices_ == 1) {
@@ -890,7 +877,7 @@ class Planner {
                               false});
     }
     RecurrenceStep r = recurrence(Pass::backward, l, d);
-    r.kernel = backward_kernel_;
+    r.kernel = add_kernel_desc(gate_desc(Pass::backward, l));
     if (sliced) r.what += rows_note;
     r.batch = rows;
     r.batch_begin = n0;
@@ -899,7 +886,7 @@ class Planner {
     if (s.reset_before) {
       // d(r * h_prev) = dn W_hn first (W_hh's n rows), then dh_carry += [dr, dz] W_hh[r,z rows].
       r.d_reset_h = region_operand(plan_.workspace, d_reset_h_[d], n0 * s.H);
-      r.kernel_n = backward_kernel_n_;
+      r.kernel_n = add_kernel_desc(gate_desc(Pass::backward, l, 1));
       r.gemm_n = generated(GemmStep{"reset gradient d(r * h_prev) = dn W_hn" + rows_note, false, false, rows, s.H, s.H,
                                     {}, shifted(weight(l, d, ParamKind::weight_hh), 2 * s.H * s.S), r.d_reset_h, s.R,
                                     s.S, s.H, 0.0f, {}},
@@ -924,7 +911,8 @@ class Planner {
                                     s.H, threads, true, lane_index, &lane, true);
     }
     split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : s.reset_before ? r.gemm_n : r.gemm);
-    r.dy = {shifted(dy_of_directions(l), d * s.S + n0 * ldh), s.N * ldh};
+    r.ld_dy = ld_dy(l);
+    r.dy = {shifted(dy_of_direction(l, d), n0 * r.ld_dy), s.N * r.ld_dy};
     r.h = {shifted(layer_output(l), d * s.S + n0 * ldh), s.N * ldh};
     r.h_init = shifted(h_init_operand(l, d), n0 * ldh);
     r.dh_carry = dh;
@@ -1105,7 +1093,6 @@ class Planner {
   WeightLayout layout_;
   Plan plan_;
   Sizes s_{};
-  int backward_kernel_ = -1, backward_kernel_n_ = -1;
   int reset_h_[2] = {-1, -1}, z_[2] = {-1, -1}, d_reset_h_[2] = {-1, -1};  // GRU with the reset before
   std::vector<int> reset_hs_;  // GRU with the reset before, training: r * h_prev per layer (reserve)
   bool dropout_ = false;  // training with dropout between layers
@@ -1118,7 +1105,7 @@ class Planner {
   int zero_bias_ = -1;                        // no bias parameters: G*H zeros (workspace)
   // Summed directions: both directions' h of a layer, [T, N, W] (inference: of every summed
   // layer), their sums read by the layer above (training) and the output gradient both read.
-  int directions_out_ = -1, dy_directions_ = -1;
+  int directions_out_ = -1;
   std::vector<int> summed_;
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
   int dh_[2] = {-1, -1}, dc_[2] = {-1, -1}, dlayer_[2] = {-1, -1};

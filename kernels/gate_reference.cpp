@@ -85,7 +85,7 @@ void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
   const GateClip<float> gclip = gate_clip_of(d);
   const float* pp = d.peephole ? a.peephole : nullptr;
   for (std::int64_t n = 0; n < d.rows; ++n) {
-    const float* dy = a.dy ? a.dy + n * d.ld_h : nullptr;
+    const float* dy = a.dy ? a.dy + n * d.dy_stride() : nullptr;
     float* gates = a.gates + n * R;
     float* dh_carry = a.dh_carry + n * H;
     for (std::int64_t j = 0; j < static_cast<std::int64_t>(d.cols); ++j) {

@@ -719,7 +719,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
   // The columns of dh_carry this thread writes (recurrent GEMM) and so carries or combines.
   const auto [h0, h1] = projected || reset_before ? gemm_columns(r.gemm, tid) : std::pair{col0, col0 + cols};
   const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.kernel)];
-  const std::int64_t N = r.batch, H = desc.hidden, S = r.state, ldh = r.ld_state, R = desc.reserve_gates() * H;
+  const std::int64_t N = r.batch, H = desc.hidden, S = r.state, R = desc.reserve_gates() * H;
   const std::int32_t* const lengths = b.lengths ? b.lengths + r.batch_begin : nullptr;
   float* const save = resolve(r.carry_save, b);
   float* const h_init = resolve(r.h_init, b);
@@ -758,7 +758,7 @@ void Executor::backward_recurrence(const RecurrenceStep& r, const Bindings& b, i
       const float* const dy = at(r.dy, t, 0);
       for (std::int64_t n = 0; n < N; ++n)
         for (std::int64_t j = h0; j < h1; ++j)
-          dhp[n * S + j] = past_end(lengths, n, t) ? 0.0f : dh_carry[n * S + j] + dy[n * ldh + j];
+          dhp[n * S + j] = past_end(lengths, n, t) ? 0.0f : dh_carry[n * S + j] + dy[n * r.ld_dy + j];
       if (threads > 1) ThreadTeam::instance().barrier();
       step_gemm(r.projection_grad, b, s, live, dhp, w_hr, dcell, tid, threads);
     }

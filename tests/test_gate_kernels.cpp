@@ -1,7 +1,8 @@
 // Every generated AVX-512 gate kernel against its scalar twin (kernels/gate_reference.hpp):
 // cells x {forward inference, forward training, backward} x H (tails around the vector width
 // of 16, primes, a large one) x rows x ld_h in {H, 2H} (bidirectional layout) x every unroll the
-// emitters allow, plus launches covering only part of the hidden units (cols < H).
+// emitters allow, plus launches covering only part of the hidden units (cols < H), gx's rows
+// padded (forward) and dy's rows apart from h's (backward).
 //
 // Every array lives in its own GuardedBuffer of exactly the extent the kernel may touch, run
 // once with the guard page after the end and once with it before the start, so a single
@@ -149,7 +150,7 @@ Launch make_launch(const KernelDesc& d) {
     // The reserve: only LSTM and GRU training forwards write it.
     l.add("gates", d.training && !rnn ? Role::output : Role::untouched, R * H, static_cast<int>(R));
   } else {
-    l.add("dy", Role::input, d.ld_h, 1, range(-1, 1));
+    l.add("dy", Role::input, static_cast<std::size_t>(d.dy_stride()), 1, range(-1, 1));
     if (cell == CellKind::rnn_tanh) l.add("h", Role::input, d.ld_h, 1, range(-1, 1));
     if (cell == CellKind::rnn_sigmoid) l.add("h", Role::input, d.ld_h, 1, range(0, 1));
     if (cell == CellKind::rnn_relu && d.relu_alpha_bits) l.add("h", Role::input, d.ld_h, 1, range(-1.5f, 1.5f));
@@ -512,6 +513,18 @@ std::vector<KernelDesc> sweep() {
               d.gx_row_stride = pad ? gh + pad : (gh + 15) / 16 * 16;
               if (d.gx_row_stride != gh) descs.push_back(d);
             }
+      // dy's rows apart from h's: summed directions read the one gradient of their sum, H wide,
+      // where h is 2H wide (and an odd stride, 3 floats past H).
+      if (pm.pass == Pass::backward)
+        for (std::uint32_t H : {1, 15, 17, 33, 100, 800})
+          for (std::uint32_t cols : {0u, 16u})
+            for (const std::uint32_t dy_stride : {H, H + 3})
+              for (int u : {1, max_unroll}) {
+                if (cols >= H) continue;
+                KernelDesc d = gate_desc(cell, pm.pass, pm.training, H, 3, 2 * H, u, cols);
+                d.dy_row_stride = dy_stride;
+                descs.push_back(d);
+              }
     }
   // The features, alone and together. A gate clip of 0.7 holds about half of the forward's
   // pre-activations (sums of four values in [-2, 2]) and, backward, treats the random gate

@@ -145,7 +145,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, GruResetBeforeGradients,
 // --- the gate kernels of a step against their scalar twins ------------------------------------
 
 KernelDesc kernel_desc(Isa isa, Pass pass, bool training, int part, std::uint32_t H, std::uint32_t cols,
-                       std::uint32_t rows, std::uint32_t ld_h, std::uint32_t unroll, bool gate_clip) {
+                       std::uint32_t rows, std::uint32_t ld_h, std::uint32_t unroll, bool gate_clip,
+                       std::uint32_t dy_row_stride = 0) {
   KernelDesc d;
   d.isa = static_cast<std::uint8_t>(isa);
   d.cell = static_cast<std::uint8_t>(CellKind::gru_reset_before);
@@ -158,12 +159,14 @@ KernelDesc kernel_desc(Isa isa, Pass pass, bool training, int part, std::uint32_
   d.ld_h = ld_h;
   d.unroll = isa == Isa::avx512 ? unroll : 1;
   d.gate_clip_bits = gate_clip ? std::bit_cast<std::uint32_t>(0.8f) : 0u;
+  d.dy_row_stride = dy_row_stride;
   return d;
 }
 
 // Forward parts (inference and training) and backward parts, with a gate clip and without: every
 // array a kernel touches starts from the same values on both sides and must end equal (backward
 // gates are random in (0, 1), n in (-1, 1): with the clip some lie outside the bounds' activations).
+// Backward with h's rows 2H apart also reads dy with rows H apart (summed directions).
 TEST(GruResetBeforeKernels, EmittersMatchScalarTwins) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   std::mt19937 rng(3);
@@ -179,52 +182,56 @@ TEST(GruResetBeforeKernels, EmittersMatchScalarTwins) {
           for (std::uint32_t ld_h : {H, 2 * H})
             for (std::uint32_t cols : {H, (H + 1) / 2})
               for (std::uint32_t unroll = 1; unroll <= 4; ++unroll)
-                for (int part : {0, 1}) {
-                  if (v.pass == Pass::backward && unroll > 3) continue;
-                  auto fill = [&](std::size_t n, auto& dist) {
-                    std::vector<float> x(n);
-                    for (float& e : x) e = dist(rng);
-                    return x;
-                  };
-                  const std::size_t GH = 3 * H;
-                  // Inputs (read only) and arrays the kernel writes (compared afterwards).
-                  const auto gx = fill(rows * GH, u), gh = fill(rows * GH, u), b_ih = fill(GH, u), b_hh = fill(GH, u),
-                             h_prev = fill(rows * ld_h, u), z_in = fill(rows * H, unit), dy = fill(rows * ld_h, u),
-                             d_reset_h = fill(rows * H, u);
-                  std::vector<float> gates0 = fill(rows * GH, unit);
-                  for (std::size_t i = 0; i < rows * GH; ++i)
-                    if (i % GH >= 2 * H) gates0[i] = 2 * gates0[i] - 1;  // n in (-1, 1)
-                  const std::vector<std::vector<float>> init = {fill(rows * ld_h, u), fill(rows * H, u), gates0,
-                                                                fill(rows * H, u)};
-                  auto run = [&](Isa isa, std::vector<std::vector<float>>& out) {
-                    const CompiledKernel k(kernel_desc(isa, v.pass, v.training, part, H, cols, rows, ld_h, unroll,
-                                                       gate_clip));
-                    if (v.pass == Pass::forward) {
-                      GateForwardArgs a{};
-                      a.gx = gx.data(), a.gh = gh.data(), a.bias_ih = b_ih.data(), a.bias_hh = b_hh.data();
-                      a.h_prev = h_prev.data(), a.h_out = out[0].data(), a.gates = out[2].data();
-                      if (part == 0) a.c_out = out[1].data();
-                      else a.c_prev = z_in.data();
-                      k(&a);
-                    } else {
-                      GateBackwardArgs a{};
-                      a.dy = dy.data(), a.h_prev = h_prev.data(), a.gates = out[2].data(), a.dh_carry = out[3].data();
-                      a.d_reset_h = d_reset_h.data();
-                      k(&a);
-                    }
-                  };
-                  auto jit = init, ref = init;
-                  run(Isa::avx512, jit);
-                  run(Isa::reference, ref);
-                  const std::string what = fmt::format("{} train {} part {} clip {} H {} rows {} ld_h {} cols {} unroll {}",
-                                                       v.pass == Pass::forward ? "fwd" : "bwd", v.training, part,
-                                                       gate_clip, H, rows, ld_h, cols, unroll);
-                  const char* names[] = {"h_out", "z", "gates", "dh_carry"};
-                  for (std::size_t a = 0; a < init.size(); ++a)
-                    for (std::size_t i = 0; i < init[a].size(); ++i)
-                      ASSERT_NEAR(jit[a][i], ref[a][i], 8e-6f * (1 + std::abs(ref[a][i])))
-                          << what << " " << names[a] << "[" << i << "]";
-                }
+                for (int part : {0, 1})
+                  for (bool summed_dy : {false, true}) {
+                    if (v.pass == Pass::backward && unroll > 3) continue;
+                    if (summed_dy && (v.pass != Pass::backward || ld_h != 2 * H)) continue;
+                    const std::uint32_t ld_dy = summed_dy ? H : ld_h;
+                    auto fill = [&](std::size_t n, auto& dist) {
+                      std::vector<float> x(n);
+                      for (float& e : x) e = dist(rng);
+                      return x;
+                    };
+                    const std::size_t GH = 3 * H;
+                    // Inputs (read only) and arrays the kernel writes (compared afterwards).
+                    const auto gx = fill(rows * GH, u), gh = fill(rows * GH, u), b_ih = fill(GH, u), b_hh = fill(GH, u),
+                               h_prev = fill(rows * ld_h, u), z_in = fill(rows * H, unit), dy = fill(rows * ld_dy, u),
+                               d_reset_h = fill(rows * H, u);
+                    std::vector<float> gates0 = fill(rows * GH, unit);
+                    for (std::size_t i = 0; i < rows * GH; ++i)
+                      if (i % GH >= 2 * H) gates0[i] = 2 * gates0[i] - 1;  // n in (-1, 1)
+                    const std::vector<std::vector<float>> init = {fill(rows * ld_h, u), fill(rows * H, u), gates0,
+                                                                  fill(rows * H, u)};
+                    auto run = [&](Isa isa, std::vector<std::vector<float>>& out) {
+                      const CompiledKernel k(kernel_desc(isa, v.pass, v.training, part, H, cols, rows, ld_h, unroll,
+                                                         gate_clip, summed_dy ? ld_dy : 0));
+                      if (v.pass == Pass::forward) {
+                        GateForwardArgs a{};
+                        a.gx = gx.data(), a.gh = gh.data(), a.bias_ih = b_ih.data(), a.bias_hh = b_hh.data();
+                        a.h_prev = h_prev.data(), a.h_out = out[0].data(), a.gates = out[2].data();
+                        if (part == 0) a.c_out = out[1].data();
+                        else a.c_prev = z_in.data();
+                        k(&a);
+                      } else {
+                        GateBackwardArgs a{};
+                        a.dy = dy.data(), a.h_prev = h_prev.data(), a.gates = out[2].data(), a.dh_carry = out[3].data();
+                        a.d_reset_h = d_reset_h.data();
+                        k(&a);
+                      }
+                    };
+                    auto jit = init, ref = init;
+                    run(Isa::avx512, jit);
+                    run(Isa::reference, ref);
+                    const std::string what =
+                        fmt::format("{} train {} part {} clip {} H {} rows {} ld_h {} ld_dy {} cols {} unroll {}",
+                                    v.pass == Pass::forward ? "fwd" : "bwd", v.training, part, gate_clip, H, rows, ld_h,
+                                    ld_dy, cols, unroll);
+                    const char* names[] = {"h_out", "z", "gates", "dh_carry"};
+                    for (std::size_t a = 0; a < init.size(); ++a)
+                      for (std::size_t i = 0; i < init[a].size(); ++i)
+                        ASSERT_NEAR(jit[a][i], ref[a][i], 8e-6f * (1 + std::abs(ref[a][i])))
+                            << what << " " << names[a] << "[" << i << "]";
+                  }
 }
 
 // --- the JIT backend against the reference -----------------------------------------------------

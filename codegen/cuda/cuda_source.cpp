@@ -261,7 +261,7 @@ std::string gate_clip_init(const KernelDesc& d) {
 std::string gate_kernel_source(const KernelDesc& d) {
   if (d.kind_of() != KernelKind::gate || d.isa_kind() != Isa::cuda)
     throw Error(fmt::format("{}: not a CUDA gate kernel descriptor", kernel_name(d)));
-  if (d.cols < 1 || d.cols > d.hidden || d.rows < 1 || d.ld_h < d.hidden)
+  if (d.cols < 1 || d.cols > d.hidden || d.rows < 1 || d.ld_h < d.hidden || d.dy_stride() < d.hidden)
     throw Error(fmt::format("{}: invalid sizes", kernel_name(d)));
   if ((d.peephole || d.input_forget) && d.cell_kind() != CellKind::lstm)
     throw Error(fmt::format("{}: peephole and input_forget apply to LSTM only", kernel_name(d)));
@@ -296,7 +296,10 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
                      fmt::arg("R", d.reserve_gates() * d.hidden),
                      fmt::arg("LDH", d.ld_h), fmt::arg("clip", fmt::format("{:a}f", d.clip())),
                      fmt::arg("alpha", fmt::format("{:a}f", d.relu_alpha())),
-                     fmt::arg("dh", !reads_dh(d) ? "" : "  const float dh = a.dy[row * LDH + j] + a.dh_carry[row * H + j];\n"),
+                     fmt::arg("dh", !reads_dh(d) ? ""
+                                                  : fmt::format("  const float dh = a.dy[row * {} + j] + "
+                                                                "a.dh_carry[row * H + j];\n",
+                                                                d.dy_stride())),
                      fmt::arg("gclip", gate_clip_init(d)), fmt::arg("body", body));
 }
 

@@ -30,8 +30,8 @@ GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
     throw Error(fmt::format("{}: unroll {} needs {} slot registers, only {} exist", kernel_name(desc), desc.unroll,
                             static_cast<int>(desc.unroll) * regs_per_slot, kSlotRegisters));
   if (desc.kind_of() != KernelKind::gate) throw Error(fmt::format("{}: not a gate kernel", kernel_name(desc)));
-  if (desc.hidden < 1 || desc.rows < 1 || desc.ld_h < desc.hidden)
-    throw Error(fmt::format("{}: needs hidden >= 1, rows >= 1 and ld_h >= hidden", kernel_name(desc)));
+  if (desc.hidden < 1 || desc.rows < 1 || desc.ld_h < desc.hidden || desc.dy_stride() < desc.hidden)
+    throw Error(fmt::format("{}: needs hidden >= 1, rows >= 1 and ld_h, dy's row stride >= hidden", kernel_name(desc)));
   if (desc.clip_bits && (desc.cell_kind() != CellKind::lstm || !(desc.clip() > 0.0f)))
     throw Error(fmt::format("{}: clip needs an LSTM and a positive value", kernel_name(desc)));
   if (desc.gate_clip_bits && !(desc.gate_clip() > 0.0f && desc.gate_clip() < 1e30f))

@@ -54,7 +54,8 @@ class GateEmitter : public JitGenerator {
   void store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool masked);
 
   std::int64_t hidden_bytes() const { return std::int64_t{desc_.hidden} * 4; }  // a row of c, dh_carry
-  std::int64_t h_row_bytes() const { return std::int64_t{desc_.ld_h} * 4; }     // a row of h, dy
+  std::int64_t h_row_bytes() const { return std::int64_t{desc_.ld_h} * 4; }     // a row of h
+  std::int64_t dy_row_bytes() const { return desc_.dy_stride() * 4; }          // a row of dy
 
   // LSTM cell clip (desc_.clip_bits != 0): v = min(max(v, -clip), clip), NaN kept; and
   // k = (-clip < c < clip) for the backward pass. Both use clip_scratch_ for the bound.

@@ -56,7 +56,7 @@ void GruForward::body(int count, bool masked) {
 }
 
 GruBackward::GruBackward(const KernelDesc& desc) : GateEmitter(desc, 8) {
-  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes(), 1);
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), dy_row_bytes(), 1);
   row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes(), 1);
   row_pointer(gates_, offsetof(GateBackwardArgs, gates), 4 * hidden_bytes(), 4);
   row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());

@@ -80,7 +80,7 @@ void GruResetCandidate::body(int count, bool masked) {
 }
 
 GruResetBackwardUpdate::GruResetBackwardUpdate(const KernelDesc& desc) : GateEmitter(desc, 5) {
-  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes(), 1);
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), dy_row_bytes(), 1);
   row_pointer(h_prev_, offsetof(GateBackwardArgs, h_prev), h_row_bytes(), 1);
   row_pointer(gates_, offsetof(GateBackwardArgs, gates), 3 * hidden_bytes(), 3);
   row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());

@@ -83,7 +83,7 @@ void LstmForward::body(int count, bool masked) {
 }
 
 LstmBackward::LstmBackward(const KernelDesc& desc) : GateEmitter(desc, 8) {
-  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes(), 1);
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), dy_row_bytes(), 1);
   row_pointer(c_, offsetof(GateBackwardArgs, c), hidden_bytes(), 1);
   row_pointer(c_prev_, offsetof(GateBackwardArgs, c_prev), hidden_bytes(), 1);
   row_pointer(gates_, offsetof(GateBackwardArgs, gates), 4 * hidden_bytes(), 4);

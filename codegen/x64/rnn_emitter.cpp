@@ -40,7 +40,7 @@ void RnnForward::body(int count, bool masked) {
 }
 
 RnnBackward::RnnBackward(const KernelDesc& desc) : GateEmitter(desc, 3) {
-  row_pointer(dy_, offsetof(GateBackwardArgs, dy), h_row_bytes(), 1);
+  row_pointer(dy_, offsetof(GateBackwardArgs, dy), dy_row_bytes(), 1);
   row_pointer(h_, offsetof(GateBackwardArgs, h), h_row_bytes(), 1);
   row_pointer(gates_, offsetof(GateBackwardArgs, gates), hidden_bytes(), 1);
   row_pointer(dh_carry_, offsetof(GateBackwardArgs, dh_carry), hidden_bytes());

@@ -233,7 +233,7 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
   float* const zeros = resolve(r.zeros, b);
   const float* const peephole = resolve(r.peephole, b);
   const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.kernel)];
-  const std::int64_t T = r.steps, N = r.batch, S = r.state, ldh = r.ld_state, H = desc.hidden;
+  const std::int64_t T = r.steps, N = r.batch, S = r.state, H = desc.hidden;
   const std::int64_t R = desc.reserve_gates() * H, first_past = shortest(b, T);
   float* const save = resolve(r.carry_save, b);  // [N, 2H]: dh_carry at 0, dc_carry at H
   for (std::int64_t s = 0; s < T; ++s) {
@@ -244,7 +244,7 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
     if (carry) past_end(b, ops, lane, t, dh_carry, S, save, 2 * H, S);
     if (projected) {
       float* const dhp = timed(r.dh_proj, t, b);
-      ops.add(lane, dh_carry, S, timed(r.dy, t, b), ldh, dhp, S, N, S);
+      ops.add(lane, dh_carry, S, timed(r.dy, t, b), r.ld_dy, dhp, S, N, S);
       if (carry) past_end(b, ops, lane, t, nullptr, 0, dhp, S, S);
       step_gemm(r.projection_grad, dhp, b, dcell, ops, lane);
     }
