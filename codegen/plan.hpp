@@ -151,7 +151,9 @@ struct CopyStep {
   bool optional_src = false;  // the caller may omit src (then zeros); e.g. hx
   bool optional_dst = false;  // the caller may omit dst (then skipped); e.g. hy
   std::int64_t blocks = 1, block_src = 0, block_dst = 0;
-  bool accumulate = false;  // dst += src (sum_directions: y = h_fwd + h_bwd)
+  // When set: dst = src + plus, plus's rows laid out like src's (sum_directions: y = h_fwd + h_bwd
+  // in one pass, plus being the other direction's columns of the same rows).
+  Operand plus;
 };
 
 // Variable-length sequences: zeroes row (t, n) of dst, at dst + t*t_stride + n*n_stride, for

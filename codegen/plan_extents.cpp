@@ -82,6 +82,7 @@ void for_each_extent(const Plan& p, const std::vector<Stage>& stages, const std:
         if (const auto* g = std::get_if<GemmStep>(&step)) gemm(fn, *g);
         if (const auto* c = std::get_if<CopyStep>(&step)) {
           matrix(fn, c->src, c->rows, c->cols, c->ld_src, c->block_src, c->blocks);
+          matrix(fn, c->plus, c->rows, c->cols, c->ld_src, c->block_src, c->blocks);
           matrix(fn, c->dst, c->rows, c->cols, c->ld_dst, c->block_dst, c->blocks);
         }
         if (const auto* m = std::get_if<MaskStep>(&step)) matrix(fn, m->dst, m->batch, m->cols, m->n_stride, m->t_stride, m->steps);

@@ -85,9 +85,9 @@ std::string step_text(const Plan& p, const Step& step) {
           [&](const CopyStep& c) {
             const std::string blocks =
                 c.blocks > 1 ? fmt::format(" x{} blocks (strides {} -> {})", c.blocks, c.block_src, c.block_dst) : "";
-            return fmt::format("copy {}: [{}x{}]{} {} (ld {}) -> {} (ld {}){}", c.what, c.rows, c.cols, blocks,
-                               operand_text(p, c.src), c.ld_src, operand_text(p, c.dst), c.ld_dst,
-                               c.accumulate ? ", added to it" : "");
+            const std::string plus = c.plus.buffer == Buffer::none ? "" : " + " + operand_text(p, c.plus);
+            return fmt::format("copy {}: [{}x{}]{} {}{} (ld {}) -> {} (ld {})", c.what, c.rows, c.cols, blocks,
+                               operand_text(p, c.src), plus, c.ld_src, operand_text(p, c.dst), c.ld_dst);
           },
           [&](const MaskStep& m) {
             return fmt::format("mask {}: rows (t, n) with t >= length[n] of [{}x{}x{}] {} (strides t {} n {}) <- 0",
@@ -144,7 +144,7 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
                                   {"dst", operand_json(p, c.dst)}, {"rows", c.rows}, {"cols", c.cols},
                                   {"ld_src", c.ld_src}, {"ld_dst", c.ld_dst}, {"blocks", c.blocks},
                                   {"block_src", c.block_src}, {"block_dst", c.block_dst},
-                                  {"accumulate", c.accumulate}};
+                                  {"plus", c.plus.buffer == Buffer::none ? nlohmann::json() : operand_json(p, c.plus)}};
           },
           [&](const MaskStep& m) {
             return nlohmann::json{{"kind", "mask"}, {"what", m.what}, {"dst", operand_json(p, m.dst)},

@@ -537,17 +537,14 @@ class Planner {
     }
     return c;
   }
-  // sum_directions: dst = h of direction 0 + h of direction 1 of layer l, for every (t, n) row;
-  // dst's rows are [T, N, S], or batch-first [N, T, S] (y).
+  // sum_directions: dst = h of direction 0 + h of direction 1 of layer l, for every (t, n) row,
+  // in one pass; dst's rows are [T, N, S], or batch-first [N, T, S] (y).
   void sum_directions(std::vector<Step>& lane, std::int64_t l, Operand dst, bool batch_first_dst) const {
     const auto& s = s_;
-    for (int d = 0; d < s.D; ++d) {
-      CopyStep c = rows_copy(fmt::format("sum of directions l{}: {}h d{}", l, d > 0 ? "+ " : "", d),
-                             shifted(layer_output(l), d * s.S), s.W, dst, s.S, s.S,
-                             batch_first_dst ? BatchFirst::dst : BatchFirst::neither);
-      c.accumulate = d > 0;
-      lane.push_back(std::move(c));
-    }
+    CopyStep c = rows_copy(fmt::format("sum of directions l{}: h d0 + h d1", l), layer_output(l), s.W, dst, s.S, s.S,
+                           batch_first_dst ? BatchFirst::dst : BatchFirst::neither);
+    c.plus = shifted(layer_output(l), s.S);
+    lane.push_back(std::move(c));
   }
   // h_init of layer l, direction d ([N, S] at column d*S, rows W apart). Training keeps it in
   // the layer's output region, right before step 0 (forward) or after step T-1 (reverse): the

@@ -388,19 +388,20 @@ void Executor::column_sum(const ColumnSumStep& s, const Bindings& b, float beta,
 
 void Executor::copy(const CopyStep& c, const Bindings& b, int tid, int threads) const {
   const float* src = resolve(c.src, b);
+  const float* plus = resolve(c.plus, b);
   float* dst = resolve(c.dst, b);
   if (!dst) return;  // optional output not requested
   const auto [r0, r1] = share(c.blocks * c.rows, tid, threads);
   for (std::int64_t i = r0; i < r1; ++i) {
-    const std::int64_t blk = i / c.rows, r = i % c.rows;
+    const std::int64_t blk = i / c.rows, r = i % c.rows, from_offset = blk * c.block_src + r * c.ld_src;
     float* row = dst + blk * c.block_dst + r * c.ld_dst;
-    const float* from = src ? src + blk * c.block_src + r * c.ld_src : nullptr;
-    if (!from) {
-      if (!c.accumulate) std::memset(row, 0, static_cast<std::size_t>(c.cols) * sizeof(float));
-    } else if (c.accumulate) {
-      for (std::int64_t j = 0; j < c.cols; ++j) row[j] += from[j];
+    if (!src) {
+      std::memset(row, 0, static_cast<std::size_t>(c.cols) * sizeof(float));
+    } else if (plus) {
+      const float *x = src + from_offset, *y = plus + from_offset;
+      for (std::int64_t j = 0; j < c.cols; ++j) row[j] = x[j] + y[j];
     } else {
-      copy_floats(row, from, c.cols);
+      copy_floats(row, src + from_offset, c.cols);
     }
   }
 }
