@@ -141,7 +141,7 @@ struct PackStep {
   std::int64_t sequences = 0;
 };
 
-// dst[b, r, 0:cols] = src[b, r, 0:cols] (or += with accumulate) for r < rows, b < blocks (rows
+// dst[b, r, 0:cols] = src[b, r, 0:cols] (+ plus[b, r, 0:cols]) for r < rows, b < blocks (rows
 // ld_* apart, blocks block_* apart: [T, N, w] <-> [N, T, w] is blocks = T, rows = N); a `none`
 // source writes zeros.
 struct CopyStep {
