@@ -1101,7 +1101,7 @@ class Planner {
   std::vector<int> dropped_, dropout_mask_;  // per layer below the top (reserve)
   int zero_bias_ = -1;                        // no bias parameters: G*H zeros (workspace)
   // Summed directions: both directions' h of a layer, [T, N, W] (inference: of every summed
-  // layer), their sums read by the layer above (training) and the output gradient both read.
+  // layer), and (training) the sums each layer below the top gives the one above it.
   int directions_out_ = -1;
   std::vector<int> summed_;
   int gx_[2] = {-1, -1}, gh_[2] = {-1, -1}, cstate_[2] = {-1, -1}, pingpong_[2] = {-1, -1};
