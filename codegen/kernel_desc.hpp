@@ -18,7 +18,7 @@
 namespace rnnjit {
 
 // Bumped whenever any emitter's output changes for an unchanged descriptor.
-inline constexpr std::uint32_t kGeneratorVersion = 6;
+inline constexpr std::uint32_t kGeneratorVersion = 7;
 
 enum class Pass : std::uint8_t { forward = 0, backward = 1 };
 enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2 };

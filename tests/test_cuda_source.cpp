@@ -79,6 +79,14 @@ std::vector<KernelDesc> every_kernel(std::uint32_t H) {
   add(CellKind::lstm, {.gate_clip = 0.7f, .peephole = true});
   add(CellKind::rnn_relu, {.relu_alpha = 0.3f});
   add(CellKind::rnn_relu, {.gate_clip = 0.7f, .relu_alpha = 0.3f});
+  // Summed directions' backward: dy's rows H apart where h's are 2H.
+  for (CellKind cell : kCellKinds)
+    for (int part = 0; part < (cell == CellKind::gru_reset_before ? 2 : 1); ++part) {
+      KernelDesc d = cuda_desc(cell, Pass::backward, false, H, H, 3, 2 * H);
+      d.part = static_cast<std::uint8_t>(part);
+      d.dy_row_stride = H;
+      out.push_back(d);
+    }
   return out;
 }
 
@@ -242,7 +250,7 @@ TEST(CudaSource, GeneratedMathMatchesTheScalarTwinsOnTheHost) {
 }
 
 // What the generator refuses: features on cells they do not apply to, a gate clip that is no
-// bound. The feature kernels' sources say what they do.
+// bound, a dy row stride under H. The feature kernels' sources say what they do.
 TEST(CudaSource, FeatureDescriptors) {
   KernelDesc gru = cuda_desc(CellKind::gru, Pass::forward, false, 8, 8, 2, 8);
   gru.peephole = 1;
@@ -267,6 +275,14 @@ TEST(CudaSource, FeatureDescriptors) {
   EXPECT_NE(both.find("a.peephole[2 * H + j]"), std::string::npos);
   EXPECT_NE(both.find("CLIP, gc, peep, true, g)"), std::string::npos);
   EXPECT_NE(kernel_name(lstm).find("_peep_cifg"), std::string::npos) << kernel_name(lstm);
+  // dy with a row stride of its own (summed directions), never under H.
+  KernelDesc summed = cuda_desc(CellKind::rnn_tanh, Pass::backward, false, 8, 8, 2, 16);
+  summed.dy_row_stride = 8;
+  EXPECT_NE(cuda::gate_kernel_source(summed).find("a.dy[row * 8 + j]"), std::string::npos);
+  summed.dy_row_stride = 0;
+  EXPECT_NE(cuda::gate_kernel_source(summed).find("a.dy[row * 16 + j]"), std::string::npos);
+  summed.dy_row_stride = 7;
+  EXPECT_THROW(cuda::gate_kernel_source(summed), Error);
 }
 
 // The reset-before GRU: two kernels per pass, told apart by their part (names, sources); part 1

@@ -698,6 +698,15 @@ TEST(GateKernelRefusals, IsaOtherThanAvx512) {
   EXPECT_TRUE(twin.code().empty());
 }
 
+TEST(GateKernelRefusals, RowStridesUnderTheHiddenSize) {
+  expect_refused(gate_desc(CellKind::lstm, Pass::forward, false, 64, 2, 63, 1), "ld_h");
+  KernelDesc d = gate_desc(CellKind::rnn_tanh, Pass::backward, false, 64, 2, 128, 1);
+  d.dy_row_stride = 63;
+  expect_refused(d, "dy's row stride");
+  d.dy_row_stride = 64;
+  EXPECT_NO_THROW(x64::emit_gate_kernel(d));
+}
+
 TEST(GateKernelRefusals, ReluAlphaOutsideTheLeakyRelu) {
   KernelDesc d = gate_desc(CellKind::rnn_tanh, Pass::forward, false, 64, 2, 64, 1);
   d.relu_alpha_bits = std::bit_cast<std::uint32_t>(0.5f);
