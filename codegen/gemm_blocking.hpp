@@ -26,11 +26,12 @@ struct GemmBlocking {
   std::int64_t group = 0;  // columns per group
   int threads = 1;         // threads splitting each group's panels
   bool packed_b = false;   // B is a packed weight buffer (layout above), else row-major with ldb
-  // A transposed (A^T[i][k] = A[k][i], rows of A far apart) whose k block spans more memory than
-  // the TLB maps (CacheSizes::tlb_reach) is first copied, one k block at a
-  // time, into row-block panels [row block][k][m_r] in a workspace region: the microkernel then
-  // streams it contiguously instead of touching a new page at every k step. A smaller one is read
-  // in place (a_row_stride 1, a_k_stride lda).
+  // A transposed (A^T[i][k] = A[k][i], rows of A far apart) is first copied, one k block at a
+  // time, into row-block panels [row block][k][m_r] in a workspace region, where the planner's
+  // copies_transposed_a() says so (cores with two 512-bit FMAs a cycle; on Zen 4 a k block
+  // spanning more than the TLB maps): the microkernel then streams it contiguously instead of
+  // touching a line of another row at every k step. Else it is read in place (a_row_stride 1,
+  // a_k_stride lda).
   bool pack_a = false;
   // A recurrence's step whose k_c x n_r panel of B cannot stay in L1: each k step also
   // prefetches the B row this many k steps ahead into L1 (0: none), so the FMAs do not wait on

@@ -28,8 +28,8 @@ std::string blocking_text(const GemmBlocking& b) {
   if (b.bf16)
     return fmt::format("amx-bf16 m_r={} n_r={} group={} threads={} packed bf16 B, A rounded to bf16 ({} cop{})", b.m_r,
                        b.n_r, b.group, b.threads, b.a_copies, b.a_copies == 1 ? "y" : "ies");
-  return fmt::format("generated m_r={} n_r={} k_c={} group={} threads={}{}", b.m_r, b.n_r, b.k_c, b.group, b.threads,
-                     b.packed_b ? " packed B" : "");
+  return fmt::format("generated m_r={} n_r={} k_c={} group={} threads={}{}{}", b.m_r, b.n_r, b.k_c, b.group, b.threads,
+                     b.packed_b ? " packed B" : "", b.pack_a ? " packed A^T" : "");
 }
 
 nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
@@ -40,7 +40,7 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
       for (int k : c)
         if (k >= 0) kernels.push_back(kernel_name(p.kernels[static_cast<std::size_t>(k)]));
   return {{"engine", b.bf16 ? "amx_bf16" : "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
-          {"threads", b.threads}, {"packed_b", b.packed_b}, {"kernels", kernels}};
+          {"threads", b.threads}, {"packed_b", b.packed_b}, {"pack_a", b.pack_a}, {"kernels", kernels}};
 }
 
 std::string gemm_text(const Plan& p, const GemmStep& g) {
