@@ -38,6 +38,31 @@ struct GateBackwardArgs {
   const float* d_reset_h; // [N, H] GRU reset before, part 1: dL/d(r * h_prev) = dn W_hn
 };
 
+// The persistent recurrent kernel (codegen/cuda/persistent_source.hpp): a whole forward
+// recurrence. Step s < steps runs time t = reverse ? steps - 1 - s : s; an operand `x` with a
+// time stride x_t is at x + t * x_t then (rows as GateForwardArgs says); h_{t-1} at step 0 is
+// h_init, c_{t-1} c_init. c_t == 0: c is one buffer updated in place (inference).
+struct PersistentForwardArgs {
+  const float* w_hh;     // [G*H, H] rows ld_w apart: gh = h_prev W_hh^T
+  std::int64_t ld_w;
+  const float* gx;       // at time t: gx + t * gx_t
+  std::int64_t gx_t;
+  const float* bias_ih;
+  const float* bias_hh;
+  const float* peephole;
+  const float* h_init;   // [N, ld_h]
+  const float* c_init;   // [N, H] LSTM only
+  float* h;              // h_t: h + t * h_t; h_t != 0 (every step's h is kept)
+  std::int64_t h_t;
+  float* c;              // LSTM only
+  std::int64_t c_t;
+  float* gates;          // training only
+  std::int64_t gates_t;
+  std::uint32_t* arrived;  // the grid barrier's counter: zero at the launch
+  std::int64_t steps;
+  std::int64_t reverse;    // 0 or 1
+};
+
 // C[rows, vectors*16] (+)= A[rows, k] B[k, vectors*16]; strides come from the KernelDesc.
 struct GemmArgs {
   const float* a;

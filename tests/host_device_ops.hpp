@@ -3,8 +3,11 @@
 // counterpart does, written plainly: the GEMMs go through the column-major form the cuBLAS
 // calls are given (runtime/cuda/column_major.hpp) into a plain loop over every term; the gate
 // kernels are their scalar twins (kernels/gate_reference.hpp, which the generated CUDA source
-// is checked against in test_cuda_source); the data-movement kernels are loops. It also counts
-// calls, so tests can check the walk's shape (launches per step, lanes per stage).
+// is checked against in test_cuda_source); the data-movement kernels are loops. With
+// `persistent` on it takes the whole forward recurrences the walk offers (persistent_forward)
+// and runs them as PersistentForwardArgs defines them, step by step through the same GEMM loop
+// and twin; off, it declines them as a device without the kernel does. It also counts calls, so
+// tests can check the walk's shape (launches per step, lanes per stage).
 #pragma once
 
 #include <cstring>
@@ -22,8 +25,9 @@ class HostDeviceOps final : public cuda::DeviceOps {
  public:
   explicit HostDeviceOps(const Plan& plan) : plan_(plan) {}
 
+  bool persistent = false;
   int gemms = 0, gate_launches = 0, copies = 0, stages = 0, max_lanes = 0, column_sums = 0, factor_sums = 0,
-      past_end_launches = 0;
+      past_end_launches = 0, persistent_launches = 0;
 
   void begin_stage(int lanes) override {
     ++stages;
@@ -98,6 +102,28 @@ class HostDeviceOps final : public cuda::DeviceOps {
         if (c.t + k >= c.lengths[r])
           for (std::int64_t j = 0; j < c.cols; ++j)
             c.dst[k * c.t_stride_dst + r * c.ld_dst + j] = c.src ? c.src[k * c.t_stride_src + r * c.ld_src + j] : 0.0f;
+  }
+  bool persistent_forward(int, int kernel, const PersistentForwardArgs& p) override {
+    if (!persistent) return false;
+    ++persistent_launches;
+    const KernelDesc& d = plan_.kernels[static_cast<std::size_t>(kernel)];
+    const std::int64_t N = d.rows, H = d.hidden, GH = d.gates() * H;
+    std::vector<float> gh(static_cast<std::size_t>(N * GH));
+    for (std::int64_t s = 0; s < p.steps; ++s) {
+      const std::int64_t t = p.reverse ? p.steps - 1 - s : s, prev = p.reverse ? t + 1 : t - 1;
+      const float* h_prev = s == 0 ? p.h_init : p.h + prev * p.h_t;
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t col = 0; col < GH; ++col) {
+          double sum = 0.0;
+          for (std::int64_t k = 0; k < H; ++k) sum += static_cast<double>(h_prev[n * d.ld_h + k]) * p.w_hh[col * p.ld_w + k];
+          gh[static_cast<std::size_t>(n * GH + col)] = static_cast<float>(sum);
+        }
+      const GateForwardArgs a{p.gx + t * p.gx_t, gh.data(), p.bias_ih, p.bias_hh, h_prev,
+                              p.c_init ? (s == 0 ? p.c_init : p.c + prev * p.c_t) : nullptr, p.h + t * p.h_t,
+                              p.c ? p.c + t * p.c_t : nullptr, p.gates ? p.gates + t * p.gates_t : nullptr, p.peephole};
+      gate_forward_reference(d, a);
+    }
+    return true;
   }
 
  private:

@@ -18,7 +18,10 @@
 #include <memory>
 #include <optional>
 
+#include "codegen/cuda/gpu_plan.hpp"
+#include "codegen/cuda/persistent_source.hpp"
 #include "runtime/cuda/cuda_support.hpp"
+#include "runtime/cuda/device.hpp"
 #include "runtime/cuda/cudnn_peer.hpp"
 #include "runtime/cuda/kernel_cache.hpp"
 #include "tests/cli_fixture.hpp"
@@ -408,8 +411,50 @@ TEST_F(CudaDevice, RepeatedCallsReplayTheirGraph) {
   test::expect_matches(dev.run(ex, shorter), shorter.reference(true), shorter, true, "other lengths");
 }
 
+// The persistent recurrent kernels (runtime/cuda/cuda_ops.hpp) and the step-by-step walk
+// (RNNJIT_CUDA_PERSISTENT=0) both match the reference, each cell (a test per cell, for the
+// shards), uni- and bidirectional (two kernels at once), inference and training: one row with
+// H past a block of 128 threads, DS2's batch, the most rows the kernel takes, and H=900 (the
+// bidirectional LSTM reads h_{t-1} in chunks of 8 rows). Each of these has a persistent kernel
+// on the device (persistent_shape with its SMs and shared memory).
+class CudaPersistent : public CudaDevice, public ::testing::WithParamInterface<CellKind> {};
+
+TEST_P(CudaPersistent, PersistentAndStepByStepMatchTheReference) {
+  const CellKind cell = GetParam();
+  const cuda::Device& device = cuda::Device::instance();
+  for (const auto& [H, N, layers] : {std::tuple{130, 1, 2}, {300, 20, 2}, {64, 64, 2}, {900, 20, 1}})
+    for (bool bidir : {false, true})
+      for (Mode mode : {Mode::inference, Mode::training}) {
+        const bool train = mode == Mode::training;
+        const RnnConfig config{.cell = cell, .input_size = 16, .hidden_size = H, .num_layers = layers,
+                               .bidirectional = bidir};
+        RnnCase rc(config, {3, N}, 17);
+        SCOPED_TRACE(fmt::format("H={} N={} layers={} {} {}", H, N, layers, bidir ? "bidir" : "unidir",
+                                 train ? "training" : "inference"));
+        for (const KernelDesc& d : cuda::make_gpu_plan(config, rc.shape, mode).kernels) {
+          if (d.pass_kind() != Pass::forward) continue;
+          EXPECT_TRUE(cuda::persistent_shape(d, device.multiprocessors(), device.shared_per_block(),
+                                             config.directions()))
+              << kernel_name(d);
+        }
+        const Tensors want = rc.reference(train);
+        for (const char* persistent : {"1", "0"}) {
+          ScopedEnv env("RNNJIT_CUDA_PERSISTENT", persistent);
+          Execution ex = Rnn(config, {.device = Device::cuda}).prepare(rc.shape, mode);
+          OnDevice dev(rc);
+          test::expect_matches(dev.run(ex, rc), want, rc, train, *persistent == '1' ? "persistent" : "step by step");
+        }
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaPersistent,
+                         ::testing::Values(CellKind::lstm, CellKind::gru, CellKind::rnn_tanh, CellKind::rnn_relu),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
 // The bench loop calls each pass again with the same buffers: every pass is captured (once)
 // and replayed, or RNNJIT_VERBOSE says why it could not be; RNNJIT_CUDA_GRAPHS=0 captures none.
+// The forward runs its recurrences as persistent kernels (each with its barrier's memset, in the
+// graph too), or step by step with RNNJIT_CUDA_PERSISTENT=0.
 class CudaGraphCli : public test::CliFixture {
  protected:
   void SetUp() override {
@@ -432,9 +477,14 @@ TEST_F(CudaGraphCli, TheBenchLoopReplaysEveryPass) {
     EXPECT_NE(at, std::string::npos) << r.err;
     EXPECT_EQ(r.err.find(line, at + 1), std::string::npos) << "captured more than once: " << r.err;
   }
+  EXPECT_NE(r.err.find("_persistent_b"), std::string::npos) << r.err;
   const test::CliResult off = cli(bench, "RNNJIT_VERBOSE=1 RNNJIT_CUDA_GRAPHS=0");
   ASSERT_EQ(off.status, 0) << off.err;
   EXPECT_EQ(off.err.find("as a graph"), std::string::npos) << off.err;
+  const test::CliResult stepwise = cli(bench, "RNNJIT_VERBOSE=1 RNNJIT_CUDA_PERSISTENT=0");
+  ASSERT_EQ(stepwise.status, 0) << stepwise.err;
+  EXPECT_EQ(stepwise.err.find("_persistent_b"), std::string::npos) << stepwise.err;
+  EXPECT_NE(stepwise.err.find("cuda: forward captured as a graph"), std::string::npos) << stepwise.err;
 }
 
 TEST_F(CudaDevice, KernelsGoToTheDiskCache) {

@@ -39,17 +39,20 @@ const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr :
 
 struct Walked {
   Tensors t;
-  int gate_launches = 0, max_lanes = 0, factor_sums = 0, past_end_launches = 0;
+  int gate_launches = 0, max_lanes = 0, factor_sums = 0, past_end_launches = 0, persistent_launches = 0;
 };
 
 // What CudaExecution does with its buffers, on the host: forward, then backward data and weights.
 // With rc.lengths, the host lengths decide the steps and their "device" copy is uploaded where
 // PlanRunner::lengths_address says (training: the reserve, which backward reads again).
-Walked walk(const RnnCase& rc, Mode mode) {
+// persistent: the ops take the whole forward recurrences offered them (a device with the
+// persistent kernel), else they decline (one without).
+Walked walk(const RnnCase& rc, Mode mode, bool persistent = false) {
   auto plan = std::make_shared<const Plan>(cuda::make_gpu_plan(rc.config, rc.shape, mode));
   check_extents(*plan);
   const cuda::PlanRunner runner(plan);
   test::HostDeviceOps ops(*plan);
+  ops.persistent = persistent;
   Scratch workspace(plan->workspace.workspace_bytes), reserve(plan->workspace.reserve_bytes);
   Walked result;
   Tensors& t = result.t;
@@ -74,6 +77,7 @@ Walked walk(const RnnCase& rc, Mode mode) {
     f.device_lengths = device_lengths;
   }
   runner.run(plan->forward, f, ops);
+  result.persistent_launches = ops.persistent_launches;
   result.max_lanes = ops.max_lanes;
   result.gate_launches = ops.gate_launches;
   result.past_end_launches = ops.past_end_launches;
@@ -175,7 +179,15 @@ TEST_P(GpuWalk, MatchesTheReference) {
   EXPECT_EQ(walked.past_end_launches, 0);  // no lengths: nothing launched for them
   // The peephole gradients are column sums with a factor (gate gradient times c), nothing else is.
   EXPECT_EQ(walked.factor_sums > 0, train && rc.config.peephole);
+  EXPECT_EQ(walked.persistent_launches, 0);
   test::expect_matches(got, want, rc, train);
+  // On a device with the persistent kernel: every forward recurrence without a projection, but
+  // the reset-before GRU's two-part steps, goes to it whole; backward is unchanged.
+  const Walked whole = walk(rc, c.mode, true);
+  const bool offered = rc.config.proj_size == 0 && c.cell != CellKind::gru_reset_before;
+  EXPECT_EQ(whole.persistent_launches, offered ? c.layers * rc.config.directions() : 0);
+  EXPECT_EQ(whole.gate_launches, offered ? (train ? steps : 0) : walked.gate_launches);
+  test::expect_matches(whole.t, want, rc, train);
 }
 
 std::vector<WalkCase> walk_cases() {
@@ -209,10 +221,13 @@ TEST(GpuWalkShapes, TailsAndBatchOne) {
     for (CellKind cell : {CellKind::lstm, CellKind::gru, CellKind::rnn_tanh}) {
       SCOPED_TRACE(fmt::format("{} T={} N={}", to_string(cell), shape.seq_len, shape.batch));
       RnnCase rc({.cell = cell, .input_size = 5, .hidden_size = 130, .num_layers = 2, .bidirectional = true}, shape, 9);
-      const Tensors got = walk(rc, Mode::training).t, want = rc.reference(true);
-      test::expect_close(got.y, want.y, rc.tolerance(false), "y");
-      test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
-      test::expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
+      const Tensors want = rc.reference(true);
+      for (bool persistent : {false, true}) {
+        const Tensors got = walk(rc, Mode::training, persistent).t;
+        test::expect_close(got.y, want.y, rc.tolerance(false), "y");
+        test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
+        test::expect_close(got.dw, want.dw, rc.tolerance(true), "dweights");
+      }
     }
 }
 
@@ -260,7 +275,7 @@ TEST(GpuWalkShapes, LstmFeaturesTailsAndOneStep) {
         c.peephole = true;
         c.input_forget = input_forget;
         RnnCase rc(c, shape, 11);
-        const Tensors got = walk(rc, Mode::training).t, want = rc.reference(true);
+        const Tensors got = walk(rc, Mode::training, true).t, want = rc.reference(true);
         test::expect_close(got.y, want.y, rc.tolerance(false), "y");
         test::expect_close(got.cy, want.cy, rc.tolerance(false), "cy");
         test::expect_close(got.dx, want.dx, rc.tolerance(true), "dx");
@@ -301,10 +316,12 @@ TEST_P(GpuWalkLengths, MatchTheReference) {
   const bool train = c.mode == Mode::training;
   RnnCase poisoned = rc;
   poisoned.fill_padding(std::numeric_limits<float>::quiet_NaN());
-  const Walked walked = walk(poisoned, c.mode);
+  // Rows past their end: never offered whole to the persistent kernel.
+  const Walked walked = walk(poisoned, c.mode, true);
   const Tensors want = rc.reference(train);
   test::expect_matches(walked.t, want, rc, train);
   EXPECT_GT(walked.past_end_launches, 0);
+  EXPECT_EQ(walked.persistent_launches, 0);
   // y past each element's length is exactly zero.
   const std::int64_t T = rc.shape.seq_len, N = rc.shape.batch, W = rc.config.output_size();
   for (std::int64_t n = 0; n < N; ++n)
@@ -350,6 +367,7 @@ TEST(GpuWalkLengths, LaunchesOnlyWhereSomeRowIsPastItsEnd) {
   rc.lengths = {6, 6, 6};
   EXPECT_EQ(walk(rc, Mode::inference).past_end_launches, 0);
   EXPECT_EQ(walk(rc, Mode::training).past_end_launches, 0);
+  EXPECT_EQ(walk(rc, Mode::inference, true).persistent_launches, 1);  // no row past its end: whole
   rc.lengths = {6, 4, 5};
   const Walked walked = walk(rc, Mode::inference);
   EXPECT_EQ(walked.past_end_launches, 3 * 2 + 1);

@@ -4,7 +4,9 @@
 // and together) compiles with NVRTC to PTX, and the generated source's math runs on the host —
 // compiled by the system compiler behind a small shim that plays the CUDA grid — against the
 // scalar twins (kernels/gate_reference.hpp), with gate clips that clamp and, backward, stored
-// activations planted exactly at the clip's bounds.
+// activations planted exactly at the clip's bounds. The persistent recurrent kernels: their
+// shapes (fit the device, cover every unit, refuse what they cannot run) and NVRTC compiles of
+// every forward cell and feature (their math on a GPU: test_cuda_executor).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -22,6 +24,7 @@
 #include <fmt/ranges.h>
 
 #include "codegen/cuda/cuda_source.hpp"
+#include "codegen/cuda/persistent_source.hpp"
 #include "codegen/cuda/nvrtc.hpp"
 #include "codegen/planner.hpp"
 
@@ -99,6 +102,85 @@ TEST(CudaSource, EveryGateKernelCompilesToPtxWithNvrtc) {
       EXPECT_NE(c.ptx.find(".entry " + name), std::string::npos) << name;
       EXPECT_NE(c.ptx.find(".target sm_90"), std::string::npos) << name;
     }
+}
+
+// An H200's figures (132 SMs, 227 KiB of shared memory a block may opt in to).
+constexpr int kSms = 132;
+constexpr std::size_t kShared = 232448;
+
+// Every shape persistent_shape gives fits the budget, covers every unit with at most sms / lanes
+// blocks, and holds whole groups of rows; it refuses backward, the reset-before GRU, kernels over
+// some units, too many rows and W_hh rows that do not fit.
+TEST(CudaPersistent, ShapesFitTheDeviceAndCoverEveryUnit) {
+  for (CellKind cell : {CellKind::lstm, CellKind::gru, CellKind::rnn_tanh})
+    for (std::uint32_t H : {1u, 17u, 130u, 800u, 1000u})
+      for (std::uint32_t N : {1u, 3u, 20u, 64u})
+        for (int lanes : {1, 2})
+          for (std::size_t shared : {kShared, kShared / 4}) {
+            const KernelDesc d = cuda_desc(cell, Pass::forward, false, H, H, N, 2 * H);
+            const auto s = cuda::persistent_shape(d, kSms, shared, lanes);
+            const std::size_t w_bytes = static_cast<std::size_t>(d.gates()) * ((H + kSms / lanes - 1) / (kSms / lanes)) *
+                                        H * sizeof(float);
+            SCOPED_TRACE(fmt::format("{} H={} N={} lanes={} shared={}", to_string(cell), H, N, lanes, shared));
+            if (!s) {  // only where W_hh's rows and one group of h rows do not fit
+              EXPECT_GT(w_bytes + std::min<std::size_t>(N, 4) * H * sizeof(float), shared);
+              continue;
+            }
+            EXPECT_LE(s->blocks, kSms / lanes);
+            EXPECT_GE(s->blocks * s->units, static_cast<int>(H));
+            EXPECT_LT((s->blocks - 1) * s->units, static_cast<int>(H));
+            EXPECT_LE(s->shared_bytes, shared);
+            EXPECT_EQ(s->shared_bytes, (static_cast<std::size_t>(d.gates()) * s->units + s->chunk_rows) * H * 4);
+            EXPECT_EQ(s->chunk_rows % s->group_rows, 0);
+            EXPECT_GE(s->chunk_rows, s->group_rows);
+            EXPECT_LE(s->chunk_rows, static_cast<int>((N + s->group_rows - 1) / s->group_rows * s->group_rows));
+            EXPECT_EQ(s->threads % 32, 0);
+          }
+  const KernelDesc ds2 = cuda_desc(CellKind::lstm, Pass::forward, true, 800, 800, 20, 800);
+  ASSERT_TRUE(cuda::persistent_shape(ds2, kSms, kShared, 2));  // both directions of DS2's LSTM at once
+  KernelDesc d = ds2;
+  d.pass = static_cast<std::uint8_t>(Pass::backward);
+  EXPECT_FALSE(cuda::persistent_shape(d, kSms, kShared, 1));
+  d = ds2;
+  d.cell = static_cast<std::uint8_t>(CellKind::gru_reset_before);
+  EXPECT_FALSE(cuda::persistent_shape(d, kSms, kShared, 1));
+  d = ds2;
+  d.cols = 400;
+  EXPECT_FALSE(cuda::persistent_shape(d, kSms, kShared, 1));
+  d = ds2;
+  d.rows = 65;
+  EXPECT_FALSE(cuda::persistent_shape(d, kSms, kShared, 1));
+  d = ds2;
+  d.hidden = d.cols = d.ld_h = 2048;  // 32 MiB of W_hh
+  EXPECT_FALSE(cuda::persistent_shape(d, kSms, kShared, 1));
+  // A shape that is not persistent_shape's is refused by the generator.
+  cuda::PersistentShape bad = *cuda::persistent_shape(ds2, kSms, kShared, 1);
+  bad.units += 1;
+  EXPECT_THROW(cuda::persistent_kernel_source(ds2, bad), Error);
+  EXPECT_THROW(cuda::persistent_kernel_source(d, *cuda::persistent_shape(ds2, kSms, kShared, 1)), Error);
+}
+
+// Every forward cell and feature (inference and training), H with tails, one row to several
+// chunks of rows (a small shared memory budget), compiles with NVRTC; the kernel is named by
+// its shape.
+TEST(CudaPersistent, EveryForwardKernelCompilesWithNvrtc) {
+  if (!cuda::nvrtc_available()) GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
+  std::vector<std::pair<KernelDesc, std::size_t>> cases;
+  for (KernelDesc d : every_kernel(130))
+    if (d.pass_kind() == Pass::forward && d.cell_kind() != CellKind::gru_reset_before) cases.push_back({d, kShared});
+  for (CellKind cell : {CellKind::lstm, CellKind::gru, CellKind::rnn_relu}) {
+    cases.push_back({cuda_desc(cell, Pass::forward, true, 800, 800, 20, 1600), kShared});
+    cases.push_back({cuda_desc(cell, Pass::forward, false, 257, 257, 64, 257), 40000});  // chunks of 4-8 rows
+    cases.push_back({cuda_desc(cell, Pass::forward, false, 33, 33, 1, 33), kShared});
+  }
+  for (const auto& [d, shared] : cases) {
+    const auto shape = cuda::persistent_shape(d, kSms, shared, 2);
+    ASSERT_TRUE(shape) << kernel_name(d);
+    const std::string name = cuda::persistent_kernel_name(d, *shape);
+    EXPECT_EQ(name.find(kernel_name(d) + "_persistent_b"), 0u) << name;
+    const cuda::Compiled c = cuda::compile(cuda::persistent_kernel_source(d, *shape), name, "sm_90");
+    EXPECT_NE(c.ptx.find(".entry " + name), std::string::npos) << name;
+  }
 }
 
 TEST(CudaSource, CompileErrorsCarryTheLogAndTheSourcePath) {

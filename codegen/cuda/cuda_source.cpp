@@ -147,7 +147,7 @@ std::string forward_body(const KernelDesc& d) {
     case CellKind::rnn_sigmoid:
     case CellKind::rnn_relu:
       return fmt::format(R"(  const float pre =
-      rnnjit_clip_gate(gc, a.gx[row * GX + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j]);
+      rnnjit_clip_gate(gc, a.gx[row * GX + j] + a.bias_ih[j] + gh_at(0) + a.bias_hh[j]);
   a.h_out[row * LDH + j] = {};
 )", d.cell_kind() == CellKind::rnn_tanh      ? "rnnjit_tanh(pre)"
     : d.cell_kind() == CellKind::rnn_sigmoid ? "rnnjit_sigmoid(pre)"
@@ -155,8 +155,9 @@ std::string forward_body(const KernelDesc& d) {
                                              : "pre > 0.0f ? pre : (pre == pre ? 0.0f : pre)");
     case CellKind::lstm:
       return fmt::format(R"(  float pre[4], act[4], c;
+#pragma unroll
   for (int g = 0; g < 4; ++g)
-    pre[g] = a.gx[row * GX + g * H + j] + a.bias_ih[g * H + j] + a.gh[row * GH + g * H + j] + a.bias_hh[g * H + j];
+    pre[g] = a.gx[row * GX + g * H + j] + a.bias_ih[g * H + j] + gh_at(g) + a.bias_hh[g * H + j];
 {peep}  a.h_out[row * LDH + j] = rnnjit_lstm_forward(pre, a.c_prev[row * H + j], CLIP, gc, {peep_arg}, {cifg}, &c, act);
   a.c_out[row * H + j] = c;
 {store})",
@@ -166,24 +167,24 @@ std::string forward_body(const KernelDesc& d) {
                          fmt::arg("store", d.training ? kStoreGates : ""));
     case CellKind::gru:
       return fmt::format(R"(  float act[4];
-  const float pre_r = a.gx[row * GX + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j];
-  const float pre_z = a.gx[row * GX + H + j] + a.bias_ih[H + j] + a.gh[row * GH + H + j] + a.bias_hh[H + j];
-  const float hn = a.gh[row * GH + 2 * H + j] + a.bias_hh[2 * H + j];
+  const float pre_r = a.gx[row * GX + j] + a.bias_ih[j] + gh_at(0) + a.bias_hh[j];
+  const float pre_z = a.gx[row * GX + H + j] + a.bias_ih[H + j] + gh_at(1) + a.bias_hh[H + j];
+  const float hn = gh_at(2) + a.bias_hh[2 * H + j];
   const float gx_n = a.gx[row * GX + 2 * H + j] + a.bias_ih[2 * H + j];
   a.h_out[row * LDH + j] = rnnjit_gru_forward(pre_r, pre_z, gx_n, hn, a.h_prev[row * LDH + j], gc, act);
 {})", d.training ? kStoreGates : "");
     case CellKind::gru_reset_before:
       if (d.part == 0)  // r * h_prev into h_out (the reset_h operand), z into c_out
         return fmt::format(R"(  float act[2];
-  const float pre_r = a.gx[row * GX + j] + a.bias_ih[j] + a.gh[row * GH + j] + a.bias_hh[j];
-  const float pre_z = a.gx[row * GX + H + j] + a.bias_ih[H + j] + a.gh[row * GH + H + j] + a.bias_hh[H + j];
+  const float pre_r = a.gx[row * GX + j] + a.bias_ih[j] + gh_at(0) + a.bias_hh[j];
+  const float pre_z = a.gx[row * GX + H + j] + a.bias_ih[H + j] + gh_at(1) + a.bias_hh[H + j];
   a.h_out[row * LDH + j] = rnnjit_gru_rb_reset(pre_r, pre_z, a.h_prev[row * LDH + j], gc, act);
   a.c_out[row * H + j] = act[1];
 {})",
                            d.training ? "  a.gates[row * R + j] = act[0];\n  a.gates[row * R + H + j] = act[1];\n" : "");
       // gh's n columns hold W_hn (r * h_prev); c_prev is z from part 0.
       return fmt::format(R"(  float n;
-  const float pre_n = a.gx[row * GX + 2 * H + j] + a.bias_ih[2 * H + j] + a.gh[row * GH + 2 * H + j] + a.bias_hh[2 * H + j];
+  const float pre_n = a.gx[row * GX + 2 * H + j] + a.bias_ih[2 * H + j] + gh_at(2) + a.bias_hh[2 * H + j];
   a.h_out[row * LDH + j] = rnnjit_gru_rb_update(pre_n, a.c_prev[row * H + j], a.h_prev[row * LDH + j], gc, &n);
 {})",
                          d.training ? "  a.gates[row * R + 2 * H + j] = n;\n" : "");
@@ -258,7 +259,7 @@ std::string gate_clip_init(const KernelDesc& d) {
 
 }  // namespace
 
-std::string gate_kernel_source(const KernelDesc& d) {
+void check_gate_desc(const KernelDesc& d) {
   if (d.kind_of() != KernelKind::gate || d.isa_kind() != Isa::cuda)
     throw Error(fmt::format("{}: not a CUDA gate kernel descriptor", kernel_name(d)));
   if (d.cols < 1 || d.cols > d.hidden || d.rows < 1 || d.ld_h < d.hidden || d.dy_stride() < d.hidden)
@@ -273,6 +274,10 @@ std::string gate_kernel_source(const KernelDesc& d) {
       !(d.cell_kind() == CellKind::rnn_relu && d.relu_alpha() > 0.0f && std::isfinite(d.relu_alpha())))
     throw Error(
         fmt::format("{}: invalid relu alpha {} (a finite slope > 0 of rnn_relu)", kernel_name(d), d.relu_alpha()));
+}
+
+std::string gate_kernel_source(const KernelDesc& d) {
+  check_gate_desc(d);
   const bool forward = d.pass_kind() == Pass::forward;
   const std::string body = forward ? forward_body(d) : backward_body(d);
   return fmt::format(R"({prelude}
@@ -286,7 +291,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   const int row = blockIdx.y;
   if (j >= {cols}) return;
-{gclip}{dh}{body}}}
+{gclip}{gh_at}{dh}{body}}}
 )",
                      fmt::arg("prelude", kPrelude), fmt::arg("describe", describe(d)),
                      fmt::arg("blocks", (d.cols + kBlockThreads - 1) / kBlockThreads), fmt::arg("rows", d.rows),
@@ -300,7 +305,20 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
                                                   : fmt::format("  const float dh = a.dy[row * {} + j] + "
                                                                 "a.dh_carry[row * H + j];\n",
                                                                 d.dy_stride())),
-                     fmt::arg("gclip", gate_clip_init(d)), fmt::arg("body", body));
+                     fmt::arg("gclip", gate_clip_init(d)),
+                     fmt::arg("gh_at", forward ? "  const auto gh_at = [&](int g) { return a.gh[row * GH + g * H + j]; };\n"
+                                               : ""),
+                     fmt::arg("body", body));
 }
+
+const char* cell_math_prelude() { return kPrelude; }
+
+std::string forward_gate_math(const KernelDesc& d) {
+  check_gate_desc(d);
+  if (d.pass_kind() != Pass::forward) throw Error(fmt::format("{}: not a forward gate kernel", kernel_name(d)));
+  return forward_body(d);
+}
+
+std::string gate_clip_setup(const KernelDesc& d) { return gate_clip_init(d); }
 
 }  // namespace rnnjit::cuda

@@ -19,6 +19,19 @@ namespace rnnjit::cuda {
 // Throws Error unless desc is a gate kernel descriptor with isa cuda.
 std::string gate_kernel_source(const KernelDesc& desc);
 
+// The parts gate_kernel_source assembles, for the persistent recurrent kernel
+// (codegen/cuda/persistent_source.hpp), which runs the same cell math:
+// - the prelude: the argument structs (codegen/kernel_args.hpp's layout) and the cell math;
+// - check_gate_desc: throws Error for a descriptor gate_kernel_source refuses;
+// - forward_gate_math: the statements of one (row, unit) of a forward gate kernel; they read
+//   `a` (a GateForwardArgs), `row`, `j`, the constants H, GX, R, LDH, CLIP and ALPHA, the gate
+//   clip `gc` (gate_clip_setup's statement) and the recurrent pre-activations as gh_at(g), g <
+//   gates() (gate kernels read them from a.gh);
+const char* cell_math_prelude();
+void check_gate_desc(const KernelDesc& desc);
+std::string forward_gate_math(const KernelDesc& desc);
+std::string gate_clip_setup(const KernelDesc& desc);
+
 // Threads per block along the hidden units (blockIdx.y is the batch row).
 inline constexpr int kBlockThreads = 128;
 

@@ -1,5 +1,8 @@
 #include "runtime/cuda/cuda_ops.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "codegen/cuda/cuda_source.hpp"
@@ -7,8 +10,19 @@
 #include "codegen/cuda/util_source.hpp"
 #include "rnnjit/error.hpp"
 #include "runtime/cuda/driver.hpp"
+#include "runtime/log.hpp"
 
 namespace rnnjit::cuda {
+namespace {
+
+constexpr std::size_t kCounterStride = 128 / sizeof(std::uint32_t);  // a barrier counter per 128-byte line
+
+bool persistent_enabled() {
+  const char* v = std::getenv("RNNJIT_CUDA_PERSISTENT");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+}  // namespace
 
 CudaOps::CudaOps(const Plan& plan, int lanes) : plan_(plan) {
   Device& device = Device::instance();
@@ -20,6 +34,22 @@ CudaOps::CudaOps(const Plan& plan, int lanes) : plan_(plan) {
   }
   for (const KernelDesc& d : plan.kernels)
     gates_.push_back(device.function(kernel_name(d), gate_kernel_source(d), kernel_name(d)));
+  persistent_.resize(plan.kernels.size());
+  const bool persistent = persistent_enabled();
+  for (std::size_t k = 0; k < plan.kernels.size() && persistent; ++k) {
+    const KernelDesc& d = plan.kernels[k];
+    const auto shape = persistent_shape(d, device.multiprocessors(), device.shared_per_block(), lanes);
+    if (!shape) continue;
+    const std::string name = persistent_kernel_name(d, *shape);
+    Persistent p{device.function(name, persistent_kernel_source(d, *shape), name), *shape};
+    check(driver().cuFuncSetAttribute(p.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      static_cast<int>(shape->shared_bytes)),
+          fmt::format("cuFuncSetAttribute {} ({} bytes of shared memory)", name, shape->shared_bytes));
+    log_verbose(fmt::format("cuda: {}: {} blocks x {} threads, {} bytes of shared memory", name, shape->blocks,
+                            shape->threads, shape->shared_bytes));
+    persistent_[k] = p;
+  }
+  arrived_ = DeviceBuffer(lanes * kCounterStride * sizeof(std::uint32_t));
   const std::string util = util_kernels_source();
   copy_ = device.function(kUtilModule, util, kCopyKernel);
   column_sum_ = device.function(kUtilModule, util, kColumnSumKernel);
@@ -139,6 +169,22 @@ void CudaOps::rows_past_end(int lane, const PastEndCall& c) {
                t_stride_src = c.t_stride_src, t_stride_dst = c.t_stride_dst;
   void* params[] = {&lengths, &t, &src, &dst, &steps, &rows, &cols, &ld_src, &ld_dst, &t_stride_src, &t_stride_dst};
   launch_util(lane, rows_past_end_, steps * rows * cols, params);
+}
+
+// The lane's barrier counter is zeroed on its stream first (a graph replays the memset too).
+bool CudaOps::persistent_forward(int lane, int kernel, const PersistentForwardArgs& args) {
+  const auto& p = persistent_[static_cast<std::size_t>(kernel)];
+  if (!p) return false;
+  ContextScope scope;
+  CUstream stream = lanes_[static_cast<std::size_t>(lane)]->stream.get();
+  PersistentForwardArgs a = args;
+  a.arrived = reinterpret_cast<std::uint32_t*>(arrived_.data()) + static_cast<std::size_t>(lane) * kCounterStride;
+  check(driver().cuMemsetD32Async(device_ptr(a.arrived), 0, 1, stream), "cuMemsetD32Async");
+  void* params[] = {&a};
+  check(driver().cuLaunchKernel(p->function, p->shape.blocks, 1, 1, p->shape.threads, 1, 1,
+                                static_cast<unsigned>(p->shape.shared_bytes), stream, params, nullptr),
+        "cuLaunchKernel (persistent)");
+  return true;
 }
 
 }  // namespace rnnjit::cuda

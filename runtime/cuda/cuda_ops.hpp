@@ -2,11 +2,15 @@
 // stream (cuBLAS sgemm, cuLaunchKernel of a generated gate kernel or of a data-movement kernel
 // from codegen/cuda/util_source.hpp) and returns at once; stages order the lanes with events.
 // finish() waits for everything. Constructing one compiles (through the caches) and loads
-// every kernel the plan needs.
+// every kernel the plan needs, and the persistent recurrent kernels the device can hold
+// (RNNJIT_CUDA_PERSISTENT=0: none; every recurrence then runs step by step).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
+
+#include "codegen/cuda/persistent_source.hpp"
 
 #include "runtime/cuda/cublas.hpp"
 #include "runtime/cuda/device.hpp"
@@ -32,6 +36,7 @@ class CudaOps final : public DeviceOps {
   void add(int lane, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* dst, std::int64_t ldd,
            std::int64_t rows, std::int64_t cols) override;
   void rows_past_end(int lane, const PastEndCall& c) override;
+  bool persistent_forward(int lane, int kernel, const PersistentForwardArgs& args) override;
 
   // Waits until every queued call has run; throws Error if one of them failed.
   void finish();
@@ -51,6 +56,13 @@ class CudaOps final : public DeviceOps {
   std::vector<std::unique_ptr<Lane>> lanes_;
   Event start_;
   std::vector<CUfunction> gates_;  // by plan kernel index
+  // The persistent kernel of each forward gate kernel that has one on this device.
+  struct Persistent {
+    CUfunction function = nullptr;
+    PersistentShape shape;
+  };
+  std::vector<std::optional<Persistent>> persistent_;  // by plan kernel index
+  DeviceBuffer arrived_;  // each lane's grid barrier counter, 128 bytes apart
   CUfunction copy_ = nullptr, column_sum_ = nullptr, dropout_forward_ = nullptr, dropout_backward_ = nullptr,
              add_ = nullptr, rows_past_end_ = nullptr;
 };

@@ -28,11 +28,18 @@ Device::Device() {
   check(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_), "cuDeviceGetAttribute");
   check(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_), "cuDeviceGetAttribute");
   arch_ = major * 10 + minor;
+  int shared = 0;
+  check(d.cuDeviceGetAttribute(&multiprocessors_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_),
+        "cuDeviceGetAttribute");
+  check(d.cuDeviceGetAttribute(&shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device_),
+        "cuDeviceGetAttribute");
+  shared_per_block_ = static_cast<std::size_t>(shared);
   check(d.cuDeviceTotalMem(&memory_, device_), "cuDeviceTotalMem");
   check(d.cuDevicePrimaryCtxRetain(&context_, device_), fmt::format("no CUDA device: cuDevicePrimaryCtxRetain on {}", name_));
   target_ = choose_target(arch_);
-  log_verbose(fmt::format("cuda: device 0 {} (sm_{}), driver {}, kernels built as {}", name_, arch_, d.version,
-                          target_.name()));
+  log_verbose(fmt::format("cuda: device 0 {} (sm_{}, {} SMs, {} bytes of shared memory a block), driver {}, kernels "
+                          "built as {}",
+                          name_, arch_, multiprocessors_, shared_per_block_, d.version, target_.name()));
 }
 
 CUfunction Device::function(const std::string& module, const std::string& source, const std::string& symbol) {

@@ -27,6 +27,9 @@ class Device {
   int arch() const { return arch_; }           // compute capability major*10 + minor
   Target target() const { return target_; }    // what NVRTC builds for it
   std::size_t memory() const { return memory_; }  // bytes of device memory
+  int multiprocessors() const { return multiprocessors_; }
+  // Shared memory one block may have, opting in past the default 48 KiB (cuFuncSetAttribute).
+  std::size_t shared_per_block() const { return shared_per_block_; }
 
   // Function `symbol` of the module compiled from `source` (named `module` in caches and
   // logs): compiled through the memory and disk caches for target(), loaded once per process.
@@ -42,6 +45,8 @@ class Device {
   int arch_ = 0;
   Target target_;
   std::size_t memory_ = 0;
+  int multiprocessors_ = 0;
+  std::size_t shared_per_block_ = 0;
   std::mutex mutex_;
   std::map<std::string, CUmodule> modules_;  // by the cache key's file name; never unloaded
 };

@@ -22,7 +22,8 @@ namespace rnnjit::cuda {
   X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)        \
   X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)       \
   X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventRecord) X(cuEventDestroy) X(cuStreamBeginCapture)        \
-  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)
+  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)      \
+  X(cuFuncSetAttribute)
 
 struct DriverApi {
 #define RNNJIT_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;

@@ -141,7 +141,9 @@ void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindin
   ops.gemm(lane, GemmCall{g.trans_a, g.trans_b, g.m, g.n, g.k, a, g.lda, resolve(g.b, b), g.ldb, c, g.ldc, g.beta});
 }
 
-// Per step (t in processing order): gh = h_prev W_hh^T, then the gate kernel; with a projection
+// Without a projection and with no row past its end, the whole recurrence may go to the device's
+// persistent kernel (persistent_forward). Else per step (t in processing order): gh = h_prev
+// W_hh^T, then the gate kernel; with a projection
 // the kernel writes o * tanh(c) to cell_out and h = cell_out W_hr^T. The reset-before GRU
 // (gemm_n.n > 0) runs two GEMMs and two kernels a step: gh's r,z columns from h_prev, the part-0
 // kernel (r * h_prev into reset_h, z), gh's n columns from reset_h, the part-1 kernel (h). As the
@@ -158,6 +160,7 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
   const float* const peephole = resolve(r.peephole, b);  // [3, H] from unit 0: the kernel covers every unit
   const std::int64_t T = r.steps, H = plan_->kernels[static_cast<std::size_t>(r.kernel)].hidden, ldh = r.ld_state;
   const std::int64_t first_past = shortest(b, T);
+  if (!projected && first_past >= T && persistent_forward(r, b, ops, lane)) return;
   const bool c_in_place = r.c.t_stride == 0;  // inference: one c buffer updated in place
   float* const save = resolve(r.carry_save, b);  // [N, 2H]: h at 0, c at H
   for (std::int64_t s = 0; s < T; ++s) {
@@ -180,6 +183,32 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
     if (projected) step_gemm(r.projection, timed(r.cell_out, t, b), b, h_out, ops, lane);
     if (carry) past_end(b, ops, lane, t, h_prev, ldh, h_out, ldh, r.state);
   }
+}
+
+bool PlanRunner::persistent_forward(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops,
+                                    int lane) const {
+  const GemmStep& g = r.gemm;
+  // The kernel keeps every step's h (it reads h_{t-1} while other blocks write h_t).
+  if (g.trans_a || !g.trans_b || g.beta != 0.0f || g.m != r.batch || r.h.t_stride == 0) return false;
+  PersistentForwardArgs a{};
+  a.w_hh = resolve(g.b, b);
+  a.ld_w = g.ldb;
+  a.gx = resolve(r.gx.base, b);
+  a.gx_t = r.gx.t_stride;
+  a.bias_ih = resolve(r.bias_ih, b);
+  a.bias_hh = resolve(r.bias_hh, b);
+  a.peephole = resolve(r.peephole, b);
+  a.h_init = resolve(r.h_init, b);
+  a.c_init = resolve(r.c_init, b);
+  a.h = resolve(r.h.base, b);
+  a.h_t = r.h.t_stride;
+  a.c = resolve(r.c.base, b);
+  a.c_t = r.c.t_stride;
+  a.gates = resolve(r.gates.base, b);
+  a.gates_t = r.gates.t_stride;
+  a.steps = r.steps;
+  a.reverse = r.reverse ? 1 : 0;
+  return ops.persistent_forward(lane, r.kernel, a);
 }
 
 GateForwardArgs PlanRunner::step_args(const RecurrenceStep& r, std::int64_t t, const float* h_prev,

@@ -6,7 +6,9 @@
 // sums (bias and peephole gradients), dropout, and with variable lengths masked row copies at
 // the steps where some row is past its end (the host lengths decide which steps). The calls of
 // one lane are issued in order; the lanes of a stage run concurrently. The CUDA implementation
-// of DeviceOps (cuda_ops.hpp) queues them on one stream per lane and returns at once. Addresses are only offset here, never read, so the same
+// of DeviceOps (cuda_ops.hpp) queues them on one stream per lane and returns at once. A forward
+// recurrence without a projection and with no row past its end may instead be offered whole to
+// DeviceOps::persistent_forward, which the device takes where its persistent kernel applies. Addresses are only offset here, never read, so the same
 // walk runs on host memory through a host DeviceOps, which is how the walk is tested without a
 // GPU (tests/test_cuda_runner.cpp).
 #pragma once
@@ -108,6 +110,12 @@ class DeviceOps {
                    std::int64_t ldd, std::int64_t rows, std::int64_t cols) = 0;
   // PastEndCall: copies (or zeroes) the rows past their end; launched only when some row is.
   virtual void rows_past_end(int lane, const PastEndCall& c) = 0;
+  // A whole forward recurrence whose steps would be the GEMM gh = h_prev W_hh^T and the gate
+  // kernel plan.kernels[kernel], as one persistent kernel (codegen/cuda/persistent_source.hpp).
+  // Returns false, having issued nothing, where the device has no such kernel for it (W_hh's
+  // rows do not fit on chip, too many rows, or persistent kernels are off): the walk then
+  // issues the steps one by one.
+  virtual bool persistent_forward(int lane, int kernel, const PersistentForwardArgs& args) = 0;
 };
 
 class PlanRunner {
@@ -149,6 +157,8 @@ class PlanRunner {
   // One product of a recurrence's per-step GEMM with this step's A.
   void step_gemm(const GemmStep& g, const float* a, const DeviceBindings& b, float* c, DeviceOps& ops, int lane) const;
   void forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
+  // The recurrence as ops.persistent_forward (false: not taken, nothing issued).
+  bool persistent_forward(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
   void backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;
   // The GRU with the reset before: two GEMMs and two gate kernels (parts 0 and 1) per step.
   void forward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const;

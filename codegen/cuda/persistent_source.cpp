@@ -1,0 +1,187 @@
+#include "codegen/cuda/persistent_source.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "codegen/cuda/cuda_source.hpp"
+#include "rnnjit/error.hpp"
+
+namespace rnnjit::cuda {
+namespace {
+
+// Batch rows one warp item covers: each W_hh element read from shared memory feeds this many
+// FMAs (and each h element G of them).
+constexpr int kGroupRows = 4;
+
+// Largest batch the kernel is chosen for. Its per-step work grows with N while the barrier's
+// cost does not; past this, cuBLAS's GEMM a step uses the chip better than a warp per unit.
+constexpr int kMaxRows = 64;
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// The gate math's statements, indented for the kernel's item loop.
+std::string indent(const std::string& statements) {
+  std::string out;
+  std::size_t begin = 0;
+  while (begin < statements.size()) {
+    const std::size_t end = std::min(statements.find('\n', begin), statements.size());
+    out += "      " + statements.substr(begin, end - begin) + "\n";
+    begin = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<PersistentShape> persistent_shape(const KernelDesc& d, int sms, std::size_t shared_per_block,
+                                                int lanes) {
+  if (d.kind_of() != KernelKind::gate || d.isa_kind() != Isa::cuda || d.pass_kind() != Pass::forward ||
+      d.cell_kind() == CellKind::gru_reset_before || d.part != 0 || d.cols != d.hidden || lanes < 1 ||
+      d.rows < 1 || d.rows > kMaxRows)
+    return std::nullopt;
+  const int max_blocks = sms / lanes;
+  if (max_blocks < 1) return std::nullopt;
+  const int H = static_cast<int>(d.hidden), N = static_cast<int>(d.rows);
+  PersistentShape s;
+  s.units = ceil_div(H, max_blocks);
+  s.blocks = ceil_div(H, s.units);
+  s.group_rows = std::min(N, kGroupRows);
+  s.threads = kPersistentThreads;
+  const std::size_t w_bytes = static_cast<std::size_t>(d.gates()) * s.units * H * sizeof(float);
+  const std::size_t row_bytes = static_cast<std::size_t>(H) * sizeof(float);
+  if (w_bytes + s.group_rows * row_bytes > shared_per_block) return std::nullopt;
+  const std::size_t room = (shared_per_block - w_bytes) / row_bytes;
+  s.chunk_rows = static_cast<int>(std::min<std::size_t>(room, ceil_div(N, s.group_rows) * s.group_rows));
+  s.chunk_rows = s.chunk_rows / s.group_rows * s.group_rows;
+  s.shared_bytes = w_bytes + s.chunk_rows * row_bytes;
+  return s;
+}
+
+std::string persistent_kernel_name(const KernelDesc& d, const PersistentShape& s) {
+  return fmt::format("{}_persistent_b{}_u{}_c{}", kernel_name(d), s.blocks, s.units, s.chunk_rows);
+}
+
+std::string persistent_kernel_source(const KernelDesc& d, const PersistentShape& s) {
+  check_gate_desc(d);
+  const int H = static_cast<int>(d.hidden);
+  if (d.pass_kind() != Pass::forward || d.cell_kind() == CellKind::gru_reset_before || d.cols != d.hidden)
+    throw Error(fmt::format("{}: no persistent kernel (forward kernels over every unit, not the reset-before GRU)",
+                            kernel_name(d)));
+  if (s.units < 1 || s.blocks != ceil_div(H, s.units) || s.group_rows < 1 || s.chunk_rows < s.group_rows ||
+      s.chunk_rows % s.group_rows || s.threads < 32 || s.threads % 32 ||
+      s.shared_bytes != (static_cast<std::size_t>(d.gates()) * s.units + s.chunk_rows) * H * sizeof(float))
+    throw Error(fmt::format("{}: invalid persistent shape", kernel_name(d)));
+  return fmt::format(R"({prelude}
+struct PersistentForwardArgs {{
+  const float* w_hh; long long ld_w; const float* gx; long long gx_t; const float* bias_ih; const float* bias_hh;
+  const float* peephole; const float* h_init; const float* c_init; float* h; long long h_t; float* c; long long c_t;
+  float* gates; long long gates_t; unsigned* arrived; long long steps; long long reverse;
+}};
+// {describe}
+// persistent: all steps in one launch of {blocks} blocks of {threads} threads (all resident); block b
+// keeps the W_hh rows of hidden units [b * {U}, b * {U} + {U}) in shared memory and reads h_{{t-1}} in
+// chunks of {chunk} rows; the blocks meet at a grid barrier after each step.
+extern "C" __global__ void __launch_bounds__({threads}, 1) {name}(PersistentForwardArgs p) {{
+  constexpr int H = {H}, G = {G}, U = {U}, N = {N}, CHUNK = {chunk}, GROUP = {group};
+  constexpr int GH = {GH}, GX = {GX}, R = {R}, LDH = {LDH};
+  constexpr float CLIP = {clip};  // LSTM cell clip, 0: none
+  constexpr float ALPHA = {alpha};  // rnn_relu's leaky slope, 0: plain ReLU
+  (void)GH; (void)GX; (void)R; (void)LDH; (void)CLIP; (void)ALPHA;
+  extern __shared__ float shared[];
+  float* const w_s = shared;              // [G * U][H]: row g * U + u is gate g of unit u0 + u
+  float* const h_s = shared + G * U * H;  // [CHUNK][H]: rows of h_{{t-1}}, zero past the batch
+  const int u0 = blockIdx.x * U, units = H - u0 < U ? H - u0 : U;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int i = threadIdx.x; i < G * U * H; i += blockDim.x) {{
+    const int g = i / (U * H), u = i / H % U, k = i % H;
+    w_s[i] = u < units ? p.w_hh[(long long)(g * H + u0 + u) * p.ld_w + k] : 0.0f;
+  }}
+{gclip}  for (long long s = 0; s < p.steps; ++s) {{
+    const long long t = p.reverse ? p.steps - 1 - s : s, prev = p.reverse ? t + 1 : t - 1;
+    GateForwardArgs a;
+    a.gx = p.gx + t * p.gx_t;
+    a.gh = nullptr;  // the pre-activations are gh_at's
+    a.bias_ih = p.bias_ih;
+    a.bias_hh = p.bias_hh;
+    a.h_prev = s == 0 ? p.h_init : p.h + prev * p.h_t;
+    a.c_prev = p.c_init ? (s == 0 ? p.c_init : p.c + prev * p.c_t) : nullptr;
+    a.h_out = p.h + t * p.h_t;
+    a.c_out = p.c ? p.c + t * p.c_t : nullptr;
+    a.gates = p.gates ? p.gates + t * p.gates_t : nullptr;
+    a.peephole = p.peephole;
+    for (int n0 = 0; n0 < N; n0 += CHUNK) {{
+      const int rows = N - n0 < CHUNK ? N - n0 : CHUNK;
+      const int groups = (rows + GROUP - 1) / GROUP;
+      __syncthreads();  // the last chunk's items are done with h_s
+      // Other blocks wrote h_{{t-1}}: read through L2 (ld.global.cg), never a stale L1 line.
+      for (int i = threadIdx.x; i < groups * GROUP * H; i += blockDim.x) {{
+        const int r = i / H, k = i % H;
+        h_s[i] = r < rows ? __ldcg(a.h_prev + (long long)(n0 + r) * LDH + k) : 0.0f;
+      }}
+      __syncthreads();
+      for (int item = warp; item < units * groups; item += warps) {{
+        const int u = item % units, r0 = item / units * GROUP;
+        float acc[G][GROUP];
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int b = 0; b < GROUP; ++b) acc[g][b] = 0.0f;
+        for (int k = lane; k < H; k += 32) {{
+          float w[G], x[GROUP];
+#pragma unroll
+          for (int g = 0; g < G; ++g) w[g] = w_s[(g * U + u) * H + k];
+#pragma unroll
+          for (int b = 0; b < GROUP; ++b) x[b] = h_s[(r0 + b) * H + k];
+#pragma unroll
+          for (int g = 0; g < G; ++g)
+#pragma unroll
+            for (int b = 0; b < GROUP; ++b) acc[g][b] = fmaf(w[g], x[b], acc[g][b]);
+        }}
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int b = 0; b < GROUP; ++b)
+#pragma unroll
+            for (int m = 16; m > 0; m /= 2) acc[g][b] += __shfl_xor_sync(0xffffffffu, acc[g][b], m);
+        if (lane < GROUP && r0 + lane < rows) {{  // lane b runs the cell of row r0 + b
+          float gh[G];
+#pragma unroll
+          for (int g = 0; g < G; ++g) {{
+            gh[g] = acc[g][0];
+#pragma unroll
+            for (int b = 1; b < GROUP; ++b) gh[g] = lane == b ? acc[g][b] : gh[g];
+          }}
+          const int row = n0 + r0 + lane, j = u0 + u;
+          const auto gh_at = [&](int g) {{ return gh[g]; }};
+{body}        }}
+      }}
+    }}
+    if (s + 1 == p.steps) break;
+    // The grid barrier: every block's h_t written (and made visible device-wide) before any
+    // block reads it. The counter only grows: step s is done at (s + 1) * gridDim.x arrivals.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {{
+      atomicAdd(p.arrived, 1u);
+      const unsigned everyone = (unsigned)(s + 1) * gridDim.x;
+      while (*(volatile unsigned*)p.arrived < everyone) {{
+      }}
+      __threadfence();
+    }}
+    __syncthreads();
+  }}
+}}
+)",
+                     fmt::arg("prelude", cell_math_prelude()), fmt::arg("describe", describe(d)),
+                     fmt::arg("blocks", s.blocks), fmt::arg("threads", s.threads), fmt::arg("U", s.units),
+                     fmt::arg("chunk", s.chunk_rows), fmt::arg("group", s.group_rows),
+                     fmt::arg("name", persistent_kernel_name(d, s)), fmt::arg("H", H), fmt::arg("G", d.gates()),
+                     fmt::arg("N", d.rows), fmt::arg("GH", d.gates() * d.hidden), fmt::arg("GX", d.gx_stride()),
+                     fmt::arg("R", d.reserve_gates() * d.hidden), fmt::arg("LDH", d.ld_h),
+                     fmt::arg("clip", fmt::format("{:a}f", d.clip())),
+                     fmt::arg("alpha", fmt::format("{:a}f", d.relu_alpha())), fmt::arg("gclip", gate_clip_setup(d)),
+                     fmt::arg("body", indent(forward_gate_math(d))));
+}
+
+}  // namespace rnnjit::cuda
