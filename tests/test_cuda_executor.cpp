@@ -494,12 +494,14 @@ TEST_F(CudaDevice, KernelsGoToTheDiskCache) {
   const RnnConfig c{.cell = CellKind::lstm, .input_size = 3, .hidden_size = 37};  // a size no other test uses
   Execution ex = Rnn(c, {.device = Device::cuda}).prepare({2, 7}, Mode::training);
   const std::string target = cuda::device_info().target;
-  std::size_t gates = 0;
+  std::size_t gates = 0, persistent = 0;
   for (const cuda::DiskEntry& e : cuda::disk_list(dir)) {
     EXPECT_EQ(e.target, target);
     gates += e.module.find("_h37_") != std::string::npos;
+    persistent += e.module.find("_h37_") != std::string::npos && e.module.find("_persistent_") != std::string::npos;
   }
-  EXPECT_EQ(gates, 2u);  // forward training and backward
+  EXPECT_EQ(gates, 3u);  // forward training, its persistent kernel, and backward
+  EXPECT_EQ(persistent, 1u);
   // The reset-before GRU: two kernels (parts 0 and 1) per pass, four modules.
   const RnnConfig rb{.cell = CellKind::gru_reset_before, .input_size = 3, .hidden_size = 41};
   Execution ex_rb = Rnn(rb, {.device = Device::cuda}).prepare({2, 7}, Mode::training);

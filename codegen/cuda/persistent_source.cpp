@@ -87,6 +87,8 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) {name}(PersistentForw
   constexpr int GH = {GH}, GX = {GX}, R = {R}, LDH = {LDH};
   constexpr float CLIP = {clip};  // LSTM cell clip, 0: none
   constexpr float ALPHA = {alpha};  // rnn_relu's leaky slope, 0: plain ReLU
+  // h_{{t-1}}'s rows as float4 (when its address is 16-byte aligned too): every row starts at one.
+  constexpr bool VEC = H % 4 == 0 && LDH % 4 == 0;
   (void)GH; (void)GX; (void)R; (void)LDH; (void)CLIP; (void)ALPHA;
   extern __shared__ float shared[];
   float* const w_s = shared;              // [G * U][H]: row g * U + u is gate g of unit u0 + u
@@ -114,10 +116,35 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) {name}(PersistentForw
       const int rows = N - n0 < CHUNK ? N - n0 : CHUNK;
       const int groups = (rows + GROUP - 1) / GROUP;
       __syncthreads();  // the last chunk's items are done with h_s
-      // Other blocks wrote h_{{t-1}}: read through L2 (ld.global.cg), never a stale L1 line.
-      for (int i = threadIdx.x; i < groups * GROUP * H; i += blockDim.x) {{
-        const int r = i / H, k = i % H;
-        h_s[i] = r < rows ? __ldcg(a.h_prev + (long long)(n0 + r) * LDH + k) : 0.0f;
+      // Other blocks wrote h_{{t-1}}: read through L2 (ld.global.cg), never a stale L1 line; each
+      // thread keeps 8 loads in flight (one at a time, L2's latency would be most of a step).
+      const int count = groups * GROUP * H;  // the zero rows past the batch included
+      if (VEC && (reinterpret_cast<unsigned long long>(a.h_prev) & 15) == 0) {{
+        for (int base = threadIdx.x; base < count / 4; base += 8 * blockDim.x) {{
+          float4 v[8];
+#pragma unroll
+          for (int q = 0; q < 8; ++q) {{
+            const int i = base + q * blockDim.x, r = 4 * i / H, k = 4 * i % H;
+            v[q] = i < count / 4 && r < rows
+                       ? __ldcg(reinterpret_cast<const float4*>(a.h_prev + (long long)(n0 + r) * LDH + k))
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          }}
+#pragma unroll
+          for (int q = 0; q < 8; ++q)
+            if (base + q * blockDim.x < count / 4) reinterpret_cast<float4*>(h_s)[base + q * blockDim.x] = v[q];
+        }}
+      }} else {{
+        for (int base = threadIdx.x; base < count; base += 8 * blockDim.x) {{
+          float v[8];
+#pragma unroll
+          for (int q = 0; q < 8; ++q) {{
+            const int i = base + q * blockDim.x, r = i / H, k = i % H;
+            v[q] = i < count && r < rows ? __ldcg(a.h_prev + (long long)(n0 + r) * LDH + k) : 0.0f;
+          }}
+#pragma unroll
+          for (int q = 0; q < 8; ++q)
+            if (base + q * blockDim.x < count) h_s[base + q * blockDim.x] = v[q];
+        }}
       }}
       __syncthreads();
       for (int item = warp; item < units * groups; item += warps) {{
@@ -127,6 +154,7 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) {name}(PersistentForw
         for (int g = 0; g < G; ++g)
 #pragma unroll
           for (int b = 0; b < GROUP; ++b) acc[g][b] = 0.0f;
+#pragma unroll 4
         for (int k = lane; k < H; k += 32) {{
           float w[G], x[GROUP];
 #pragma unroll
