@@ -110,7 +110,7 @@ constexpr std::size_t kShared = 232448;
 
 // Every shape persistent_shape gives fits the budget, covers every unit with at most sms / lanes
 // blocks, and holds whole groups of rows; it refuses backward, the reset-before GRU, kernels over
-// some units, too many rows and W_hh rows that do not fit.
+// some units, too many rows or too much work a step, and W_hh rows that do not fit.
 TEST(CudaPersistent, ShapesFitTheDeviceAndCoverEveryUnit) {
   for (CellKind cell : {CellKind::lstm, CellKind::gru, CellKind::rnn_tanh})
     for (std::uint32_t H : {1u, 17u, 130u, 800u, 1000u})
@@ -122,10 +122,12 @@ TEST(CudaPersistent, ShapesFitTheDeviceAndCoverEveryUnit) {
             const std::size_t w_bytes = static_cast<std::size_t>(d.gates()) * ((H + kSms / lanes - 1) / (kSms / lanes)) *
                                         H * sizeof(float);
             SCOPED_TRACE(fmt::format("{} H={} N={} lanes={} shared={}", to_string(cell), H, N, lanes, shared));
-            if (!s) {  // only where W_hh's rows and one group of h rows do not fit
-              EXPECT_GT(w_bytes + std::min<std::size_t>(N, 4) * H * sizeof(float), shared);
+            const bool slower = static_cast<std::int64_t>(N) * H * ((H + kSms - 1) / kSms) > cuda::kPersistentMaxStepWork;
+            if (!s) {  // only where it would be slower, or W_hh's rows and one group of h rows do not fit
+              EXPECT_TRUE(slower || w_bytes + std::min<std::size_t>(N, 4) * H * sizeof(float) > shared);
               continue;
             }
+            EXPECT_FALSE(slower);
             EXPECT_LE(s->blocks, kSms / lanes);
             EXPECT_GE(s->blocks * s->units, static_cast<int>(H));
             EXPECT_LT((s->blocks - 1) * s->units, static_cast<int>(H));
@@ -148,7 +150,13 @@ TEST(CudaPersistent, ShapesFitTheDeviceAndCoverEveryUnit) {
   d.cols = 400;
   EXPECT_FALSE(cuda::persistent_shape(d, kSms, kShared, 1));
   d = ds2;
-  d.rows = 65;
+  d.hidden = d.cols = d.ld_h = 64;
+  d.rows = cuda::kPersistentMaxRows;
+  EXPECT_TRUE(cuda::persistent_shape(d, kSms, kShared, 1));
+  d.rows = cuda::kPersistentMaxRows + 1;
+  EXPECT_FALSE(cuda::persistent_shape(d, kSms, kShared, 1));
+  d = ds2;
+  d.rows = 64;  // DS2's H with 64 rows: past kPersistentMaxStepWork
   EXPECT_FALSE(cuda::persistent_shape(d, kSms, kShared, 1));
   d = ds2;
   d.hidden = d.cols = d.ld_h = 2048;  // 32 MiB of W_hh

@@ -108,9 +108,10 @@ Plan make_gpu_plan(const RnnConfig& config, const Shape& shape, Mode mode) {
         plan.workspace.add("seq_lengths", Space::workspace, static_cast<std::size_t>(shape.batch) * sizeof(std::int32_t));
   plan.notes = {"device cuda: GEMMs are cuBLAS sgemm calls; gate kernels are CUDA source compiled by NVRTC, one "
                 "thread per (row, unit), one launch per step; the lanes of a stage run on their own streams",
-                "device cuda: a forward recurrence of at most 64 rows, without a projection or rows past their "
-                "end, runs as one persistent kernel (W_hh in shared memory, all steps in one launch) where the "
-                "device's shared memory holds W_hh (RNNJIT_CUDA_PERSISTENT=0: never)"};
+                "device cuda: a forward recurrence of few rows (N x H x ceil(H / SMs) <= 200000, N <= 64), "
+                "without a projection or rows past their end, runs as one persistent kernel (W_hh in shared "
+                "memory, all steps in one launch) where the device's shared memory holds W_hh "
+                "(RNNJIT_CUDA_PERSISTENT=0: never)"};
   return plan;
 }
 

@@ -14,10 +14,13 @@ namespace {
 // FMAs (and each h element G of them).
 constexpr int kGroupRows = 4;
 
-// Largest batch the kernel is chosen for. Its per-step work grows with N while the barrier's
-// cost does not; past this, cuBLAS's GEMM a step uses the chip better than a warp per unit.
-constexpr int kMaxRows = 64;
-
+// kPersistentMaxStepWork (persistent_source.hpp): where the kernel beats the step-by-step walk (cuBLAS's GEMM and a gate launch a step). Each
+// step every block reads all of h_{t-1} and its warps run N/4 items per unit, so its step grows
+// with N x H x U (U: units a block, H / SMs rounded up, for a recurrence alone on the chip),
+// while the walk's GEMM fills the chip better as N grows. On an H200 (T=300, inference, rnnjit
+// both ways in one run) the kernel was ahead at N x H x U up to 179K (LSTM H=800 N=32, 0.90 of
+// the walk's time; N=1: 0.54; RNN-tanh H=800 N=20: 0.66; LSTM H=256 N=64: 0.80) and behind from
+// 262K (LSTM H=1024 N=32: 1.04; H=800 N=64, GRU and RNN-tanh too: 1.15-1.46).
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // The gate math's statements, indented for the kernel's item loop.
@@ -38,11 +41,12 @@ std::optional<PersistentShape> persistent_shape(const KernelDesc& d, int sms, st
                                                 int lanes) {
   if (d.kind_of() != KernelKind::gate || d.isa_kind() != Isa::cuda || d.pass_kind() != Pass::forward ||
       d.cell_kind() == CellKind::gru_reset_before || d.part != 0 || d.cols != d.hidden || lanes < 1 ||
-      d.rows < 1 || d.rows > kMaxRows)
+      d.rows < 1 || d.rows > kPersistentMaxRows || sms < 1)
     return std::nullopt;
   const int max_blocks = sms / lanes;
   if (max_blocks < 1) return std::nullopt;
   const int H = static_cast<int>(d.hidden), N = static_cast<int>(d.rows);
+  if (static_cast<std::int64_t>(N) * H * ceil_div(H, sms) > kPersistentMaxStepWork) return std::nullopt;
   PersistentShape s;
   s.units = ceil_div(H, max_blocks);
   s.blocks = ceil_div(H, s.units);

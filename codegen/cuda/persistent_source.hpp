@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -37,11 +38,16 @@ struct PersistentShape {
 
 // Threads per block of the persistent kernel.
 inline constexpr int kPersistentThreads = 512;
+// The kernel is chosen for at most this many rows, and where N x H x ceil(H / SMs) is at most
+// kPersistentMaxStepWork (past it the step-by-step walk was faster: persistent_source.cpp).
+inline constexpr int kPersistentMaxRows = 64;
+inline constexpr std::int64_t kPersistentMaxStepWork = 200000;
 
 // The shape for the forward gate kernel `desc` (isa cuda) on a device of `sms` SMs whose blocks
 // may opt in to `shared_per_block` bytes of shared memory, where `lanes` recurrences may run at
 // once; nullopt where the kernel does not apply (backward, the reset-before GRU's two-part
-// step, a kernel that covers only some units) or W_hh's rows do not fit on the chip.
+// step, a kernel that covers only some units), would be slower (the limits above) or W_hh's
+// rows do not fit on the chip.
 std::optional<PersistentShape> persistent_shape(const KernelDesc& desc, int sms, std::size_t shared_per_block,
                                                 int lanes);
 
