@@ -14,7 +14,13 @@
 // The barrier needs every block resident at once. The grid has at most one block per SM for
 // each of the `lanes` recurrences that may run at the same time (the two directions of a
 // bidirectional layer), and a block fits an SM alone, so every block finds an SM once the
-// other kernels' blocks (which never wait for it) finish.
+// other kernels' blocks (which never wait for it) finish. That holds within one Execution (its
+// calls never overlap); two Executions whose persistent kernels run at once on one GPU (calls
+// from two host threads) could each hold SMs the other's blocks wait for, unless the hardware
+// dispatches the earlier grid's blocks first, which CUDA does not promise. A cooperative launch
+// (cuLaunchCooperativeKernel, all blocks resident or none) would make it a guarantee; it has
+// not been run on a GPU here yet, in a graph capture especially, so such hosts set
+// RNNJIT_CUDA_PERSISTENT=0.
 #pragma once
 
 #include <cstddef>
