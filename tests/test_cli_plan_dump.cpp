@@ -394,6 +394,14 @@ TEST_F(CliPlanDumpTest, DumpCudaWritesSourceAndPtx) {
   ASSERT_EQ(cu.status, 0) << cu.err;
   EXPECT_NE(cu.out.find("extern \"C\" __global__"), std::string::npos) << cu.out.substr(0, 400);
   EXPECT_NE(cu.out.find("== "), std::string::npos);
+  // The forward's persistent kernel too, for the GPU --sms and --shared-per-block describe (none
+  // where W_hh's rows do not fit).
+  EXPECT_NE(cu.out.find("_persistent_b"), std::string::npos) << cu.out.substr(0, 400);
+  const CliResult tiny =
+      cli(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "cu", "--sms", "2", "--shared-per-block", "512"}));
+  ASSERT_EQ(tiny.status, 0) << tiny.err;
+  EXPECT_EQ(tiny.out.find("_persistent_b"), std::string::npos);
+  expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "cu", "--sms", "0"}), 2, {"--sms"});
   if (!rnnjit::cuda::nvrtc_available()) {
     expect_error(cat(cat({"dump"}, kSmall), {"--target", "cuda", "--format", "ptx"}), 1, {"NVRTC"});
     return;

@@ -15,7 +15,9 @@
 #include <set>
 
 #include "codegen/cuda/cuda_source.hpp"
+#include "codegen/cuda/gpu_plan.hpp"
 #include "codegen/cuda/nvrtc.hpp"
+#include "codegen/cuda/persistent_source.hpp"
 #include "codegen/cuda/util_source.hpp"
 #include "runtime/cuda/kernel_cache.hpp"
 #include "tests/scoped_env.hpp"
@@ -187,8 +189,13 @@ TEST_F(CudaCacheCli, WarmListJsonClear) {
     GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC): warm fails as it should";
   }
   ASSERT_EQ(r.status, 0) << r.err;
-  // The plan's two gate kernels (forward training, backward) and the data-movement module.
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
+  // The plan's two gate kernels (forward training, backward), the forward's persistent kernel
+  // (shaped for the default GPU: 132 SMs, 232448 bytes a block) and the data-movement module.
+  const Plan plan = cuda::make_gpu_plan(
+      {.cell = CellKind::gru, .input_size = 6, .hidden_size = 10, .bidirectional = true}, {3, 2}, Mode::training);
+  const std::vector<cuda::PersistentKernel> persistent = cuda::persistent_kernels(plan, 132, 232448, 2);
+  ASSERT_EQ(persistent.size(), 1u);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
   EXPECT_EQ(r.out.find("compiled"), 0u) << r.out;
   r = cli(warm, env());  // a new process: everything comes from disk
   ASSERT_EQ(r.status, 0) << r.err;
@@ -199,7 +206,7 @@ TEST_F(CudaCacheCli, WarmListJsonClear) {
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["dir"], path("cache"));
-  ASSERT_EQ(j["entries"].size(), 3u) << r.out;
+  ASSERT_EQ(j["entries"].size(), 4u) << r.out;
   std::set<std::string> modules;
   for (const auto& e : j["entries"]) {
     modules.insert(e["module"].get<std::string>());
@@ -208,10 +215,17 @@ TEST_F(CudaCacheCli, WarmListJsonClear) {
     EXPECT_GT(e["bytes"].get<std::uint64_t>(), 0u);
   }
   EXPECT_EQ(modules, (std::set<std::string>{"gru_fwd_train_cuda_h10_c10_n2_ld20_u1", "gru_bwd_cuda_h10_c10_n2_ld20_u1",
-                                            cuda::kUtilModule}));
+                                            persistent[0].name, cuda::kUtilModule}));
   r = cli({"cache", "list"}, env());
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("3 entries"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 entries"), std::string::npos) << r.out;
+  // A GPU whose blocks get too little shared memory for W_hh's rows: no persistent kernel.
+  std::vector<std::string> small_gpu = warm;
+  small_gpu.insert(small_gpu.end(), {"--sms", "4", "--shared-per-block", "256"});
+  r = cli(small_gpu, env());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("_persistent_"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
 
   std::vector<std::string> ptx = warm;
   ptx[3] = "compute_80";
@@ -220,7 +234,7 @@ TEST_F(CudaCacheCli, WarmListJsonClear) {
 
   r = cli({"cache", "clear"}, env());
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("removed 6 files"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("removed 8 files"), std::string::npos) << r.out;
   EXPECT_EQ(nlohmann::json::parse(cli({"cache", "list", "--json"}, env()).out)["entries"].size(), 0u);
 }
 
@@ -228,6 +242,8 @@ TEST_F(CudaCacheCli, Errors) {
   expect_error({"cache", "purge"}, 2, {"unknown cache action 'purge'"});
   expect_error({"cache", "clear", "--json"}, 2, {"--json applies to 'rnn-jit cache list' only"});
   expect_error({"cache", "warm", "--arch", "volta"}, 2, {"--arch", "volta"});
+  expect_error({"cache", "warm", "--sms", "0"}, 2, {"--sms"});
+  expect_error({"cache", "warm", "--shared-per-block", "-1"}, 2, {"--shared-per-block"});
   const test::CliResult r = cli({"cache", "clear"}, "RNNJIT_CACHE_DIR=");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("disabled"), std::string::npos) << r.err;

@@ -62,6 +62,16 @@ std::optional<PersistentShape> persistent_shape(const KernelDesc& d, int sms, st
   return s;
 }
 
+std::vector<PersistentKernel> persistent_kernels(const Plan& plan, int sms, std::size_t shared_per_block, int lanes) {
+  std::vector<PersistentKernel> out;
+  for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
+    const KernelDesc& d = plan.kernels[k];
+    if (const auto shape = persistent_shape(d, sms, shared_per_block, lanes))
+      out.push_back({static_cast<int>(k), *shape, persistent_kernel_name(d, *shape)});
+  }
+  return out;
+}
+
 std::string persistent_kernel_name(const KernelDesc& d, const PersistentShape& s) {
   return fmt::format("{}_persistent_b{}_u{}_c{}", kernel_name(d), s.blocks, s.units, s.chunk_rows);
 }

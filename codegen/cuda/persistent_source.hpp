@@ -27,8 +27,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "codegen/kernel_desc.hpp"
+#include "codegen/plan.hpp"
 
 namespace rnnjit::cuda {
 
@@ -56,6 +58,15 @@ inline constexpr std::int64_t kPersistentMaxStepWork = 200000;
 // rows do not fit on the chip.
 std::optional<PersistentShape> persistent_shape(const KernelDesc& desc, int sms, std::size_t shared_per_block,
                                                 int lanes);
+
+// The persistent kernels a GPU plan gets on such a device: one for each forward gate kernel
+// (plan.kernels[kernel]) that persistent_shape gives a shape; lanes: the most of any stage.
+struct PersistentKernel {
+  int kernel = -1;
+  PersistentShape shape;
+  std::string name;  // persistent_kernel_name
+};
+std::vector<PersistentKernel> persistent_kernels(const Plan& plan, int sms, std::size_t shared_per_block, int lanes);
 
 // kernel_name(desc) with the shape: "<gate kernel>_persistent_b<blocks>_u<units>_c<chunk_rows>".
 std::string persistent_kernel_name(const KernelDesc& desc, const PersistentShape& shape);

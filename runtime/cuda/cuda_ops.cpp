@@ -35,20 +35,17 @@ CudaOps::CudaOps(const Plan& plan, int lanes) : plan_(plan) {
   for (const KernelDesc& d : plan.kernels)
     gates_.push_back(device.function(kernel_name(d), gate_kernel_source(d), kernel_name(d)));
   persistent_.resize(plan.kernels.size());
-  const bool persistent = persistent_enabled();
-  for (std::size_t k = 0; k < plan.kernels.size() && persistent; ++k) {
-    const KernelDesc& d = plan.kernels[k];
-    const auto shape = persistent_shape(d, device.multiprocessors(), device.shared_per_block(), lanes);
-    if (!shape) continue;
-    const std::string name = persistent_kernel_name(d, *shape);
-    Persistent p{device.function(name, persistent_kernel_source(d, *shape), name), *shape};
-    check(driver().cuFuncSetAttribute(p.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                      static_cast<int>(shape->shared_bytes)),
-          fmt::format("cuFuncSetAttribute {} ({} bytes of shared memory)", name, shape->shared_bytes));
-    log_verbose(fmt::format("cuda: {}: {} blocks x {} threads, {} bytes of shared memory", name, shape->blocks,
-                            shape->threads, shape->shared_bytes));
-    persistent_[k] = p;
-  }
+  if (persistent_enabled())
+    for (const PersistentKernel& k : persistent_kernels(plan, device.multiprocessors(), device.shared_per_block(), lanes)) {
+      const KernelDesc& d = plan.kernels[static_cast<std::size_t>(k.kernel)];
+      Persistent p{device.function(k.name, persistent_kernel_source(d, k.shape), k.name), k.shape};
+      check(driver().cuFuncSetAttribute(p.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        static_cast<int>(k.shape.shared_bytes)),
+            fmt::format("cuFuncSetAttribute {} ({} bytes of shared memory)", k.name, k.shape.shared_bytes));
+      log_verbose(fmt::format("cuda: {}: {} blocks x {} threads, {} bytes of shared memory", k.name, k.shape.blocks,
+                              k.shape.threads, k.shape.shared_bytes));
+      persistent_[static_cast<std::size_t>(k.kernel)] = p;
+    }
   arrived_ = DeviceBuffer(lanes * kCounterStride * sizeof(std::uint32_t));
   const std::string util = util_kernels_source();
   copy_ = device.function(kUtilModule, util, kCopyKernel);

@@ -179,6 +179,16 @@ void validate_flags(const RnnConfig& config, const Shape& shape) {
   }
 }
 
+void add_gpu_shape_flags(CLI::App& app, GpuShapeFlags& flags) {
+  app.add_option("--sms", flags.sms, "--target cuda / warm: the SMs of the GPU the persistent kernels are shaped for")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--shared-per-block", flags.shared_per_block,
+                 "--target cuda / warm: the shared memory (bytes) a block may opt in to on that GPU")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
+      ->capture_default_str();
+}
+
 void add_threads_flag(CLI::App& app, int& threads) {
   app.add_option("--threads", threads,
                  fmt::format("threads the plan is made for and runs on, 1 to {} (default 0: RNNJIT_NUM_THREADS, else "

@@ -109,6 +109,15 @@ ProjectionGemm build_projection_gemm(const std::string& value);  // or UsageErro
 void add_fpmath_flag(CLI::App& app, std::string& value);
 FpMath build_fpmath(const std::string& value);  // or UsageError naming the flag
 
+// --sms and --shared-per-block: the GPU that `dump --target cuda` and `cache warm` shape the
+// persistent recurrent kernels for (codegen/cuda/persistent_source.hpp); default: an H100/H200
+// SXM's 132 SMs and 232448 bytes of shared memory a block may opt in to.
+struct GpuShapeFlags {
+  int sms = 132;
+  std::int64_t shared_per_block = 232448;
+};
+void add_gpu_shape_flags(CLI::App& app, GpuShapeFlags& flags);
+
 // --backend reference|jit|auto, --threads, --projection-gemm and --fpmath
 struct BackendFlags {
   std::string backend = "auto";

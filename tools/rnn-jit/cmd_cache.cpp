@@ -3,9 +3,10 @@
 //
 //   rnn-jit cache list [--json]   every entry: module (kernel name), target, key, kind, bytes
 //   rnn-jit cache clear           removes the entries (and leftover temporary files), nothing else
-//   rnn-jit cache warm [config and shape flags] [--arch sm_90]
+//   rnn-jit cache warm [config and shape flags] [--arch sm_90] [--sms 132 --shared-per-block B]
 //                                 compiles every kernel of the configuration's GPU plan with NVRTC
-//                                 into the cache (no GPU needed), as Device::cuda would
+//                                 into the cache (no GPU needed), as Device::cuda would, the
+//                                 persistent kernels of a GPU with those SMs and shared memory too
 #include <fmt/format.h>
 
 #include <memory>
@@ -16,8 +17,10 @@
 #include "codegen/cuda/cuda_source.hpp"
 #include "codegen/cuda/gpu_plan.hpp"
 #include "codegen/cuda/nvrtc.hpp"
+#include "codegen/cuda/persistent_source.hpp"
 #include "codegen/cuda/util_source.hpp"
 #include "runtime/cuda/kernel_cache.hpp"
+#include "runtime/cuda/plan_runner.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
 namespace rnnjit::cli {
@@ -29,6 +32,7 @@ struct CacheFlags {
   ConfigFlags config = ds2_config_flags();
   ShapeFlags shape = ds2_shape_flags();
   std::string arch = "sm_90";
+  GpuShapeFlags gpu;
 };
 
 constexpr const char* kDisabled = "the CUDA kernel disk cache is disabled (RNNJIT_CACHE_DIR is set and empty)";
@@ -87,6 +91,12 @@ int warm(const CacheFlags& f, const std::optional<std::filesystem::path>& dir) {
     const std::string name = kernel_name(d);
     show(cuda::cached_image(cuda::gate_kernel_source(d), name, name, target));
   }
+  const int lanes = cuda::PlanRunner(std::make_shared<const Plan>(plan)).max_lanes();
+  for (const cuda::PersistentKernel& k :
+       cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block), lanes)) {
+    const KernelDesc& d = plan.kernels[static_cast<std::size_t>(k.kernel)];
+    show(cuda::cached_image(cuda::persistent_kernel_source(d, k.shape), k.name, k.name, target));
+  }
   show(cuda::cached_image(cuda::util_kernels_source(), cuda::kUtilModule, cuda::kCopyKernel, target));
   return kExitOk;
 }
@@ -110,6 +120,7 @@ CommandAction setup_cache(CLI::App& sub) {
   sub.add_option("--arch", f->arch, "warm: the GPU architecture, sm_XY (cubin, or PTX when NVRTC cannot emit it) or "
                                     "compute_XY (PTX)")
       ->capture_default_str();
+  add_gpu_shape_flags(sub, f->gpu);
   sub.footer("The cache lives in RNNJIT_CACHE_DIR (unset: $XDG_CACHE_HOME/rnnjit, else ~/.cache/rnnjit; set and "
              "empty: disabled). warm takes the configuration and shape flags of the other subcommands (default: the "
              "DeepSpeech2 LSTM) and needs no GPU.");

@@ -10,26 +10,32 @@
 // kernel, <name>.asm / <name>.hex / <name>.bin. Kernels without generated code (the scalar
 // twins that an ISA without an emitter runs) are dumped as a line saying so.
 //
-// --target cuda writes the CUDA source of the plan's gate kernels (--format cu) or NVRTC's PTX
-// for --arch (default sm_90; no GPU needed): see dump_cuda().
+// --target cuda writes the CUDA source of the plan's gate kernels and of the persistent
+// recurrent kernels a device of --sms SMs and --shared-per-block bytes would get (default: an
+// H100/H200 SXM's 132 and 232448) (--format cu), or NVRTC's PTX for --arch (default sm_90; no
+// GPU needed): see dump_cuda().
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "codegen/cuda/cuda_source.hpp"
 #include "codegen/cuda/nvrtc.hpp"
+#include "codegen/cuda/persistent_source.hpp"
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/cpu_caches.hpp"
+#include "runtime/cuda/plan_runner.hpp"
 #include "runtime/kernel.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
@@ -48,6 +54,7 @@ struct DumpFlags {
   std::string format = "asm";
   std::string out;
   std::string arch = "sm_90";
+  GpuShapeFlags gpu;
   int threads = 0;  // 0: the runtime's default
   std::string fpmath = "strict";
 };
@@ -85,11 +92,18 @@ int dump_cuda(const RnnConfig& config, const Shape& shape, Mode mode, Format for
     throw UsageError(fmt::format("--arch: expected sm_XY (e.g. sm_90), got '{}'", f.arch));
   // The device plan's elementwise kernels; its GEMMs are cuBLAS calls, not generated code.
   const Plan plan = make_plan(config, shape, mode, Isa::cuda);
-  std::vector<KernelDesc> selected;
+  // The gate kernels, then the persistent kernels of the forward ones (name, source).
+  std::vector<std::pair<std::string, std::string>> kernels;
+  for (const KernelDesc& d : plan.kernels) kernels.emplace_back(kernel_name(d), cuda::gate_kernel_source(d));
+  const int lanes = cuda::PlanRunner(std::make_shared<const Plan>(plan)).max_lanes();
+  for (const cuda::PersistentKernel& k :
+       cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block), lanes))
+    kernels.emplace_back(k.name, cuda::persistent_kernel_source(plan.kernels[static_cast<std::size_t>(k.kernel)], k.shape));
+  std::vector<std::pair<std::string, std::string>> selected;
   std::vector<std::string> names;
-  for (const KernelDesc& d : plan.kernels) {
-    names.push_back(kernel_name(d));
-    if (f.kernel == "all" || f.kernel == names.back()) selected.push_back(d);
+  for (const auto& kernel : kernels) {
+    names.push_back(kernel.first);
+    if (f.kernel == "all" || f.kernel == kernel.first) selected.push_back(kernel);
   }
   if (selected.empty())
     throw UsageError(fmt::format("--kernel: no kernel '{}' in this plan (available: {}, or all)", f.kernel,
@@ -99,8 +113,7 @@ int dump_cuda(const RnnConfig& config, const Shape& shape, Mode mode, Format for
     fs::create_directories(f.out, ec);
     if (ec || !fs::is_directory(f.out)) throw Error(fmt::format("{}: cannot create output directory", f.out));
   }
-  for (const KernelDesc& d : selected) {
-    const std::string name = kernel_name(d), source = cuda::gate_kernel_source(d);
+  for (const auto& [name, source] : selected) {
     const std::string text = format == Format::cu ? source : cuda::compile(source, name, f.arch).ptx;
     if (f.out.empty()) {
       fmt::print("== {} ==\n{}\n", name, text);
@@ -240,6 +253,7 @@ CommandAction setup_dump(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("-o,--output-dir", f->out, "write one file per kernel, <name>.<format>, into this directory");
   sub.add_option("--arch", f->arch, "--target cuda --format ptx: the GPU architecture NVRTC compiles for (default sm_90)");
+  add_gpu_shape_flags(sub, f->gpu);
   sub.footer(
       "Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Without -o, everything goes to "
       "stdout, each kernel under a line '== <name> =='; --format bin to stdout writes one kernel's bytes, and only "
