@@ -14,13 +14,6 @@ namespace {
 // FMAs (and each h element G of them).
 constexpr int kGroupRows = 4;
 
-// kPersistentMaxStepWork (persistent_source.hpp): where the kernel beats the step-by-step walk (cuBLAS's GEMM and a gate launch a step). Each
-// step every block reads all of h_{t-1} and its warps run N/4 items per unit, so its step grows
-// with N x H x U (U: units a block, H / SMs rounded up, for a recurrence alone on the chip),
-// while the walk's GEMM fills the chip better as N grows. On an H200 (T=300, inference, rnnjit
-// both ways in one run) the kernel was ahead at N x H x U up to 179K (LSTM H=800 N=32, 0.90 of
-// the walk's time; N=1: 0.54; RNN-tanh H=800 N=20: 0.66; LSTM H=256 N=64: 0.80) and behind from
-// 262K (LSTM H=1024 N=32: 1.04; H=800 N=64, GRU and RNN-tanh too: 1.15-1.46).
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // The gate math's statements, indented for the kernel's item loop.
@@ -46,6 +39,14 @@ std::optional<PersistentShape> persistent_shape(const KernelDesc& d, int sms, st
   const int max_blocks = sms / lanes;
   if (max_blocks < 1) return std::nullopt;
   const int H = static_cast<int>(d.hidden), N = static_cast<int>(d.rows);
+  // kPersistentMaxStepWork: where the kernel beats the step-by-step walk (cuBLAS's GEMM and a
+  // gate launch a step). Each step every block reads all of h_{t-1} and its warps run N/4 items
+  // per unit, so its step grows with N x H x U (U: units a block, H / SMs rounded up, for a
+  // recurrence alone on the chip), while the walk's GEMM fills the chip better as N grows. On an
+  // H200 (T=300, inference, rnnjit both ways in one run) the kernel was ahead at N x H x U up to
+  // 179K (LSTM H=800 N=32, 0.90 of the walk's time; N=1: 0.54; RNN-tanh H=800 N=20: 0.66; LSTM
+  // H=256 N=64: 0.80) and behind from 262K (LSTM H=1024 N=32: 1.04; H=800 N=64, GRU and RNN-tanh
+  // too: 1.15-1.46).
   if (static_cast<std::int64_t>(N) * H * ceil_div(H, sms) > kPersistentMaxStepWork) return std::nullopt;
   PersistentShape s;
   s.units = ceil_div(H, max_blocks);
