@@ -9,7 +9,8 @@
 #   2. `rnn-jit device`: device, driver, the NVRTC target (cubin or PTX), cuBLAS and cuDNN;
 #   3. with a GPU, the DeepSpeech2 suite (T=300, N=20, I=H=800; LSTM, GRU and RNN-tanh, one layer
 #      unidirectional and five bidirectional, inference and training, and LSTM N=1 inference),
-#      rnn-jit bench --device cuda --compare cudnn,cudnn_persistent, as a Markdown table;
+#      rnn-jit bench --device cuda --compare cudnn,cudnn_persistent, and rnnjit alone step by step
+#      (RNNJIT_CUDA_PERSISTENT=0), as a Markdown table;
 #   4. the CUDA tests (test_cuda_*): without a GPU their device tests skip with the reason; with
 #      one, test_cuda_executor (run in $RNNJIT_GPU_SHARDS gtest shards at once, default up to 8:
 #      NVRTC compiles are most of its time) compares the CUDA executor with the scalar reference
@@ -77,17 +78,20 @@ if "$RNNJIT" device; then gpu=1; fi
 # The DS2 suite on the GPU, before the tests so that nothing else runs on the device: rnnjit
 # against cuDNN's standard algorithm and its persistent kernels, interleaved in one process;
 # where cuDNN refuses its persistent kernels for a case, against the standard algorithm alone.
-bench_case() {  # peers cell layers bidirectional(0/1) mode batch
-  local flags=(bench --device cuda --compare "$1" --cell "$2" --input-size 800 --hidden-size 800 --layers "$3"
+# Then rnnjit alone without its persistent kernels (RNNJIT_CUDA_PERSISTENT=0: step by step), so
+# the table shows what they bring.
+bench_case() {  # peers (none: rnnjit alone) cell layers bidirectional(0/1) mode batch
+  local flags=(bench --device cuda --cell "$2" --input-size 800 --hidden-size 800 --layers "$3"
                --seq 300 --batch "$6" --mode "$5" --reps 10 --warmup 3 --json)
+  [[ $1 != none ]] && flags+=(--compare "$1")
   [[ $4 == 1 ]] && flags+=(--bidirectional)
   timeout "${RNNJIT_GPU_BENCH_TIMEOUT:-300}" "$RNNJIT" "${flags[@]}"
 }
 if ((gpu && BENCH)); then
   log "DS2 suite: rnn-jit bench --device cuda --compare cudnn,cudnn_persistent (T=300, I=H=800)"
   : >"$BUILD/bench.jsonl"
-  table="| case | rnnjit ms | cuDNN ms | ratio cuDNN/rnnjit | cuDNN persistent ms | ratio persistent/rnnjit | rnnjit GFLOPS |"
-  table+=$'\n'"|---|---|---|---|---|---|---|"
+  table="| case | rnnjit ms | rnnjit step by step ms | cuDNN ms | ratio cuDNN/rnnjit | cuDNN persistent ms | ratio persistent/rnnjit | rnnjit GFLOPS |"
+  table+=$'\n'"|---|---|---|---|---|---|---|---|"
   for cell in lstm gru rnn_tanh; do
     for spec in "1 0 infer 20" "1 0 train 20" "5 1 infer 20" "5 1 train 20" "1 0 infer 1"; do
       read -r layers bi mode batch <<<"$spec"
@@ -98,20 +102,23 @@ if ((gpu && BENCH)); then
         refused=$(tail -n 1 "$BUILD/bench.err" | sed 's/^rnn-jit: error: //')
         json=$(bench_case cudnn "$cell" "$layers" "$bi" "$mode" "$batch" 2>"$BUILD/bench.err") || json=""
       fi
+      stepwise=$(RNNJIT_CUDA_PERSISTENT=0 bench_case none "$cell" "$layers" "$bi" "$mode" "$batch" 2>/dev/null) ||
+        stepwise=""
       if [[ -n $json ]]; then
         echo "$json" >>"$BUILD/bench.jsonl"
-        row=$(python3 - "$json" "$name" "$refused" <<'PY'
+        row=$(python3 - "$json" "$name" "$refused" "$stepwise" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
 def peer(name):
     p = j.get("peers", {}).get(name)
     return f"{p['median_ms']:.2f} | {p['ratio']:.2f}" if p else None
 persistent = peer("cudnn_persistent") or f"refused ({sys.argv[3]}) | -"
-print(f"| {sys.argv[2]} | {j['median_ms']:.2f} | {peer('cudnn') or '- | -'} | {persistent} | {j['gflops']:.0f} |")
+stepwise = f"{json.loads(sys.argv[4])['median_ms']:.2f}" if sys.argv[4] else "failed"
+print(f"| {sys.argv[2]} | {j['median_ms']:.2f} | {stepwise} | {peer('cudnn') or '- | -'} | {persistent} | {j['gflops']:.0f} |")
 PY
 )
       else
-        row="| $name | failed: $(tail -n 1 "$BUILD/bench.err") | | | | | |"
+        row="| $name | failed: $(tail -n 1 "$BUILD/bench.err") | | | | | | |"
         failed+=("bench $name")
       fi
       echo "$row"
