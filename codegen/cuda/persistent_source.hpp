@@ -20,7 +20,8 @@
 // dispatches the earlier grid's blocks first, which CUDA does not promise. A cooperative launch
 // (cuLaunchCooperativeKernel, all blocks resident or none) would make it a guarantee; it has
 // not been run on a GPU here yet, in a graph capture especially, so such hosts set
-// RNNJIT_CUDA_PERSISTENT=0.
+// RNNJIT_CUDA_PERSISTENT=0, as do processes that MPS limits to part of the SMs
+// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: the driver still reports them all).
 #pragma once
 
 #include <cstddef>
