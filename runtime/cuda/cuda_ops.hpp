@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "codegen/cuda/persistent_source.hpp"
-
 #include "runtime/cuda/cublas.hpp"
 #include "runtime/cuda/device.hpp"
 #include "runtime/cuda/plan_runner.hpp"

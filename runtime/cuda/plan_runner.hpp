@@ -8,9 +8,9 @@
 // one lane are issued in order; the lanes of a stage run concurrently. The CUDA implementation
 // of DeviceOps (cuda_ops.hpp) queues them on one stream per lane and returns at once. A forward
 // recurrence without a projection and with no row past its end may instead be offered whole to
-// DeviceOps::persistent_forward, which the device takes where its persistent kernel applies. Addresses are only offset here, never read, so the same
-// walk runs on host memory through a host DeviceOps, which is how the walk is tested without a
-// GPU (tests/test_cuda_runner.cpp).
+// DeviceOps::persistent_forward, which the device takes where its persistent kernel applies.
+// Addresses are only offset here, never read, so the same walk runs on host memory through a
+// host DeviceOps, which is how the walk is tested without a GPU (tests/test_cuda_runner.cpp).
 #pragma once
 
 #include <array>
