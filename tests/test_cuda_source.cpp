@@ -5,8 +5,9 @@
 // compiled by the system compiler behind a small shim that plays the CUDA grid — against the
 // scalar twins (kernels/gate_reference.hpp), with gate clips that clamp and, backward, stored
 // activations planted exactly at the clip's bounds. The persistent recurrent kernels: their
-// shapes (fit the device, cover every unit, refuse what they cannot run) and NVRTC compiles of
-// every forward cell and feature (their math on a GPU: test_cuda_executor).
+// shapes (fit the device, cover every unit, refuse what they cannot run), NVRTC compiles of
+// every forward cell and feature, and the kernel itself run on the host (a host thread per CUDA
+// thread) against the step-by-step twin; on a GPU: test_cuda_executor.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -300,10 +301,29 @@ int main() {
   int failures = 0;
 )";
 
-TEST(CudaSource, GeneratedMathMatchesTheScalarTwinsOnTheHost) {
+// The system C++ compiler for the host builds of generated source ("" when there is none).
+std::string host_compiler() {
   const char* cxx = std::getenv("CXX");
   const std::string compiler = cxx && *cxx ? cxx : "c++";
-  if (std::system((compiler + " --version >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << "no host C++ compiler";
+  return std::system((compiler + " --version >/dev/null 2>&1").c_str()) == 0 ? compiler : "";
+}
+
+// Builds dir/driver.cpp (with the scalar twins) on the host and runs it; a failure names the log.
+void build_and_run_on_host(const std::string& compiler, const fs::path& dir, const char* what) {
+  const std::string src = RNNJIT_SOURCE_DIR;
+  const std::string build = fmt::format(
+      "cd '{}' && {} -std=c++20 -O1 -w -pthread -I'{}' -I'{}/runtime/include' driver.cpp "
+      "'{}/kernels/gate_reference.cpp' '{}/codegen/kernel_desc.cpp' '{}/runtime/config.cpp' '{}/runtime/names.cpp' "
+      "-lfmt -o driver > build.log 2>&1",
+      dir.string(), compiler, src, src, src, src, src, src);
+  ASSERT_EQ(std::system(build.c_str()), 0) << "host build of the generated source failed; see " << dir / "build.log";
+  EXPECT_EQ(std::system(fmt::format("'{}/driver' > '{}/run.log'", dir.string(), dir.string()).c_str()), 0)
+      << what << "; see " << dir / "run.log";
+}
+
+TEST(CudaSource, GeneratedMathMatchesTheScalarTwinsOnTheHost) {
+  const std::string compiler = host_compiler();
+  if (compiler.empty()) GTEST_SKIP() << "no host C++ compiler";
   const fs::path dir = fs::temp_directory_path() / fmt::format("rnnjit_cuda_host_{}", ::getpid());
   fs::create_directories(dir);
   std::ostringstream driver;
@@ -328,14 +348,7 @@ TEST(CudaSource, GeneratedMathMatchesTheScalarTwinsOnTheHost) {
   }
   driver << "  return failures;\n}\n";
   std::ofstream(dir / "driver.cpp") << driver.str();
-  const std::string src = RNNJIT_SOURCE_DIR;
-  const std::string build = fmt::format(
-      "cd '{}' && {} -std=c++20 -O1 -w -I'{}' -I'{}/runtime/include' driver.cpp '{}/kernels/gate_reference.cpp' "
-      "'{}/codegen/kernel_desc.cpp' '{}/runtime/config.cpp' '{}/runtime/names.cpp' -lfmt -o driver > build.log 2>&1",
-      dir.string(), compiler, src, src, src, src, src, src);
-  ASSERT_EQ(std::system(build.c_str()), 0) << "host build of the generated source failed; see " << dir / "build.log";
-  EXPECT_EQ(std::system(fmt::format("'{}/driver' > '{}/run.log'", dir.string(), dir.string()).c_str()), 0)
-      << "generated math differs from the scalar twins; see " << dir / "run.log";
+  build_and_run_on_host(compiler, dir, "generated math differs from the scalar twins");
   if (!HasFailure()) fs::remove_all(dir);
 }
 
@@ -407,6 +420,209 @@ TEST(CudaSource, ResetBeforeGruPartsAreDistinctKernels) {
   KernelDesc rb = cuda_desc(CellKind::gru_reset_before, Pass::backward, false, 8, 8, 2, 8);
   rb.part = 2;
   EXPECT_THROW(cuda::gate_kernel_source(rb), Error);
+}
+
+// The persistent kernel's source run on the host: every CUDA thread a host thread (std::barrier
+// for __syncthreads and for a warp's shuffles, std::atomic_ref for the grid barrier's counter),
+// each block's shared memory a vector. Two textual edits, both required to match: the extern
+// shared array becomes the block's vector, and the grid barrier's spin yields the core.
+constexpr const char* kPersistentShim = R"(#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+#include "codegen/kernel_args.hpp"
+#include "kernels/gate_reference.hpp"
+#define __host__
+#define __device__
+#define __global__
+#define __launch_bounds__(...)
+struct Dim3 { unsigned x = 0, y = 0, z = 0; };
+struct float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+template <class T> T __ldcg(const T* p) { return *p; }
+struct ShimWarp {
+  std::barrier<> sync{32};
+  float value[32];
+};
+struct ShimBlock {
+  ShimBlock(unsigned threads, std::size_t floats) : sync(threads), warps(threads / 32), shared(floats) {}
+  std::barrier<> sync;
+  std::vector<ShimWarp> warps;
+  std::vector<float> shared;
+};
+static thread_local Dim3 blockIdx, threadIdx;
+static Dim3 blockDim, gridDim;
+static thread_local ShimBlock* shim_block = nullptr;
+inline void __syncthreads() { shim_block->sync.arrive_and_wait(); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline float __shfl_xor_sync(unsigned, float v, int mask) {
+  ShimWarp& w = shim_block->warps[threadIdx.x / 32];
+  const unsigned lane = threadIdx.x % 32;
+  w.value[lane] = v;
+  w.sync.arrive_and_wait();
+  const float other = w.value[lane ^ static_cast<unsigned>(mask)];
+  w.sync.arrive_and_wait();
+  return other;
+}
+template <class Kernel, class Args>
+void shim_launch(Kernel kernel, const Args& args, unsigned blocks, unsigned threads, std::size_t shared_floats) {
+  blockDim.x = threads;
+  gridDim.x = blocks;
+  std::vector<std::unique_ptr<ShimBlock>> b;
+  for (unsigned i = 0; i < blocks; ++i) b.push_back(std::make_unique<ShimBlock>(threads, shared_floats));
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < blocks; ++i)
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, i, t] {
+        blockIdx.x = i;
+        threadIdx.x = t;
+        shim_block = b[i].get();
+        kernel(args);
+      });
+  for (std::thread& t : pool) t.join();
+}
+)";
+
+// main()'s checker: random weights, inputs and initial state; T steps forward or reversed; the
+// kernel on its grid against the step-by-step twin (gh = h_{t-1} W_hh^T in double, then the
+// gate kernel's scalar twin), every h_t, c_t (in place in inference) and stored gate compared.
+constexpr const char* kPersistentCheck = R"(
+template <class Args, class Kernel>
+int check(const unsigned char (&bytes)[sizeof(rnnjit::KernelDesc)], Kernel kernel, unsigned blocks, unsigned threads,
+          std::size_t shared_floats, int T, bool reverse, int index) {
+  rnnjit::KernelDesc d;
+  std::memcpy(&d, bytes, sizeof d);
+  std::mt19937 rng(index);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto random = [&](std::size_t n) { std::vector<float> v(n); for (float& e : v) e = u(rng); return v; };
+  const long long N = d.rows, H = d.hidden, GH = d.gates() * H, LDH = d.ld_h, GX = d.gx_stride(),
+                  R = d.reserve_gates() * H, ldw = H + 1;
+  const std::vector<float> w = random(GH * ldw), gx = random(T * N * GX), bias_ih = random(GH), bias_hh = random(GH),
+                           peep = random(3 * H), h_init = random(N * LDH), c_init = random(N * H);
+  const long long c_t = d.training ? N * H : 0, gates_t = d.training ? N * R : 0;
+  std::vector<float> h[2], c[2], gates[2];
+  for (int k = 0; k < 2; ++k) {
+    h[k] = std::vector<float>(T * N * LDH, 7.0f);  // the columns past H stay 7
+    c[k] = std::vector<float>(d.training ? T * N * H : N * H, 7.0f);
+    gates[k] = std::vector<float>(d.training ? T * N * R : 1, 7.0f);
+  }
+  const bool lstm = d.cell_kind() == rnnjit::CellKind::lstm;
+  unsigned arrived = 0;
+  rnnjit::PersistentForwardArgs p{w.data(), ldw, gx.data(), N * GX, bias_ih.data(), bias_hh.data(),
+                                  d.peephole ? peep.data() : nullptr, h_init.data(), lstm ? c_init.data() : nullptr,
+                                  h[0].data(), N * LDH, lstm ? c[0].data() : nullptr, c_t,
+                                  d.training ? gates[0].data() : nullptr, gates_t, &arrived, T, reverse ? 1 : 0};
+  Args args;
+  static_assert(sizeof args == sizeof p);
+  std::memcpy(&args, &p, sizeof p);
+  shim_launch(kernel, args, blocks, threads, shared_floats);
+  std::vector<float> gh(N * GH);
+  for (int s = 0; s < T; ++s) {
+    const long long t = reverse ? T - 1 - s : s, prev = reverse ? t + 1 : t - 1;
+    const float* h_prev = s == 0 ? h_init.data() : h[1].data() + prev * N * LDH;
+    for (long long n = 0; n < N; ++n)
+      for (long long col = 0; col < GH; ++col) {
+        double sum = 0.0;
+        for (long long k = 0; k < H; ++k) sum += static_cast<double>(h_prev[n * LDH + k]) * w[col * ldw + k];
+        gh[n * GH + col] = static_cast<float>(sum);
+      }
+    const rnnjit::GateForwardArgs a{gx.data() + t * N * GX, gh.data(), bias_ih.data(), bias_hh.data(), h_prev,
+                                    lstm ? (s == 0 ? c_init.data() : c[1].data() + prev * c_t) : nullptr,
+                                    h[1].data() + t * N * LDH, lstm ? c[1].data() + t * c_t : nullptr,
+                                    d.training ? gates[1].data() + t * gates_t : nullptr,
+                                    d.peephole ? peep.data() : nullptr};
+    rnnjit::gate_forward_reference(d, a);
+  }
+  double worst = 0;
+  for (auto* v : {h, c, gates})
+    for (std::size_t i = 0; i < v[0].size(); ++i) {
+      const double e = std::fabs(v[0][i] - v[1][i]) / (1.0 + std::fabs(v[1][i]));
+      if (std::isnan(e) || e > worst) worst = e;
+    }
+  std::printf("kernel %d worst %.3g\n", index, worst);
+  return worst <= 2e-5 ? 0 : 1;
+}
+int main() {
+  int failures = 0;
+)";
+
+// Every forward cell and the features (cell clip, gate clip, peepholes, coupled gates, leaky
+// slope), H with tails (5: scalar loads of h_{t-1}; 8: float4 ones), one row, and rows in two
+// chunks (the second short of a group), forward and reversed, inference (c in place) and
+// training (gates stored), two warps a block and a last block with fewer units: the generated
+// persistent kernel, run on the host, matches the step-by-step twin. (Each CUDA thread is a host
+// thread: a few kernels keep it to seconds.)
+TEST(CudaPersistent, GeneratedKernelMatchesTheStepByStepTwinOnTheHost) {
+  const std::string compiler = host_compiler();
+  if (compiler.empty()) GTEST_SKIP() << "no host C++ compiler";
+  const fs::path dir = fs::temp_directory_path() / fmt::format("rnnjit_cuda_persistent_host_{}", ::getpid());
+  fs::create_directories(dir);
+  struct Case {
+    KernelDesc d;
+    cuda::PersistentShape shape;
+    bool reverse;
+  };
+  std::vector<Case> cases;
+  // cell, H, N, training, reverse, features
+  auto add = [&](CellKind cell, std::uint32_t H, std::uint32_t N, bool training, bool reverse, const Features& f) {
+    KernelDesc d = cuda_desc(cell, Pass::forward, training, H, H, N, 2 * H);
+    d.clip_bits = std::bit_cast<std::uint32_t>(f.clip);
+    d.gate_clip_bits = std::bit_cast<std::uint32_t>(f.gate_clip);
+    d.peephole = f.peephole;
+    d.input_forget = f.input_forget;
+    d.relu_alpha_bits = std::bit_cast<std::uint32_t>(f.relu_alpha);
+    cuda::PersistentShape s;
+    s.units = 3;
+    s.blocks = static_cast<int>((H + 2) / 3);
+    s.group_rows = std::min<int>(static_cast<int>(N), 4);
+    s.chunk_rows = s.group_rows;  // N = 6: chunks of 4 and 2 rows
+    s.threads = 64;
+    s.shared_bytes = (static_cast<std::size_t>(d.gates()) * s.units + s.chunk_rows) * H * sizeof(float);
+    cases.push_back({d, s, reverse});
+  };
+  add(CellKind::rnn_tanh, 5, 1, false, false, {});
+  add(CellKind::rnn_sigmoid, 8, 6, true, true, {});
+  add(CellKind::rnn_relu, 5, 6, true, true, {.gate_clip = 0.7f, .relu_alpha = 0.3f});
+  add(CellKind::lstm, 8, 6, false, true, {});
+  add(CellKind::lstm, 5, 6, true, false, {.clip = 0.375f, .gate_clip = 0.7f, .peephole = true, .input_forget = true});
+  add(CellKind::lstm, 8, 1, true, true, {.peephole = true});
+  add(CellKind::gru, 5, 6, false, true, {.gate_clip = 0.7f});
+  add(CellKind::gru, 8, 6, true, false, {});
+  std::ostringstream driver;
+  driver << kPersistentShim;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    std::string source = cuda::persistent_kernel_source(cases[i].d, cases[i].shape);
+    auto edit = [&](const std::string& from, const std::string& to) {
+      const std::size_t at = source.find(from);
+      ASSERT_NE(at, std::string::npos) << "the shim's edit no longer matches: " << from;
+      source.replace(at, from.size(), to);
+    };
+    edit("extern __shared__ float shared[];", "float* const shared = shim_block->shared.data();");
+    edit("< everyone) {", "< everyone) { std::this_thread::yield();");
+    std::ofstream(dir / fmt::format("p{}.cu", i)) << source;
+    driver << fmt::format("namespace p{} {{\n#include \"p{}.cu\"\n}}\n", i, i);
+  }
+  driver << kPersistentCheck;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    unsigned char bytes[sizeof(KernelDesc)];
+    std::memcpy(bytes, &c.d, sizeof c.d);
+    const std::string name = cuda::persistent_kernel_name(c.d, c.shape);
+    driver << fmt::format("  {{ static const unsigned char d[] = {{{}}};  // {}\n"
+                          "    failures += check<p{}::PersistentForwardArgs>(d, p{}::{}, {}, {}, {}, 3, {}, {}); }}\n",
+                          fmt::join(bytes, ", "), name, i, i, name, c.shape.blocks, c.shape.threads,
+                          c.shape.shared_bytes / sizeof(float), c.reverse, i);
+  }
+  driver << "  return failures;\n}\n";
+  std::ofstream(dir / "driver.cpp") << driver.str();
+  build_and_run_on_host(compiler, dir, "the persistent kernel differs from the step-by-step twin");
+  if (!HasFailure()) fs::remove_all(dir);
 }
 
 }  // namespace
