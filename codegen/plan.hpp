@@ -275,6 +275,15 @@ struct Plan {
   std::vector<Stage> pack_weights, forward, backward_data, backward_weights;
 };
 
+// Most lanes any stage of the forward and backward passes has (1 at least): the concurrent
+// streams a device walk needs, and the recurrences that may run at once.
+inline int most_lanes(const Plan& plan) {
+  std::size_t lanes = 1;
+  for (const auto* stages : {&plan.forward, &plan.backward_data, &plan.backward_weights})
+    for (const Stage& s : *stages) lanes = lanes < s.lanes.size() ? s.lanes.size() : lanes;
+  return static_cast<int>(lanes);
+}
+
 std::string to_text(const Plan& plan);
 std::string to_json(const Plan& plan);
 

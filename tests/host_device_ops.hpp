@@ -35,22 +35,9 @@ class HostDeviceOps final : public cuda::DeviceOps {
   }
   void end_stage(int) override {}
 
-  // Through the same column-major form that the cuBLAS calls use (runtime/cuda/column_major.hpp),
-  // into a loop that adds every term, as cuBLAS does: 0 * NaN makes NaN here too (OpenBLAS's
-  // sgemm drops such terms for some of these shapes, which would hide a walk that reads x's NaN
-  // padding).
   void gemm(int, const cuda::GemmCall& g) override {
     ++gemms;
-    const cuda::ColumnMajorGemm c = cuda::column_major(g);
-    auto first = [&](int i, int p) { return c.trans_first ? c.first[p + i * c.ld_first] : c.first[i + p * c.ld_first]; };
-    auto second = [&](int p, int j) { return c.trans_second ? c.second[j + p * c.ld_second] : c.second[p + j * c.ld_second]; };
-    for (int j = 0; j < c.n; ++j)
-      for (int i = 0; i < c.m; ++i) {
-        double sum = 0.0;
-        for (int p = 0; p < c.k; ++p) sum += static_cast<double>(first(i, p)) * second(p, j);
-        float& out = c.c[i + j * c.ldc];
-        out = static_cast<float>(c.beta == 0.0f ? sum : c.beta * out + sum);  // beta 0: C is not read
-      }
+    multiply(g);
   }
   void gate_forward(int, int kernel, const GateForwardArgs& args) override {
     ++gate_launches;
@@ -103,6 +90,8 @@ class HostDeviceOps final : public cuda::DeviceOps {
           for (std::int64_t j = 0; j < c.cols; ++j)
             c.dst[k * c.t_stride_dst + r * c.ld_dst + j] = c.src ? c.src[k * c.t_stride_src + r * c.ld_src + j] : 0.0f;
   }
+  // persistent_forward's recurrences, when `persistent` is on (else declined): each step's
+  // gh = h_{t-1} W_hh^T through multiply, then the gate kernel's twin.
   bool persistent_forward(int, int kernel, const PersistentForwardArgs& p) override {
     if (!persistent) return false;
     ++persistent_launches;
@@ -112,12 +101,7 @@ class HostDeviceOps final : public cuda::DeviceOps {
     for (std::int64_t s = 0; s < p.steps; ++s) {
       const std::int64_t t = p.reverse ? p.steps - 1 - s : s, prev = p.reverse ? t + 1 : t - 1;
       const float* h_prev = s == 0 ? p.h_init : p.h + prev * p.h_t;
-      for (std::int64_t n = 0; n < N; ++n)
-        for (std::int64_t col = 0; col < GH; ++col) {
-          double sum = 0.0;
-          for (std::int64_t k = 0; k < H; ++k) sum += static_cast<double>(h_prev[n * d.ld_h + k]) * p.w_hh[col * p.ld_w + k];
-          gh[static_cast<std::size_t>(n * GH + col)] = static_cast<float>(sum);
-        }
+      multiply({false, true, N, GH, H, h_prev, d.ld_h, p.w_hh, p.ld_w, gh.data(), GH, 0.0f});
       const GateForwardArgs a{p.gx + t * p.gx_t, gh.data(), p.bias_ih, p.bias_hh, h_prev,
                               p.c_init ? (s == 0 ? p.c_init : p.c + prev * p.c_t) : nullptr, p.h + t * p.h_t,
                               p.c ? p.c + t * p.c_t : nullptr, p.gates ? p.gates + t * p.gates_t : nullptr, p.peephole};
@@ -127,6 +111,22 @@ class HostDeviceOps final : public cuda::DeviceOps {
   }
 
  private:
+  // Through the same column-major form that the cuBLAS calls use (runtime/cuda/column_major.hpp),
+  // into a loop that adds every term, as cuBLAS does: 0 * NaN makes NaN here too (OpenBLAS's
+  // sgemm drops such terms for some of these shapes, which would hide a walk that reads x's NaN
+  // padding).
+  void multiply(const cuda::GemmCall& g) const {
+    const cuda::ColumnMajorGemm c = cuda::column_major(g);
+    auto first = [&](int i, int p) { return c.trans_first ? c.first[p + i * c.ld_first] : c.first[i + p * c.ld_first]; };
+    auto second = [&](int p, int j) { return c.trans_second ? c.second[j + p * c.ld_second] : c.second[p + j * c.ld_second]; };
+    for (int j = 0; j < c.n; ++j)
+      for (int i = 0; i < c.m; ++i) {
+        double sum = 0.0;
+        for (int p = 0; p < c.k; ++p) sum += static_cast<double>(first(i, p)) * second(p, j);
+        float& out = c.c[i + j * c.ldc];
+        out = static_cast<float>(c.beta == 0.0f ? sum : c.beta * out + sum);  // beta 0: C is not read
+      }
+  }
   const Plan& plan_;
 };
 

@@ -193,7 +193,7 @@ TEST_F(CudaCacheCli, WarmListJsonClear) {
   // (shaped for the default GPU: 132 SMs, 232448 bytes a block) and the data-movement module.
   const Plan plan = cuda::make_gpu_plan(
       {.cell = CellKind::gru, .input_size = 6, .hidden_size = 10, .bidirectional = true}, {3, 2}, Mode::training);
-  const std::vector<cuda::PersistentKernel> persistent = cuda::persistent_kernels(plan, 132, 232448, 2);
+  const std::vector<cuda::PersistentKernel> persistent = cuda::persistent_kernels(plan, 132, 232448);
   ASSERT_EQ(persistent.size(), 1u);
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
   EXPECT_EQ(r.out.find("compiled"), 0u) << r.out;

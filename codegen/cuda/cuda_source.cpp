@@ -247,17 +247,17 @@ bool reads_dh(const KernelDesc& d) {
   return d.pass_kind() == Pass::backward && !(d.cell_kind() == CellKind::gru_reset_before && d.part == 1);
 }
 
+}  // namespace
+
 // The kernel's gate clip: none is a constant the compiler folds away (every pass is 1). A bound
 // is read through rnnjit_opaque and its activations computed at the top of the kernel, so that
 // a clamped gate in the forward kernel and the bounds in the backward one come out of the same
 // run-time code, bit for bit (the forward kernel leaves the bounds' activations unused).
-std::string gate_clip_init(const KernelDesc& d) {
+std::string gate_clip_setup(const KernelDesc& d) {
   if (!d.gate_clip_bits) return "  const RnnjitGateClip gc = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};  // no gate clip\n";
   return fmt::format("  const RnnjitGateClip gc = rnnjit_gate_clip_bounds(rnnjit_opaque({:a}f));  // gate clip {}\n",
                      d.gate_clip(), d.gate_clip());
 }
-
-}  // namespace
 
 void check_gate_desc(const KernelDesc& d) {
   if (d.kind_of() != KernelKind::gate || d.isa_kind() != Isa::cuda)
@@ -305,7 +305,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({args} a) {{
                                                   : fmt::format("  const float dh = a.dy[row * {} + j] + "
                                                                 "a.dh_carry[row * H + j];\n",
                                                                 d.dy_stride())),
-                     fmt::arg("gclip", gate_clip_init(d)),
+                     fmt::arg("gclip", gate_clip_setup(d)),
                      fmt::arg("gh_at", forward ? "  const auto gh_at = [&](int g) { return a.gh[row * GH + g * H + j]; };\n"
                                                : ""),
                      fmt::arg("body", body));
@@ -319,6 +319,5 @@ std::string forward_gate_math(const KernelDesc& d) {
   return forward_body(d);
 }
 
-std::string gate_clip_setup(const KernelDesc& d) { return gate_clip_init(d); }
 
 }  // namespace rnnjit::cuda

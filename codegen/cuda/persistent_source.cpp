@@ -63,7 +63,8 @@ std::optional<PersistentShape> persistent_shape(const KernelDesc& d, int sms, st
   return s;
 }
 
-std::vector<PersistentKernel> persistent_kernels(const Plan& plan, int sms, std::size_t shared_per_block, int lanes) {
+std::vector<PersistentKernel> persistent_kernels(const Plan& plan, int sms, std::size_t shared_per_block) {
+  const int lanes = most_lanes(plan);
   std::vector<PersistentKernel> out;
   for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
     const KernelDesc& d = plan.kernels[k];

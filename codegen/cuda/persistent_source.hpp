@@ -61,13 +61,13 @@ std::optional<PersistentShape> persistent_shape(const KernelDesc& desc, int sms,
                                                 int lanes);
 
 // The persistent kernels a GPU plan gets on such a device: one for each forward gate kernel
-// (plan.kernels[kernel]) that persistent_shape gives a shape; lanes: the most of any stage.
+// (plan.kernels[kernel]) that persistent_shape gives a shape, with lanes = most_lanes(plan).
 struct PersistentKernel {
   int kernel = -1;
   PersistentShape shape;
   std::string name;  // persistent_kernel_name
 };
-std::vector<PersistentKernel> persistent_kernels(const Plan& plan, int sms, std::size_t shared_per_block, int lanes);
+std::vector<PersistentKernel> persistent_kernels(const Plan& plan, int sms, std::size_t shared_per_block);
 
 // kernel_name(desc) with the shape: "<gate kernel>_persistent_b<blocks>_u<units>_c<chunk_rows>".
 std::string persistent_kernel_name(const KernelDesc& desc, const PersistentShape& shape);

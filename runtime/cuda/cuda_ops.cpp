@@ -36,7 +36,7 @@ CudaOps::CudaOps(const Plan& plan, int lanes) : plan_(plan) {
     gates_.push_back(device.function(kernel_name(d), gate_kernel_source(d), kernel_name(d)));
   persistent_.resize(plan.kernels.size());
   if (persistent_enabled())
-    for (const PersistentKernel& k : persistent_kernels(plan, device.multiprocessors(), device.shared_per_block(), lanes)) {
+    for (const PersistentKernel& k : persistent_kernels(plan, device.multiprocessors(), device.shared_per_block())) {
       const KernelDesc& d = plan.kernels[static_cast<std::size_t>(k.kernel)];
       Persistent p{device.function(k.name, persistent_kernel_source(d, k.shape), k.name), k.shape};
       check(driver().cuFuncSetAttribute(p.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

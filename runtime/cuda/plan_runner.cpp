@@ -11,12 +11,7 @@ namespace rnnjit::cuda {
 
 PlanRunner::PlanRunner(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}
 
-int PlanRunner::max_lanes() const {
-  std::size_t lanes = 1;
-  for (const auto* stages : {&plan_->forward, &plan_->backward_data, &plan_->backward_weights})
-    for (const Stage& s : *stages) lanes = std::max(lanes, s.lanes.size());
-  return static_cast<int>(lanes);
-}
+int PlanRunner::max_lanes() const { return most_lanes(*plan_); }
 
 float* PlanRunner::resolve(const Operand& o, const DeviceBindings& b) const {
   if (o.buffer == Buffer::none) return nullptr;

@@ -20,7 +20,6 @@
 #include "codegen/cuda/persistent_source.hpp"
 #include "codegen/cuda/util_source.hpp"
 #include "runtime/cuda/kernel_cache.hpp"
-#include "runtime/cuda/plan_runner.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
 namespace rnnjit::cli {
@@ -91,9 +90,8 @@ int warm(const CacheFlags& f, const std::optional<std::filesystem::path>& dir) {
     const std::string name = kernel_name(d);
     show(cuda::cached_image(cuda::gate_kernel_source(d), name, name, target));
   }
-  const int lanes = cuda::PlanRunner(std::make_shared<const Plan>(plan)).max_lanes();
   for (const cuda::PersistentKernel& k :
-       cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block), lanes)) {
+       cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block))) {
     const KernelDesc& d = plan.kernels[static_cast<std::size_t>(k.kernel)];
     show(cuda::cached_image(cuda::persistent_kernel_source(d, k.shape), k.name, k.name, target));
   }

@@ -35,7 +35,6 @@
 #include "codegen/planner.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/cpu_caches.hpp"
-#include "runtime/cuda/plan_runner.hpp"
 #include "runtime/kernel.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
@@ -95,9 +94,8 @@ int dump_cuda(const RnnConfig& config, const Shape& shape, Mode mode, Format for
   // The gate kernels, then the persistent kernels of the forward ones (name, source).
   std::vector<std::pair<std::string, std::string>> kernels;
   for (const KernelDesc& d : plan.kernels) kernels.emplace_back(kernel_name(d), cuda::gate_kernel_source(d));
-  const int lanes = cuda::PlanRunner(std::make_shared<const Plan>(plan)).max_lanes();
   for (const cuda::PersistentKernel& k :
-       cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block), lanes))
+       cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block)))
     kernels.emplace_back(k.name, cuda::persistent_kernel_source(plan.kernels[static_cast<std::size_t>(k.kernel)], k.shape));
   std::vector<std::pair<std::string, std::string>> selected;
   std::vector<std::string> names;
