@@ -66,18 +66,23 @@ void copy_floats(float* dst, const float* src, std::int64_t count) {
 __mmask16 first_lanes(std::int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1); }
 
 // Copies rows [kk0, kk1) of a k block of A^T (kn rows of A, lda apart, from its first row)
-// into the row-block panels [row block][kk][m_r] of that block: 64 rows at a time and within
-// them panel by panel, so the 64 rows stay in L2 while every panel takes its m_r floats of
-// each and each panel's writes stay sequential. A panel row is m_r <= 29 floats
-// (GemmEmitter::max_rows(1)), too short for a memcpy call: two masked moves, their masks
-// computed once a panel. Only generated GEMMs pack A, and only where the CPU has AVX-512.
+// into the row-block panels [row block][kk][m_r] of that block: 32 rows at a time and within
+// them panel by panel, so the 32 rows stay in L1 while every panel takes its m_r floats of
+// each and each panel's writes stay sequential. 32, not 64: the DS2 LSTM's dG rows lie 12800
+// bytes apart, so 64 of them fill 8 of L1's 64 sets 8 deep beside the panels' writes. One
+// thread's pack of a 6000 x 3200 dG (m_r = 5, k blocks of 1638) took 29 ms at 64 rows and 15
+// at 32 (a memcpy of it 11), of 6000 x 2400 16 -> 12 ms, of 6000 x 4096 30 -> 29, of narrower
+// ones (768, 256 columns) the same within 5%; 16 rows were slower on the wide ones. A panel
+// row is m_r <= 29 floats (GemmEmitter::max_rows(1)), too short for a memcpy call: two masked
+// moves, their masks computed once a panel. Only generated GEMMs pack A, and only where the CPU has AVX-512.
 __attribute__((target("avx512f"))) void pack_a_panels(float* panels, const float* a, std::int64_t lda,
                                                        std::int64_t m, std::int64_t m_r, std::int64_t kn,
                                                        std::int64_t kk0, std::int64_t kk1) {
   assert(m_r >= 1 && m_r <= 32);
   const std::int64_t row_blocks = (m + m_r - 1) / m_r;
-  for (std::int64_t c0 = kk0; c0 < kk1; c0 += 64) {
-    const std::int64_t c1 = std::min(kk1, c0 + 64);
+  constexpr std::int64_t kRows = 32;
+  for (std::int64_t c0 = kk0; c0 < kk1; c0 += kRows) {
+    const std::int64_t c1 = std::min(kk1, c0 + kRows);
     for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
       const std::int64_t rows = std::min(m_r, m - rb * m_r);
       const __mmask16 low = first_lanes(rows), high = first_lanes(std::max<std::int64_t>(rows - 16, 0));
