@@ -143,7 +143,7 @@ struct PackStep {
 
 // dst[b, r, 0:cols] = src[b, r, 0:cols] (+ plus[b, r, 0:cols]) for r < rows, b < blocks (rows
 // ld_* apart, blocks block_* apart: [T, N, w] <-> [N, T, w] is blocks = T, rows = N); a `none`
-// source writes zeros.
+// source reads as zeros (so with no plus either, zeros are written).
 struct CopyStep {
   std::string what;
   Operand src, dst;

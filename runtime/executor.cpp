@@ -400,13 +400,14 @@ void Executor::copy(const CopyStep& c, const Bindings& b, int tid, int threads) 
   for (std::int64_t i = r0; i < r1; ++i) {
     const std::int64_t blk = i / c.rows, r = i % c.rows, from_offset = blk * c.block_src + r * c.ld_src;
     float* row = dst + blk * c.block_dst + r * c.ld_dst;
-    if (!src) {
-      std::memset(row, 0, static_cast<std::size_t>(c.cols) * sizeof(float));
-    } else if (plus) {
-      const float *x = src + from_offset, *y = plus + from_offset;
+    const float* x = src ? src + from_offset : nullptr;
+    const float* y = plus ? plus + from_offset : nullptr;
+    if (x && y) {
       for (std::int64_t j = 0; j < c.cols; ++j) row[j] = x[j] + y[j];
+    } else if (x || y) {
+      copy_floats(row, x ? x : y, c.cols);
     } else {
-      copy_floats(row, src + from_offset, c.cols);
+      std::memset(row, 0, static_cast<std::size_t>(c.cols) * sizeof(float));
     }
   }
 }

@@ -26,8 +26,8 @@ class HostDeviceOps final : public cuda::DeviceOps {
   explicit HostDeviceOps(const Plan& plan) : plan_(plan) {}
 
   bool persistent = false;
-  int gemms = 0, gate_launches = 0, copies = 0, stages = 0, max_lanes = 0, column_sums = 0, factor_sums = 0,
-      past_end_launches = 0, persistent_launches = 0;
+  int gemms = 0, gate_launches = 0, copies = 0, plus_copies = 0, stages = 0, max_lanes = 0, column_sums = 0,
+      factor_sums = 0, past_end_launches = 0, persistent_launches = 0;
 
   void begin_stage(int lanes) override {
     ++stages;
@@ -49,12 +49,13 @@ class HostDeviceOps final : public cuda::DeviceOps {
   }
   void copy(int, const cuda::CopyCall& c) override {
     ++copies;
+    plus_copies += c.plus != nullptr;
     for (std::int64_t b = 0; b < c.blocks; ++b)
       for (std::int64_t r = 0; r < c.rows; ++r)
         for (std::int64_t j = 0; j < c.cols; ++j) {
-          float& to = c.dst[b * c.block_dst + r * c.ld_dst + j];
-          const float v = c.src ? c.src[b * c.block_src + r * c.ld_src + j] : 0.0f;
-          to = c.accumulate ? to + v : v;
+          const std::int64_t from = b * c.block_src + r * c.ld_src + j;
+          const float v = c.src ? c.src[from] : 0.0f;
+          c.dst[b * c.block_dst + r * c.ld_dst + j] = c.plus ? v + c.plus[from] : v;
         }
   }
   void column_sum(int, const cuda::ColumnSumCall& c) override {

@@ -40,6 +40,7 @@ const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr :
 struct Walked {
   Tensors t;
   int gate_launches = 0, max_lanes = 0, factor_sums = 0, past_end_launches = 0, persistent_launches = 0;
+  int forward_plus_copies = 0;  // copies the forward launched with a plus
 };
 
 // What CudaExecution does with its buffers, on the host: forward, then backward data and weights.
@@ -81,6 +82,7 @@ Walked walk(const RnnCase& rc, Mode mode, bool persistent = false) {
   result.max_lanes = ops.max_lanes;
   result.gate_launches = ops.gate_launches;
   result.past_end_launches = ops.past_end_launches;
+  result.forward_plus_copies = ops.plus_copies;
   if (mode != Mode::training) return result;
   // Backward keeps the forward's lengths (CudaExecution: a host copy, and the reserve's).
   const std::vector<std::int32_t> kept = rc.lengths;
@@ -117,6 +119,16 @@ Walked walk(const RnnCase& rc, Mode mode, bool persistent = false) {
   result.past_end_launches = ops.past_end_launches;
   result.factor_sums = ops.factor_sums;
   return result;
+}
+
+// The forward's copy steps with a plus (summed directions).
+int plus_copy_steps(const Plan& plan) {
+  int count = 0;
+  for (const Stage& stage : plan.forward)
+    for (const std::vector<Step>& lane : stage.lanes)
+      for (const Step& s : lane)
+        if (const auto* c = std::get_if<CopyStep>(&s)) count += c->plus.buffer != Buffer::none;
+  return count;
 }
 
 struct WalkCase {
@@ -180,6 +192,11 @@ TEST_P(GpuWalk, MatchesTheReference) {
   // The peephole gradients are column sums with a factor (gate gradient times c), nothing else is.
   EXPECT_EQ(walked.factor_sums > 0, train && rc.config.peephole);
   EXPECT_EQ(walked.persistent_launches, 0);
+  // Summed directions: each layer's y = h_fwd + h_bwd is one copy launch with a plus, not a copy
+  // and an accumulating pass.
+  const int plus_steps = plus_copy_steps(cuda::make_gpu_plan(rc.config, rc.shape, c.mode));
+  EXPECT_EQ(plus_steps > 0, rc.config.sum_directions);
+  EXPECT_EQ(walked.forward_plus_copies, plus_steps);
   test::expect_matches(got, want, rc, train);
   // On a device with the persistent kernel: every forward recurrence without a projection, but
   // the reset-before GRU's two-part steps, goes to it whole; backward is unchanged.

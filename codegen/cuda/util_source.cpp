@@ -25,16 +25,17 @@ RNNJIT_HD inline bool rnnjit_dropout_keep(unsigned long long seed, long long lay
 #define RNNJIT_GRID_LOOP(i, count) \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (count); i += (long long)gridDim.x * blockDim.x)
 
-// dst[b, r, c] = src[b, r, c] (or 0 when src is null), or with accumulate dst[b, r, c] += it,
-// for b < blocks, r < rows, c < cols.
-extern "C" __global__ void rnnjit_copy(const float* src, float* dst, long long blocks, long long rows, long long cols,
-                                       long long ld_src, long long ld_dst, long long block_src, long long block_dst,
-                                       long long accumulate) {
+// dst[b, r, c] = src[b, r, c] (or 0 when src is null), plus plus[b, r, c] where plus is not null
+// (laid out as src: summed directions, y = h_fwd + h_bwd, in one pass), for b < blocks,
+// r < rows, c < cols.
+extern "C" __global__ void rnnjit_copy(const float* src, const float* plus, float* dst, long long blocks, long long rows,
+                                       long long cols, long long ld_src, long long ld_dst, long long block_src,
+                                       long long block_dst) {
   RNNJIT_GRID_LOOP(i, blocks * rows * cols) {
     const long long row = i / cols, c = i - row * cols, b = row / rows, r = row - b * rows;
-    const long long at = b * block_dst + r * ld_dst + c;
-    const float v = src ? src[b * block_src + r * ld_src + c] : 0.0f;
-    dst[at] = accumulate ? dst[at] + v : v;
+    const long long from = b * block_src + r * ld_src + c;
+    const float v = src ? src[from] : 0.0f;
+    dst[b * block_dst + r * ld_dst + c] = plus ? v + plus[from] : v;
   }
 }
 

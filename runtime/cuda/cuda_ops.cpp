@@ -124,10 +124,11 @@ void CudaOps::gate_backward(int lane, int kernel, const GateBackwardArgs& args) 
 // (long long for every size: std::int64_t has its size and alignment).
 void CudaOps::copy(int lane, const CopyCall& c) {
   const float* src = c.src;
+  const float* plus = c.plus;
   float* dst = c.dst;
   std::int64_t blocks = c.blocks, rows = c.rows, cols = c.cols, ld_src = c.ld_src, ld_dst = c.ld_dst,
-               block_src = c.block_src, block_dst = c.block_dst, accumulate = c.accumulate ? 1 : 0;
-  void* params[] = {&src, &dst, &blocks, &rows, &cols, &ld_src, &ld_dst, &block_src, &block_dst, &accumulate};
+               block_src = c.block_src, block_dst = c.block_dst;
+  void* params[] = {&src, &plus, &dst, &blocks, &rows, &cols, &ld_src, &ld_dst, &block_src, &block_dst};
   launch_util(lane, copy_, blocks * rows * cols, params);
 }
 

@@ -80,14 +80,8 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
   } else if (const auto* c = std::get_if<CopyStep>(&s)) {
     float* dst = resolve(c->dst, b);
     if (!dst) return;  // an optional output the caller did not ask for
-    CopyCall call{resolve(c->src, b), dst, c->blocks, c->rows, c->cols, c->ld_src, c->ld_dst, c->block_src,
-                  c->block_dst, false};
-    ops.copy(lane, call);
-    if (c->plus.buffer != Buffer::none) {  // dst = src + plus: then dst += plus
-      call.src = resolve(c->plus, b);
-      call.accumulate = true;
-      ops.copy(lane, call);
-    }
+    ops.copy(lane, CopyCall{resolve(c->src, b), dst, c->blocks, c->rows, c->cols, c->ld_src, c->ld_dst,
+                            c->block_src, c->block_dst, resolve(c->plus, b)});
   } else if (const auto* m = std::get_if<MaskStep>(&s)) {
     // Zeroes rows past the sequence lengths: one launch over all T steps, only when some row is.
     if (shortest(b, m->steps) >= m->steps) return;

@@ -55,13 +55,13 @@ struct GemmCall {
   float beta = 0.0f;
 };
 
-// dst[blk, r, c] = src[blk, r, c], or 0 when src is null, or dst += src with accumulate (CopyStep's
-// layout).
+// dst[blk, r, c] = src[blk, r, c] (0 when src is null) + plus[blk, r, c] where plus is not null
+// (CopyStep's layout; plus is laid out as src).
 struct CopyCall {
   const float* src = nullptr;
   float* dst = nullptr;
   std::int64_t blocks = 1, rows = 0, cols = 0, ld_src = 0, ld_dst = 0, block_src = 0, block_dst = 0;
-  bool accumulate = false;  // dst += src
+  const float* plus = nullptr;
 };
 
 // A ColumnSumStep resolved: sums of src's rows (times factor's, when not null) into dst.
