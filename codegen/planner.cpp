@@ -163,39 +163,37 @@ class Planner {
     s_.P = config.proj_size;
     s_.GX = gx_row_floats(config, isa);
     dropout_ = mode == Mode::training && config.dropout > 0.0f && config.num_layers > 1;
-    // Two directions run as two lanes at once, a thread each, unless a direction's W_hh is too
-    // large for one core's L2 but its share on every thread is not: then the directions run
-    // one after the other, each split across all threads, and every thread's part of W_hh stays
-    // in its L2 from one step to the next instead of streaming from L3 at every step. Not where
-    // each of two threads has a direction of many rows (kSliceRowsStreamingWeights), as for the
-    // split by rows below: each byte of W_hh then serves enough FMAs that streaming the part
-    // past L2 costs less than a barrier every step and the threads' uneven shares of units. On
-    // a 1 MiB L2 (Zen 4), lanes against turns, interleaved: GRU I=33 H=257 T=34 N=256 (W_hh
-    // 0.8 MB) 8-20% faster (0.97-1.00 of oneDNN -> 1.02-1.15), LSTM I=H=256 N=64 (1 MB) 8-13%,
-    // GRU I=H=300 N=64 (1.1 MB) 4-10%; N=48 and LSTM H=300 or GRU H=350 at N=128 (1.4 MB) even.
-    // They also take turns where a step's few rows (kMaxRowsWeightBound) make it wait on W_hh
-    // streaming from L3 whatever the split: in turns, the threads stream one direction's W_hh,
-    // a share each, and L3 keeps one direction's weights, not both. On Zen 4 (1 MiB L2, 32 MiB
-    // L3), turns against lanes, interleaved: reset-before GRU I=129 H=1000 T=50 (12 MB of W_hh
-    // a direction) 1.6x faster at N=2 (0.72-0.82 of oneDNN -> 1.17-1.26) and 1.5x at N=4, LSTM
-    // H=1024 N=4 1.4x, LSTM I=H=800 N=1 1.25x and N=4 1.17x, GRU I=512 H=1024 N=4 training
-    // 1.1-1.2x, LSTM H=800 N=2 training 7%, GRU H=512 N=2 (3 MB) 15%, RNN H=1024 N=4 (4 MB)
-    // even. Up to kMaxRowsSharingL3 rows they take turns too where a direction's W_hh is over a
-    // quarter of the L3 (l3_crowded_weight_bytes): two lanes stream both directions' weights
-    // through L3 at once, and it keeps little of either. On Zen 4 (32 MiB of L3), turns against
-    // lanes, interleaved: LSTM I=H=1024 N=6 (16 MB a direction) 1.3x faster (1.21 of oneDNN ->
-    // 1.76), RNN-tanh H=2048 N=6 1.45x (1.10 -> 1.60), N=8: GRU I=512 H=1024 (12 MB) inference
-    // and training 7-9%, LSTM H=1024 training 9%, LSTM H=800 (10 MB) inference 3-7%, its
-    // training even; smaller weights not (LSTM H=640, 6.5 MB, N=7: lanes 3% faster), nor more
-    // rows (LSTM H=800 N=10-12 training: lanes 2-5% faster; H=1024 N=16 even). At the DS2
-    // shapes (N=20, two layers) lanes 0-9% faster.
+    // Two directions run as two lanes at once, a thread each, unless a step's few rows
+    // (kMaxRowsWeightBound) make it wait on W_hh streaming from L3 whatever the split: then the
+    // directions take turns, each split across all threads, so the threads stream one
+    // direction's W_hh, a share each, and L3 keeps one direction's weights, not both. On Zen 4
+    // (1 MiB L2, 32 MiB L3), turns against lanes, interleaved: reset-before GRU I=129 H=1000
+    // T=50 (12 MB of W_hh a direction) 1.6x faster at N=2 (0.72-0.82 of oneDNN -> 1.17-1.26) and
+    // 1.5x at N=4, LSTM H=1024 N=4 1.4x, LSTM I=H=800 N=1 1.25x and N=4 1.17x, GRU I=512 H=1024
+    // N=4 training 1.1-1.2x, LSTM H=800 N=2 training 7%, GRU H=512 N=2 (3 MB) 15%, RNN H=1024
+    // N=4 (4 MB) even. Up to kMaxRowsSharingL3 rows they take turns too where a direction's
+    // W_hh is over a quarter of the L3 (l3_crowded_weight_bytes): two lanes stream both
+    // directions' weights through L3 at once, and it keeps little of either. On Zen 4 (32 MiB of
+    // L3), turns against lanes, interleaved: LSTM I=H=1024 N=6 (16 MB a direction) 1.3x faster
+    // (1.21 of oneDNN -> 1.76), RNN-tanh H=2048 N=6 1.45x (1.10 -> 1.60), N=8: GRU I=512 H=1024
+    // (12 MB) inference and training 7-9%, LSTM H=1024 training 9%, LSTM H=800 (10 MB)
+    // inference 3-7%, its training even; smaller weights not (LSTM H=640, 6.5 MB, N=7: lanes 3%
+    // faster), nor more rows (LSTM H=800 N=10-12 training: lanes 2-5% faster; H=1024 N=16 even).
+    // More rows keep their lanes also where a direction's W_hh is over what one core's L2 keeps
+    // (l2_weight_bytes) but its half is not. They took turns there (4b549f5, before the steps
+    // walked their panels in alternating order and prefetched the next panel into L2): now the
+    // part of W_hh a lane streams from L3 costs less than turns' barrier every step and the
+    // threads' uneven shares of units. On the Xeon VM (2 MiB L2), lanes against turns,
+    // interleaved, three pairs each: DS2 RNN-tanh five layers bidirectional training (2.6 MB)
+    // 0-4% faster (its recurrences 4%), one layer T=100 N=20 inference and training 2-5%, GRU
+    // I=H=400 N=20 (1.9 MB) 5-7%, LSTM I=H=400 N=8 (2.6 MB) 0-4% and N=32 training 2-5%, LSTM
+    // I=H=384 N=16 training 4-5%, GRU I=256 H=480 N=8 (2.8 MB) 1-6%, RNN-tanh I=256 H=700 N=8
+    // 10-14%, RNN-relu I=16 H=768 N=8 9-10%.
     const double w_hh_bytes = 4.0 * static_cast<double>(s_.GH) * static_cast<double>(s_.S);
-    const double l2_weights = l2_weight_bytes(caches);
-    const bool lanes_of_many_rows = plan_.threads == s_.D && s_.N >= kSliceRowsStreamingWeights;
     const bool weight_bound = s_.N <= kMaxRowsWeightBound ||
                               (s_.N <= kMaxRowsSharingL3 && w_hh_bytes > l3_crowded_weight_bytes(caches));
-    split_directions_ = s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weights &&
-                        (w_hh_bytes / plan_.threads <= l2_weights || weight_bound) && !lanes_of_many_rows;
+    split_directions_ =
+        s_.D == 2 && plan_.threads > 1 && w_hh_bytes > l2_weight_bytes(caches) && weight_bound;
     // A recurrence is split by batch rows rather than by hidden units where its recurrent
     // weights are at most a little over one core's L2 (row_split_weight_bytes), or not many
     // times larger and every thread gets at least 48 rows (see there), a lane of rows

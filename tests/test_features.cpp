@@ -164,9 +164,10 @@ INSTANTIATE_TEST_SUITE_P(Jit, Features, ::testing::ValuesIn(feature_cases()),
                          [](const auto& info) { return case_name(info.param); });
 
 // Two directions normally run as two lanes, a thread each. Where a direction's W_hh is too
-// large for three quarters of one core's L2 and half of it is not, the planner runs the directions
-// one after the other, each split across both threads: every cell, with the state carried
-// across variable lengths and (LSTM) a projection, against the reference.
+// large for three quarters of one core's L2 and the batch has 4 rows or fewer (or 8, with W_hh
+// over a quarter of the L3), the planner runs the directions one after the other, each split
+// across both threads: every cell, with the state carried across variable lengths and (LSTM) a
+// projection, against the reference.
 TEST(SplitDirections, MatchReferenceOnTwoThreads) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
   struct Case {
@@ -175,8 +176,8 @@ TEST(SplitDirections, MatchReferenceOnTwoThreads) {
   };
   for (const Case& c : {Case{CellKind::rnn_tanh, 700, 0}, Case{CellKind::lstm, 320, 0}, Case{CellKind::lstm, 640, 160},
                         Case{CellKind::gru, 400, 0}, Case{CellKind::gru_reset_before, 400, 0},
-                        // W_hh 4.9 MB, its half over L2: in turn for the batch's 3 rows, and for 6
-                        // because it is over a quarter of the 4 MiB L3 planned for.
+                        // W_hh 4.9 MB: in turn for the batch's 3 rows, and for 6 because it is over
+                        // a quarter of the 4 MiB L3 planned for.
                         Case{CellKind::gru, 640, 0}, Case{CellKind::gru, 640, 0, 6}})
     for (Mode mode : {Mode::inference, Mode::training}) {
       SCOPED_TRACE(fmt::format("{} H={} P={} N={} {}", to_string(c.cell), c.hidden, c.proj, c.batch,
@@ -185,9 +186,8 @@ TEST(SplitDirections, MatchReferenceOnTwoThreads) {
       config.proj_size = c.proj;
       RnnCase rc(config, Shape{5, c.batch}, 11);
       rc.vary_lengths();
-      // The sizes above take turns on cores with a 2 MiB L2 (half of W_hh fits it, or, the
-      // last two, the steps have 4 rows or fewer, or 8 and W_hh crowds the L3); plan for one on
-      // any machine.
+      // The sizes above take turns on cores with a 2 MiB L2 (W_hh over 1.5 MiB and 3 rows, or
+      // 6 and W_hh crowds the L3); plan for one on any machine.
       test::ScopedEnv caches("RNNJIT_CACHES", "48K,2M,8M,4M");
       Rnn rnn(config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
       Execution ex = rnn.prepare(rc.shape, mode);
