@@ -74,7 +74,8 @@ __mmask16 first_lanes(std::int64_t n) { return static_cast<__mmask16>(n >= 16 ? 
 // at 32 (a memcpy of it 11), of 6000 x 2400 16 -> 12 ms, of 6000 x 4096 30 -> 29, of narrower
 // ones (768, 256 columns) the same within 5%; 16 rows were slower on the wide ones. A panel
 // row is m_r <= 29 floats (GemmEmitter::max_rows(1)), too short for a memcpy call: two masked
-// moves, their masks computed once a panel. Only generated GEMMs pack A, and only where the CPU has AVX-512.
+// moves, their masks computed once a panel. Only generated GEMMs pack A, and only where the CPU
+// has AVX-512.
 __attribute__((target("avx512f"))) void pack_a_panels(float* panels, const float* a, std::int64_t lda,
                                                        std::int64_t m, std::int64_t m_r, std::int64_t kn,
                                                        std::int64_t kk0, std::int64_t kk1) {
