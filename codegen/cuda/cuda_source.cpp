@@ -319,5 +319,4 @@ std::string forward_gate_math(const KernelDesc& d) {
   return forward_body(d);
 }
 
-
 }  // namespace rnnjit::cuda

@@ -16,6 +16,12 @@ constexpr int kGroupRows = 4;
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// The gate kernels whose recurrence the persistent kernel can run: forward, over every unit, and
+// not the reset-before GRU's two-part step (its n GEMM reads r * h_prev of the same step).
+bool whole_forward_step(const KernelDesc& d) {
+  return d.pass_kind() == Pass::forward && d.cell_kind() != CellKind::gru_reset_before && d.cols == d.hidden;
+}
+
 // The gate math's statements, indented for the kernel's item loop.
 std::string indent(const std::string& statements) {
   std::string out;
@@ -32,8 +38,7 @@ std::string indent(const std::string& statements) {
 
 std::optional<PersistentShape> persistent_shape(const KernelDesc& d, int sms, std::size_t shared_per_block,
                                                 int lanes) {
-  if (d.kind_of() != KernelKind::gate || d.isa_kind() != Isa::cuda || d.pass_kind() != Pass::forward ||
-      d.cell_kind() == CellKind::gru_reset_before || d.part != 0 || d.cols != d.hidden || lanes < 1 ||
+  if (d.kind_of() != KernelKind::gate || d.isa_kind() != Isa::cuda || !whole_forward_step(d) || lanes < 1 ||
       d.rows < 1 || d.rows > kPersistentMaxRows || sms < 1)
     return std::nullopt;
   const int max_blocks = sms / lanes;
@@ -69,7 +74,7 @@ std::vector<PersistentKernel> persistent_kernels(const Plan& plan, int sms, std:
   for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
     const KernelDesc& d = plan.kernels[k];
     if (const auto shape = persistent_shape(d, sms, shared_per_block, lanes))
-      out.push_back({static_cast<int>(k), *shape, persistent_kernel_name(d, *shape)});
+      out.push_back({static_cast<int>(k), *shape, persistent_kernel_name(d, *shape), persistent_kernel_source(d, *shape)});
   }
   return out;
 }
@@ -81,7 +86,7 @@ std::string persistent_kernel_name(const KernelDesc& d, const PersistentShape& s
 std::string persistent_kernel_source(const KernelDesc& d, const PersistentShape& s) {
   check_gate_desc(d);
   const int H = static_cast<int>(d.hidden);
-  if (d.pass_kind() != Pass::forward || d.cell_kind() == CellKind::gru_reset_before || d.cols != d.hidden)
+  if (!whole_forward_step(d))
     throw Error(fmt::format("{}: no persistent kernel (forward kernels over every unit, not the reset-before GRU)",
                             kernel_name(d)));
   if (s.units < 1 || s.blocks != ceil_div(H, s.units) || s.group_rows < 1 || s.chunk_rows < s.group_rows ||

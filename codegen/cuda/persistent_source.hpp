@@ -65,7 +65,8 @@ std::optional<PersistentShape> persistent_shape(const KernelDesc& desc, int sms,
 struct PersistentKernel {
   int kernel = -1;
   PersistentShape shape;
-  std::string name;  // persistent_kernel_name
+  std::string name;    // persistent_kernel_name
+  std::string source;  // persistent_kernel_source
 };
 std::vector<PersistentKernel> persistent_kernels(const Plan& plan, int sms, std::size_t shared_per_block);
 

@@ -37,8 +37,7 @@ CudaOps::CudaOps(const Plan& plan, int lanes) : plan_(plan) {
   persistent_.resize(plan.kernels.size());
   if (persistent_enabled())
     for (const PersistentKernel& k : persistent_kernels(plan, device.multiprocessors(), device.shared_per_block())) {
-      const KernelDesc& d = plan.kernels[static_cast<std::size_t>(k.kernel)];
-      Persistent p{device.function(k.name, persistent_kernel_source(d, k.shape), k.name), k.shape};
+      Persistent p{device.function(k.name, k.source, k.name), k.shape};
       check(driver().cuFuncSetAttribute(p.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         static_cast<int>(k.shape.shared_bytes)),
             fmt::format("cuFuncSetAttribute {} ({} bytes of shared memory)", k.name, k.shape.shared_bytes));

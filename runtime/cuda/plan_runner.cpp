@@ -133,13 +133,13 @@ void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindin
 // Without a projection and with no row past its end, the whole recurrence may go to the device's
 // persistent kernel (persistent_forward). Else per step (t in processing order): gh = h_prev
 // W_hh^T, then the gate kernel; with a projection the kernel writes o * tanh(c) to cell_out and
-// h = cell_out W_hr^T. The reset-before GRU
-// (gemm_n.n > 0) runs two GEMMs and two kernels a step: gh's r,z columns from h_prev, the part-0
-// kernel (r * h_prev into reset_h, z), gh's n columns from reset_h, the part-1 kernel (h). As the
-// CPU executor, less the thread split. Variable lengths, only at steps where some row is past its
-// end: such a row carries its state (h, and c, from the previous step; an in-place c, inference,
-// is saved in carry_save before the kernel), by masked row copies after the step, and its kernel
-// outputs that a weight gradient reads (o * tanh(c), r * h_prev) are zeroed.
+// h = cell_out W_hr^T. The reset-before GRU (gemm_n.n > 0) runs two GEMMs and two kernels a
+// step: gh's r,z columns from h_prev, the part-0 kernel (r * h_prev into reset_h, z), gh's n
+// columns from reset_h, the part-1 kernel (h). As the CPU executor, less the thread split.
+// Variable lengths, only at steps where some row is past its end: such a row carries its state
+// (h, and c, from the previous step; an in-place c, inference, is saved in carry_save before the
+// kernel), by masked row copies after the step, and its kernel outputs that a weight gradient
+// reads (o * tanh(c), r * h_prev) are zeroed.
 void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
   if (r.gemm_n.n > 0) return forward_reset_before(r, b, ops, lane);
   const bool projected = r.projection.n > 0;

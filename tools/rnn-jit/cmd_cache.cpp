@@ -91,10 +91,8 @@ int warm(const CacheFlags& f, const std::optional<std::filesystem::path>& dir) {
     show(cuda::cached_image(cuda::gate_kernel_source(d), name, name, target));
   }
   for (const cuda::PersistentKernel& k :
-       cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block))) {
-    const KernelDesc& d = plan.kernels[static_cast<std::size_t>(k.kernel)];
-    show(cuda::cached_image(cuda::persistent_kernel_source(d, k.shape), k.name, k.name, target));
-  }
+       cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block)))
+    show(cuda::cached_image(k.source, k.name, k.name, target));
   show(cuda::cached_image(cuda::util_kernels_source(), cuda::kUtilModule, cuda::kCopyKernel, target));
   return kExitOk;
 }

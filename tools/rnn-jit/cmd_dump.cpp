@@ -96,7 +96,7 @@ int dump_cuda(const RnnConfig& config, const Shape& shape, Mode mode, Format for
   for (const KernelDesc& d : plan.kernels) kernels.emplace_back(kernel_name(d), cuda::gate_kernel_source(d));
   for (const cuda::PersistentKernel& k :
        cuda::persistent_kernels(plan, f.gpu.sms, static_cast<std::size_t>(f.gpu.shared_per_block)))
-    kernels.emplace_back(k.name, cuda::persistent_kernel_source(plan.kernels[static_cast<std::size_t>(k.kernel)], k.shape));
+    kernels.emplace_back(k.name, k.source);
   std::vector<std::pair<std::string, std::string>> selected;
   std::vector<std::string> names;
   for (const auto& kernel : kernels) {
