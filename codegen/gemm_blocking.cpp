@@ -8,9 +8,50 @@
 
 namespace rnnjit {
 
+std::pair<std::int64_t, std::int64_t> GemmBlocking::thread_panels(int tid) const {
+  if (vector_split) {
+    const auto [c0, c1] = thread_columns(tid);
+    const std::int64_t first = c0 / panel_columns();
+    return {first, c1 > c0 ? (c1 + panel_columns() - 1) / panel_columns() : first};
+  }
+  const std::int64_t p = panels_per_group();
+  return {p * tid / threads, p * (tid + 1) / threads};
+}
+
 std::pair<std::int64_t, std::int64_t> GemmBlocking::thread_columns(int tid) const {
+  if (vector_split) {
+    const std::int64_t vectors = (group + 15) / 16;
+    return {std::min(group, 16 * (vectors * tid / threads)), std::min(group, 16 * (vectors * (tid + 1) / threads))};
+  }
   const auto [p0, p1] = thread_panels(tid);
   return {std::min(group, p0 * panel_columns()), std::min(group, p1 * panel_columns())};
+}
+
+std::int64_t GemmBlocking::part_end(std::int64_t p, std::int64_t first) const {
+  std::int64_t end = panel_columns();
+  if (vector_split)
+    for (int tid = 1; tid < threads; ++tid) {
+      const std::int64_t cut = thread_columns(tid).first - p * panel_columns();
+      if (cut > first && cut < end) end = cut;
+    }
+  return end;
+}
+
+std::vector<std::int64_t> GemmBlocking::cuts() const {
+  std::vector<std::int64_t> out;
+  if (vector_split)
+    for (int tid = 1; tid < threads; ++tid) {
+      const std::int64_t c = thread_columns(tid).first;
+      if (c % panel_columns() != 0 && (out.empty() || out.back() != c)) out.push_back(c);
+    }
+  return out;
+}
+
+int GemmBlocking::kernel(bool row_tail, std::int64_t width, std::int64_t stride, bool beta) const {
+  if (stride == panel_columns()) return kernels[row_tail][width < panel_columns()][beta];
+  for (const PartKernels& part : part_kernels)
+    if (part.width == width && part.stride == stride) return part.kernels[row_tail][beta];
+  return -1;
 }
 
 namespace {
@@ -92,9 +133,10 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   // unless the tile's k_c x n_r panel stays in L1 (half of L1 for it), and L2 feeds
   // about 32 bytes a cycle: 2 cycles per vector, so a short wide tile (2 x 8) waits on L2 at
   // half its FMA rate.
-  // Cost = cycles of the busiest thread, padding included: threads split each group's panels
-  // (thread_panels()), and a group's last panel may be narrower (fewer vectors, cheaper), so
-  // e.g. H = 200 in 64-column panels splits 128 : 72 columns and 32-column ones 96 : 104.
+  // Cost = cycles of the busiest thread, padding included: a step's threads split each group at
+  // whole vectors (GemmBlocking::vector_split), and a group's last panel and the parts of panels
+  // that the threads' boundaries cut cost their fewer vectors (a 10 x 1 part runs on loads, at
+  // 7.3 cycles a k step against the 10 of a whole 10 x 2 panel's two vectors).
   // A shared GEMM's threads claim (m block, panel) units as they go instead. Where a group has
   // fewer panels than threads that matters: the split would leave a thread idle, the shared
   // GEMM does not, so such a tile costs all its panels over the threads (RNN I=500 H=32 N=128:
@@ -126,23 +168,26 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
       candidate.n_r = n_r;
       candidate.group = group;
       candidate.threads = threads;
+      candidate.vector_split = !shared;
       const std::int64_t panels = candidate.panels_per_group();
-      const std::int64_t last_vectors = (group - (panels - 1) * candidate.panel_columns() + 15) / 16;
-      auto panels_cost = [&](std::int64_t p0, std::int64_t p1) {
+      // The cost of thread tid's panels under b, each by the vectors of it the thread computes.
+      auto thread_cost = [&](const GemmBlocking& b, int tid) {
         double c = 0.0;
-        for (std::int64_t p = p0; p < p1; ++p)
-          c += static_cast<double>(row_blocks) * per_k(m_r, n_r, p == panels - 1 ? last_vectors : n_r);
+        const auto [p0, p1] = b.thread_panels(tid);
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const auto [c0, c1] = b.panel_part(tid, p);
+          c += static_cast<double>(row_blocks) * per_k(m_r, n_r, (c1 - c0 + 15) / 16);
+        }
         return c;
       };
       double cost = 0.0;
       const bool pooled = shared && panels < threads;
       if (pooled) {
-        cost = panels_cost(0, panels) / threads;
+        GemmBlocking all = candidate;  // every panel, shared out evenly
+        all.threads = 1;
+        cost = thread_cost(all, 0) / threads;
       } else {
-        for (int tid = 0; tid < threads; ++tid) {
-          const auto [p0, p1] = candidate.thread_panels(tid);
-          cost = std::max(cost, panels_cost(p0, p1));
-        }
+        for (int tid = 0; tid < threads; ++tid) cost = std::max(cost, thread_cost(candidate, tid));
       }
       // A tile costed over all threads that runs at the same rate as a split one differs from it
       // only by how its rows pad M: it must be 1% cheaper to be taken. One row (N=1: a
@@ -164,6 +209,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   if (best.m_r > row_cap) best = cheapest_tile(row_cap);
   best.group = group;
   best.threads = threads;
+  best.vector_split = !shared;
   best.packed_b = packed_b;
   best.k_c = k_block(k, caches);
   best.b_lookahead = shared || b_panel_in_l1(k, best.n_r, caches) ? 0 : kStepBLookahead;

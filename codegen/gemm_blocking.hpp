@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "codegen/cache_sizes.hpp"
 
@@ -59,18 +60,45 @@ struct GemmBlocking {
   std::int64_t a_lookahead = 0;
   // Plan kernel indices: [row tail][column tail][beta]; -1 where that case cannot occur.
   int kernels[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
+  // A recurrence's step (not bf16): the threads split each group at whole vectors, not whole
+  // panels, so that they reach the barrier after the same work: H = 800 in 32-column panels
+  // splits 400 : 400 columns, not 416 : 384 (one thread streaming 4% more of W_hh, the other
+  // waiting for it at every step). A panel that a thread boundary cuts is computed in parts,
+  // each thread's by a narrower kernel (part_kernels); packed, the panel holds its parts one
+  // after another, each [K][its columns], so that each thread streams only its own.
+  bool vector_split = false;
+  // vector_split: the kernels of the parts of cut panels, by the columns a part spans and the
+  // floats a k row of it takes (its columns to the next cut or the panel's end, padding
+  // included); [row tail][beta] as in kernels.
+  struct PartKernels {
+    std::int64_t width = 0, stride = 0;
+    int kernels[2][2] = {{-1, -1}, {-1, -1}};
+  };
+  std::vector<PartKernels> part_kernels;
 
   bool generated() const { return m_r > 0; }
   std::int64_t panel_columns() const { return 16 * n_r; }
   std::int64_t panels_per_group() const { return (group + panel_columns() - 1) / panel_columns(); }
   std::int64_t row_blocks(std::int64_t m) const { return (m + m_r - 1) / m_r; }
-  // Panels [first, second) of each group belong to thread `tid`.
-  std::pair<std::int64_t, std::int64_t> thread_panels(int tid) const {
-    const std::int64_t p = panels_per_group();
-    return {p * tid / threads, p * (tid + 1) / threads};
-  }
+  // Panels [first, second) of each group that thread `tid` computes (vector_split: the first
+  // and the last may be parts of panels; panel_part()).
+  std::pair<std::int64_t, std::int64_t> thread_panels(int tid) const;
   // Columns [first, second) of each group that thread `tid` computes.
   std::pair<std::int64_t, std::int64_t> thread_columns(int tid) const;
+  // Columns [first, second) of a group that thread `tid` computes of its panel p.
+  std::pair<std::int64_t, std::int64_t> panel_part(int tid, std::int64_t p) const {
+    const auto [c0, c1] = thread_columns(tid);
+    return {std::max(c0, p * panel_columns()), std::min({c1, group, (p + 1) * panel_columns()})};
+  }
+  // Where the part of panel p that starts at its column `first` (0, or a thread boundary within
+  // the panel) ends, in the panel's columns: at the next boundary, else at panel_columns().
+  // Packed, the part starts K * first floats into the panel, a k row every (end - first).
+  std::int64_t part_end(std::int64_t p, std::int64_t first) const;
+  // The columns of a group at which thread boundaries cut panels (the packed layout's parts).
+  std::vector<std::int64_t> cuts() const;
+  // The plan kernel that computes `width` columns of a part of `stride` columns (a whole panel
+  // or a group's last one: panel_columns()).
+  int kernel(bool row_tail, std::int64_t width, std::int64_t stride, bool beta) const;
   // The (group, panel) of the i-th of the `groups * panels` pairs a recurrence's step gives the
   // thread whose panels start at `first_panel`: group by group, or last to first `backwards`
   // (every other step, so that the panels the step before read last are still in L2).

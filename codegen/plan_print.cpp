@@ -1,5 +1,6 @@
 // rnnjit: the Plan as human text and as JSON (one document).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -28,8 +29,10 @@ std::string blocking_text(const GemmBlocking& b) {
   if (b.bf16)
     return fmt::format("amx-bf16 m_r={} n_r={} group={} threads={} packed bf16 B, A rounded to bf16 ({} cop{})", b.m_r,
                        b.n_r, b.group, b.threads, b.a_copies, b.a_copies == 1 ? "y" : "ies");
-  return fmt::format("generated m_r={} n_r={} k_c={} group={} threads={}{}{}", b.m_r, b.n_r, b.k_c, b.group, b.threads,
-                     b.packed_b ? " packed B" : "", b.pack_a ? " packed A^T" : "");
+  const std::vector<std::int64_t> cuts = b.cuts();
+  return fmt::format("generated m_r={} n_r={} k_c={} group={} threads={}{}{}{}", b.m_r, b.n_r, b.k_c, b.group,
+                     b.threads, b.packed_b ? " packed B" : "", b.pack_a ? " packed A^T" : "",
+                     cuts.empty() ? "" : fmt::format(", panels cut between threads at column {}", fmt::join(cuts, ", ")));
 }
 
 nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
@@ -39,8 +42,13 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
     for (const auto& c : r)
       for (int k : c)
         if (k >= 0) kernels.push_back(kernel_name(p.kernels[static_cast<std::size_t>(k)]));
+  for (const auto& part : b.part_kernels)
+    for (const auto& r : part.kernels)
+      for (int k : r)
+        if (k >= 0) kernels.push_back(kernel_name(p.kernels[static_cast<std::size_t>(k)]));
   return {{"engine", b.bf16 ? "amx_bf16" : "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
-          {"threads", b.threads}, {"packed_b", b.packed_b}, {"pack_a", b.pack_a}, {"kernels", kernels}};
+          {"threads", b.threads}, {"packed_b", b.packed_b}, {"pack_a", b.pack_a}, {"cuts", b.cuts()},
+          {"kernels", kernels}};
 }
 
 std::string gemm_text(const Plan& p, const GemmStep& g) {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "codegen/plan_extents.hpp"
 #include "codegen/x64/gate_emitter.hpp"
@@ -336,7 +337,7 @@ class Planner {
     g.blocking.packed_b = true;
     g.blocking.bf16 = plan_.fpmath == FpMath::bf16;
     g = generated(g, group, threads, recurrent, lane);
-    const PackedWeights key{g.b, g.k, groups, group, g.blocking.n_r, g.blocking.bf16, -1};
+    const PackedWeights key{g.b, g.k, groups, group, g.blocking.n_r, g.blocking.bf16, g.blocking.cuts(), -1};
     auto same = std::find_if(packed_weights_.begin(), packed_weights_.end(),
                              [&](const PackedWeights& p) { return p.same_panels(key); });
     if (same == packed_weights_.end()) {
@@ -344,7 +345,7 @@ class Planner {
       const bool named = std::any_of(packed_weights_.begin(), packed_weights_.end(),
                                      [&](const PackedWeights& p) { return p.src == key.src; });
       const int packed = plan_.workspace.add(
-          "packed." + name + (named ? fmt::format(".n_r{}", key.n_r) : ""), Space::packed,
+          "packed." + name + (named ? fmt::format(".n_r{}{}", key.n_r, cuts_suffix(key.cuts)) : ""), Space::packed,
           static_cast<std::size_t>(packed_elements(g.blocking, groups, g.k)) * sizeof(float));
       const Operand dst = region_operand(plan_.workspace, packed);
       plan_.pack_weights.push_back(Stage{{{PackStep{"pack " + name, g.b, dst, g.k, groups, g.blocking}}}});
@@ -1036,11 +1037,17 @@ class Planner {
     }
   }
 
+  // Names a packed copy whose panels thread boundaries cut (GemmBlocking::cuts()).
+  static std::string cuts_suffix(const std::vector<std::int64_t>& cuts) {
+    return cuts.empty() ? std::string() : fmt::format(".cut{}", fmt::join(cuts, "_"));
+  }
+
   // Whether two packs of B leave the same panels in the same place.
   static bool same_panels(const PackStep& a, const PackStep& b) {
     return a.src == b.src && a.dst == b.dst && a.k == b.k && a.groups == b.groups &&
            a.blocking.n_r == b.blocking.n_r && a.blocking.group == b.blocking.group && a.transpose == b.transpose &&
-           a.ld == b.ld && a.sequences == b.sequences && a.blocking.bf16 == b.blocking.bf16;
+           a.ld == b.ld && a.sequences == b.sequences && a.blocking.bf16 == b.blocking.bf16 &&
+           a.blocking.cuts() == b.blocking.cuts();
   }
 
   // dW_ih and dW_hh of the LSTM and the plain RNN both sum over the gate gradients (A^T, one
@@ -1110,9 +1117,11 @@ class Planner {
     Operand src;
     std::int64_t k, groups, group, n_r;
     bool bf16;
+    std::vector<std::int64_t> cuts;  // GemmBlocking::cuts(): where panels hold parts
     int region;
     bool same_panels(const PackedWeights& o) const {
-      return src == o.src && k == o.k && groups == o.groups && group == o.group && n_r == o.n_r && bf16 == o.bf16;
+      return src == o.src && k == o.k && groups == o.groups && group == o.group && n_r == o.n_r && bf16 == o.bf16 &&
+             cuts == o.cuts;
     }
   };
   std::vector<PackedWeights> packed_weights_;
@@ -1126,30 +1135,51 @@ int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d) {
   return static_cast<int>(kernels.size()) - 1;
 }
 
-// Registers g's kernels: one per row tail (g.m % m_r rows), column tail (the narrower last panel
-// of a group) and beta, where that case occurs; `fill` sets the fields particular to the engine.
+// Registers g's kernels: one per row tail (g.m % m_r rows), width (a whole panel, the narrower
+// last panel of a group, a part of a panel that the threads' boundaries cut) and beta, where
+// that case occurs; `fill` sets the fields particular to the engine.
 template <typename Fill>
 void add_gemm_kernels(GemmStep& g, std::int64_t group, KernelKind kind, std::vector<KernelDesc>& kernels, Fill fill) {
   GemmBlocking& b = g.blocking;
   const std::int64_t tail_rows = g.m % b.m_r;
   const std::int64_t last_width = group - (b.panels_per_group() - 1) * b.panel_columns();
-  for (int row_tail = 0; row_tail < 2; ++row_tail)
-    for (int col_tail = 0; col_tail < 2; ++col_tail)
-      for (int beta = 0; beta < 2; ++beta) {
-        if ((row_tail && tail_rows == 0) || (col_tail && last_width == b.panel_columns())) continue;
-        KernelDesc d;
-        d.kind = static_cast<std::uint8_t>(kind);
-        d.isa = static_cast<std::uint8_t>(Isa::avx512);
-        d.beta = static_cast<std::uint8_t>(beta);
-        const std::int64_t width = col_tail ? last_width : b.panel_columns();
-        d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
-        d.n_tail = static_cast<std::uint8_t>(g.c_whole_vectors && kind == KernelKind::gemm ? 0 : width % 16);
-        d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
-        d.b_lookahead = static_cast<std::uint32_t>(b.b_lookahead);
-        d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
-        fill(d);
-        b.kernels[row_tail][col_tail][beta] = append_kernel(kernels, d);
+  auto add = [&](std::int64_t width, std::int64_t stride, int row_tail, int beta) {
+    KernelDesc d;
+    d.kind = static_cast<std::uint8_t>(kind);
+    d.isa = static_cast<std::uint8_t>(Isa::avx512);
+    d.beta = static_cast<std::uint8_t>(beta);
+    d.vectors = static_cast<std::uint8_t>((width + 15) / 16);
+    d.n_tail = static_cast<std::uint8_t>(g.c_whole_vectors && kind == KernelKind::gemm ? 0 : width % 16);
+    d.rows = static_cast<std::uint32_t>(row_tail ? tail_rows : b.m_r);
+    d.b_lookahead = static_cast<std::uint32_t>(b.b_lookahead);
+    d.c_row_stride = static_cast<std::uint32_t>(g.ldc);
+    fill(d);
+    if (b.packed_b && stride != b.panel_columns()) d.b_k_stride = static_cast<std::uint32_t>(stride);
+    return append_kernel(kernels, d);
+  };
+  b.part_kernels.clear();
+  if (b.vector_split)
+    for (int tid = 0; tid < b.threads; ++tid) {
+      const auto [p0, p1] = b.thread_panels(tid);
+      for (std::int64_t p = p0; p < p1; ++p) {
+        const auto [c0, c1] = b.panel_part(tid, p);
+        const std::int64_t first = c0 - p * b.panel_columns(), stride = b.part_end(p, first) - first;
+        const bool known = std::any_of(b.part_kernels.begin(), b.part_kernels.end(), [&](const auto& k) {
+          return k.width == c1 - c0 && k.stride == stride;
+        });
+        if (stride != b.panel_columns() && !known) b.part_kernels.push_back({c1 - c0, stride});
       }
+    }
+  for (int row_tail = 0; row_tail < 2; ++row_tail)
+    for (int beta = 0; beta < 2; ++beta) {
+      if (row_tail && tail_rows == 0) continue;
+      for (int col_tail = 0; col_tail < 2; ++col_tail)
+        if (!col_tail || last_width != b.panel_columns())
+          b.kernels[row_tail][col_tail][beta] =
+              add(col_tail ? last_width : b.panel_columns(), b.panel_columns(), row_tail, beta);
+      for (GemmBlocking::PartKernels& part : b.part_kernels)
+        part.kernels[row_tail][beta] = add(part.width, part.stride, row_tail, beta);
+    }
 }
 
 // An AMX-BF16 GEMM (GemmBlocking::bf16): its blocking and a kernel per row tail, column tail

@@ -461,34 +461,37 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   auto panel_k = [&](std::int64_t kb) {
     return std::min(k.k_c, (g.a_panels_use == GemmStep::APanels::packed_before ? g.k : call.k) - kb * k.k_c);
   };
-  // Where k block kb of panel p of group grp of B starts.
-  auto b_chunk = [&](std::int64_t kb, std::int64_t grp, std::int64_t p) {
-    return (k.packed_b ? b + (grp * ppg + p) * g.k * pc : b + grp * k.group + p * pc) + kb * k.k_c * b_k;
+  // Where k block kb of panel p of group grp of B starts; of its part from column `first`, `stride`
+  // columns wide (GemmBlocking::part_end), where thread boundaries cut the panel.
+  auto b_chunk = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t first = 0,
+                     std::int64_t stride = 0) {
+    if (!k.packed_b) return b + grp * k.group + p * pc + first + kb * k.k_c * b_k;
+    return b + (grp * ppg + p) * g.k * pc + first * g.k + kb * k.k_c * (stride ? stride : pc);
   };
-  // The m block of row blocks from rb0 times k block kb of panel p of group grp; with
-  // `next_panel` (that k block of another panel of packed B), each tile also prefetches its
-  // share of it (GemmBlocking::next_panel_lines).
-  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t rb0,
-                   const float* next_panel = nullptr) {
+  // The m block of row blocks from rb0 times k block kb of columns [c0, c1) of group grp, all or
+  // part of its panel p; with `next_panel` (that k block of another panel of packed B), each
+  // tile also prefetches its share of it (GemmBlocking::next_panel_lines).
+  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t c0, std::int64_t c1,
+                   std::int64_t rb0, const float* next_panel = nullptr) {
     const std::int64_t k0 = kb * k.k_c, rb1 = std::min(row_blocks, rb0 + rows_per_block);
-    const int col_tail = k.group - p * pc < pc, use_beta = kb > 0 || beta != 0.0f;
+    const std::int64_t first = c0 - p * pc, stride = k.part_end(p, first) - first;
+    const bool use_beta = kb > 0 || beta != 0.0f;
     GemmArgs args{};
-    args.b = b_chunk(kb, grp, p);
+    args.b = b_chunk(kb, grp, p, first, stride);
     args.k = std::min(k.k_c, call.k - k0);
     for (std::int64_t rb = rb0; rb < rb1; ++rb) {
       const std::int64_t r0 = rb * k.m_r;
-      const int row_tail = g.m - r0 < k.m_r;
+      const bool row_tail = g.m - r0 < k.m_r;
       const std::int64_t r1 = row_tail ? g.m : r0 + k.m_r;
       if (call.finished.all(r0, r1)) {
         if (g.finished_rows_zero && !use_beta)  // the product is zero: C's tile is, too
           for (std::int64_t r = r0; r < r1; ++r)
-            std::memset(c + r * g.ldc + grp * k.group + p * pc, 0,
-                        static_cast<std::size_t>(std::min(pc, k.group - p * pc)) * sizeof(float));
+            std::memset(c + r * g.ldc + grp * k.group + c0, 0, static_cast<std::size_t>(c1 - c0) * sizeof(float));
         continue;
       }
       args.a = k.pack_a ? a_block(kb) + rb * panel_k(kb) * k.m_r : a + r0 * a_row + k0 * a_k;
-      args.c = c + r0 * g.ldc + grp * k.group + p * pc;
-      const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])];
+      args.c = c + r0 * g.ldc + grp * k.group + c0;
+      const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernel(row_tail, c1 - c0, stride, use_beta))];
       // Without a next panel the kernel's prefetches (if it has them) touch its own B again. A
       // late tile's share may lie past the panel, even past B: an address, never dereferenced.
       const std::int64_t lines = args.k / kernel.desc().unroll * kernel.desc().next_b_lines;
@@ -522,24 +525,27 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
         // The unit this thread most likely claims next (the loop hands them out in turn).
         const std::int64_t next = u + threads, next_q = next % (groups * ppg);
         const bool prefetch = k.next_panel_lines > 0 && next < units;
+        const std::int64_t p = q % ppg, c0 = p * pc, c1 = std::min(k.group, c0 + pc);
         for (std::int64_t kbu = kb; kbu < kb_end; ++kbu)
-          tiles(kbu, q / ppg, q % ppg, rb0, prefetch ? b_chunk(kbu, next_q / ppg, next_q % ppg) : nullptr);
+          tiles(kbu, q / ppg, p, c0, c1, rb0, prefetch ? b_chunk(kbu, next_q / ppg, next_q % ppg) : nullptr);
       }
       if (!k.pack_a) break;  // every k block is done
       continue;
     }
-    // Split: this thread's panels of every group, the (group, panel) pairs last to first where
-    // the call goes backwards, so that a recurrence's next step, going the other way, starts on
-    // the panels still in L2.
+    // Split: this thread's panels (or parts of them) of every group, the (group, panel) pairs
+    // last to first where the call goes backwards, so that a recurrence's next step, going the
+    // other way, starts on the panels still in L2.
     for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += rows_per_block)
       for (std::int64_t i = 0; i < groups * (p1 - p0); ++i) {
         const auto [grp, p] = GemmBlocking::step_pair(i, groups, p1 - p0, p0, call.backwards);
         const float* next_panel = nullptr;
         if (k.next_panel_lines > 0 && i + 1 < groups * (p1 - p0)) {
           const auto [next_grp, next_p] = GemmBlocking::step_pair(i + 1, groups, p1 - p0, p0, call.backwards);
-          next_panel = b_chunk(kb, next_grp, next_p);
+          const std::int64_t next_first = k.panel_part(tid, next_p).first - next_p * pc;
+          next_panel = b_chunk(kb, next_grp, next_p, next_first, k.part_end(next_p, next_first) - next_first);
         }
-        tiles(kb, grp, p, rb0, next_panel);
+        const auto [c0, c1] = k.panel_part(tid, p);
+        tiles(kb, grp, p, c0, c1, rb0, next_panel);
       }
   }
   // Non-temporal stores are not ordered with the barrier's release store: fence them first.
@@ -562,17 +568,25 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
       const bool finished = p.sequences > 0 && row_past_end(b.lengths, p.sequences, kk);
       for (std::int64_t q = 0; q < panels; ++q) {
         const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
-        copy_panel_row(out + (q * p.k + kk) * pc, w + kk * p.ld + grp * k.group + col0,
-                       finished ? 0 : std::min(pc, k.group - col0), pc);
+        for (std::int64_t first = 0, end; first < pc; first = end) {  // each part of the panel
+          end = k.part_end(q % ppg, first);
+          copy_panel_row(out + q * p.k * pc + first * p.k + kk * (end - first),
+                         w + kk * p.ld + grp * k.group + col0 + first,
+                         finished ? 0 : std::clamp<std::int64_t>(k.group - col0 - first, 0, end - first), end - first);
+        }
       }
     }
     return;
   }
-  // dst[kk][c] = W[column c][kk]: a panel reads pc whole rows of W.
+  // dst[kk][c] = W[column c][kk]: a panel (each part of it) reads its whole rows of W.
   const auto [q0, q1] = share(panels, tid, threads);
   for (std::int64_t q = q0; q < q1; ++q) {
     const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
-    pack_transposed_panel(out + q * p.k * pc, w + (grp * k.group + col0) * p.k, p.k, std::min(pc, k.group - col0), pc);
+    for (std::int64_t first = 0, end; first < pc; first = end) {
+      end = k.part_end(q % ppg, first);
+      pack_transposed_panel(out + q * p.k * pc + first * p.k, w + (grp * k.group + col0 + first) * p.k, p.k,
+                            std::clamp<std::int64_t>(k.group - col0 - first, 0, end - first), end - first);
+    }
   }
 }
 

@@ -14,7 +14,8 @@ namespace rnnjit {
 namespace {
 
 // Bumped whenever the packing of panels changes for unchanged pack steps.
-constexpr std::uint32_t kPackedLayoutVersion = 1;
+// 2: panels that a step's thread boundaries cut hold their parts one after another.
+constexpr std::uint32_t kPackedLayoutVersion = 2;
 constexpr char kMagic[8] = {'r', 'n', 'n', 'j', 'i', 't', 'P', 'W'};
 
 struct Header {
@@ -44,6 +45,7 @@ std::uint64_t packed_layout_fingerprint(const Plan& plan) {
                                p->dst.offset, p->k, p->groups, p->blocking.n_r, p->blocking.group,
                                std::int64_t{p->blocking.bf16}, std::int64_t{p->transpose}, p->ld, p->sequences})
           h.add(static_cast<std::uint64_t>(v));
+        for (std::int64_t cut : p->blocking.cuts()) h.add(static_cast<std::uint64_t>(cut));
       }
   return h.value();
 }

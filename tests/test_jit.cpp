@@ -91,6 +91,52 @@ TEST(JitLarge, Ds2LstmForwardAndBackward) {
   }
 }
 
+// A step's threads split each group at whole vectors (GemmBlocking::vector_split): where a
+// boundary falls inside a panel, the panel is packed as its parts, each thread computes its
+// own with a narrower kernel, and its gate kernel starts mid-panel. Forward
+// and backward against the reference on 2 and 3 threads, variable lengths on one (parts of
+// finished rows are zeroed, not computed); each plan must cut a panel of every step's GEMMs
+// (the recurrent products, with a GRU's reset before also gemm_n's).
+TEST(JitVectorSplit, CutPanelsMatchTheReference) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  struct Case {
+    RnnConfig config;
+    Shape shape;
+    int threads;
+    bool lengths;
+  };
+  for (const auto& [config, shape, threads, lengths] :
+       {Case{{CellKind::lstm, 40, 240, 1, false}, {12, 6}, 2, false},  // 15 vectors in 48-column panels
+        Case{{CellKind::lstm, 40, 230, 1, false}, {12, 6}, 2, true},   // ... and a group tail
+        Case{{CellKind::gru, 40, 272, 1, false}, {12, 4}, 2, false},  // 17 vectors in 80-column panels
+        Case{{CellKind::gru_reset_before, 40, 240, 1, false}, {12, 6}, 2, false},
+        Case{{CellKind::rnn_tanh, 40, 560, 1, false}, {12, 4}, 3, false}}) {  // two cut panels
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      const bool train = mode == Mode::training;
+      SCOPED_TRACE(fmt::format("{} H={} N={} threads={} {}", to_string(config.cell), config.hidden_size, shape.batch,
+                               threads, train ? "training" : "inference"));
+      RnnCase rc(config, shape, 11);
+      if (lengths) rc.vary_lengths();
+      Rnn rnn(rc.config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = threads});
+      Execution ex = rnn.prepare(rc.shape, mode);
+      int steps = 0, cut = 0;
+      for_each_step(ex.plan(), [&](const Step& step) {
+        const auto* r = std::get_if<RecurrenceStep>(&step);
+        if (!r) return;
+        for (const GemmStep* g : {&r->gemm, &r->gemm_n}) {
+          if (g->n == 0) continue;
+          ++steps;
+          cut += !g->blocking.part_kernels.empty();
+          EXPECT_EQ(g->blocking.threads, threads) << g->what;
+        }
+      });
+      EXPECT_GT(steps, 0);
+      EXPECT_EQ(cut, steps) << "GEMMs of a step whose threads cut a panel";
+      expect_matches(rc.run(ex), rc.reference(train), rc, train);
+    }
+  }
+}
+
 // Plans of every kind of step split, for the tests of what a call leaves out below: steps on
 // one thread, split by hidden units, by batch rows and as a direction's lane, with and without
 // variable lengths (plan_threads: the threads the plan must run on, to be sure of the split).
