@@ -4,8 +4,8 @@
 // special values (+-0, +-inf, NaN, denormals, tiny and huge values, the clamps).
 //
 // The fragments run inside a test-only JitGenerator with the register split of GateEmitter
-// (scratch zmm16..26, constants zmm27..31, masks k2..k4) on 12 zmm registers at once, more than
-// one group of each fragment, and on a single register.
+// (x64::gate_activation_registers()) on 12 zmm registers at once, more than one group of each
+// fragment, and on a single register.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -22,6 +22,7 @@
 #include <xbyak/xbyak_util.h>
 
 #include "codegen/x64/activations.hpp"
+#include "codegen/x64/gate_emitter.hpp"
 #include "codegen/x64/jit_generator.hpp"
 #include "rnnjit/error.hpp"
 
@@ -91,13 +92,7 @@ class ActivationKernel : public x64::JitGenerator {
   }
 
  private:
-  static x64::ActivationRegisters registers() {
-    using Xbyak::Zmm;
-    x64::ActivationRegisters r{Zmm(27), Zmm(28), Zmm(29), Zmm(30), Zmm(31), {},
-                               {Xbyak::Opmask(2), Xbyak::Opmask(3), Xbyak::Opmask(4)}};
-    for (int i = 16; i <= 26; ++i) r.scratch.emplace_back(i);
-    return r;
-  }
+  static x64::ActivationRegisters registers() { return x64::gate_activation_registers(); }
 
   int regs_;
   Activations act_;

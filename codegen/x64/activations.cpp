@@ -59,7 +59,6 @@ Xbyak::Address Activations::scalar(Constant c) const { return g_.ptr[g_.rip + ta
 
 void Activations::load_constants() {
   g_.vbroadcastss(regs_.one, scalar(Constant::one));
-  g_.vbroadcastss(regs_.two, scalar(Constant::two));
   g_.vbroadcastss(regs_.exp_lo, scalar(Constant::exp_lo));
   g_.vbroadcastss(regs_.exp_hi, scalar(Constant::exp_hi));
   g_.vbroadcastss(regs_.tanh_clamp, scalar(Constant::tanh_clamp));
@@ -132,7 +131,7 @@ void Activations::tanh(std::span<const Zmm> regs) {
     exp(b, a, c, false);  // 2|x| is in [0, 20] or NaN: no clamp needed
     for (std::size_t i = 0; i < k; ++i) g_.vaddps(b[i], b[i], regs_.one);
     reciprocal(b, a, false);  // exp(2|x|) + 1 <= exp(2 * clamp) + 1 is finite
-    for (std::size_t i = 0; i < k; ++i) g_.vfnmadd213ps(b[i], regs_.two, regs_.one);  // |tanh(x)| = 1 - 2 b
+    for (std::size_t i = 0; i < k; ++i) g_.vfnmadd132ps(b[i], regs_.one, constant(Constant::two));  // |tanh(x)| = 1 - 2 b
     // Small |x|: x + x^3 P(x^2).
     for (std::size_t i = 0; i < k; ++i) g_.vmulps(a[i], v[i], v[i]);
     for (std::size_t i = 0; i < k; ++i) g_.vbroadcastss(c[i], scalar(Constant::tanh_c8));

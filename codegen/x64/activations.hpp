@@ -26,7 +26,7 @@ enum class Constant : int {
 
 struct ActivationRegisters {
   // Held for the whole kernel once load_constants() has run.
-  Xbyak::Zmm one, two, exp_lo, exp_hi, tanh_clamp;
+  Xbyak::Zmm one, exp_lo, exp_hi, tanh_clamp;
   std::vector<Xbyak::Zmm> scratch;      // free for the fragments to clobber
   std::vector<Xbyak::Opmask> masks;     // free for the fragments to clobber
 };

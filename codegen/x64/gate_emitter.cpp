@@ -11,19 +11,16 @@
 #include "rnnjit/error.hpp"
 
 namespace rnnjit::x64 {
-namespace {
-
-ActivationRegisters activation_registers() {
+ActivationRegisters gate_activation_registers() {
   using Xbyak::Zmm;
-  ActivationRegisters r{Zmm(27), Zmm(28), Zmm(29), Zmm(30), Zmm(31), {}, {Xbyak::Opmask(2), Xbyak::Opmask(3), Xbyak::Opmask(4)}};
-  for (int i = 16; i <= 26; ++i) r.scratch.emplace_back(i);
+  ActivationRegisters r{Zmm(28), Zmm(29), Zmm(30), Zmm(31), {},
+                        {Xbyak::Opmask(2), Xbyak::Opmask(3), Xbyak::Opmask(4), Xbyak::Opmask(6)}};
+  for (int i = 16; i <= 27; ++i) r.scratch.emplace_back(i);
   return r;
 }
 
-}  // namespace
-
 GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
-    : JitGenerator(), desc_(desc), regs_per_slot_(regs_per_slot), act_(*this, activation_registers()) {
+    : JitGenerator(), desc_(desc), regs_per_slot_(regs_per_slot), act_(*this, gate_activation_registers()) {
   if (desc.isa_kind() != Isa::avx512)
     throw Error(fmt::format("{}: the AVX-512 emitter cannot emit isa {}", kernel_name(desc), to_string(desc.isa_kind())));
   if (desc.unroll < 1 || static_cast<int>(desc.unroll) * regs_per_slot > kSlotRegisters)
