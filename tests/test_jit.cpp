@@ -94,7 +94,7 @@ TEST(JitLarge, Ds2LstmForwardAndBackward) {
 // A step's threads split each group at whole vectors (GemmBlocking::vector_split): where a
 // boundary falls inside a panel, the panel is packed as its parts, each thread computes its
 // own with a narrower kernel, and its gate kernel starts mid-panel. Forward
-// and backward against the reference on 2 and 3 threads, variable lengths on one (parts of
+// and backward against the reference on 2, 3 and 6 threads, variable lengths on one (parts of
 // finished rows are zeroed, not computed); each plan must cut a panel of every step's GEMMs
 // (the recurrent products, with a GRU's reset before also gemm_n's).
 TEST(JitVectorSplit, CutPanelsMatchTheReference) {
@@ -110,7 +110,8 @@ TEST(JitVectorSplit, CutPanelsMatchTheReference) {
         Case{{CellKind::lstm, 40, 230, 1, false}, {12, 6}, 2, true},   // ... and a group tail
         Case{{CellKind::gru, 40, 272, 1, false}, {12, 4}, 2, false},  // 17 vectors in 80-column panels
         Case{{CellKind::gru_reset_before, 40, 240, 1, false}, {12, 6}, 2, false},
-        Case{{CellKind::rnn_tanh, 40, 560, 1, false}, {12, 4}, 3, false}}) {  // two cut panels
+        Case{{CellKind::rnn_tanh, 40, 560, 1, false}, {12, 4}, 3, false},  // two cut panels
+        Case{{CellKind::lstm, 40, 160, 1, false}, {80, 4}, 6, false}}) {   // panels of three parts
     for (Mode mode : {Mode::inference, Mode::training}) {
       const bool train = mode == Mode::training;
       SCOPED_TRACE(fmt::format("{} H={} N={} threads={} {}", to_string(config.cell), config.hidden_size, shape.batch,
