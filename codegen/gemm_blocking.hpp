@@ -3,10 +3,13 @@
 // packing code use the same helpers below, so the plan fully determines the work.
 //
 // Columns are split into groups (e.g. one gate's H columns) and each group into panels of
-// 16*n_r columns; no panel straddles a group boundary. Threads split the panels of every
-// group in contiguous ranges (so in a recurrence a thread owns the same hidden units of every
-// gate). A packed B holds, for group g and panel p, K rows of 16*n_r floats (zero padded):
+// 16*n_r columns; no panel straddles a group boundary. A recurrence's threads split every group
+// in the same contiguous ranges of whole vectors (so a thread owns the same hidden units of
+// every gate; vector_split), a one-shot GEMM's threads claim panels as they go. A packed B
+// holds, for group g and panel p, K rows of 16*n_r floats (zero padded):
 //   packed[((g * panels_per_group + p) * K + k) * 16*n_r + c] = W[g*group + p*16*n_r + c][k]
+// except that a panel which thread boundaries cut holds its parts one after another, the part
+// of columns [first, end) of the panel as K rows of end - first floats from K * first on.
 #pragma once
 
 #include <cstdint>
