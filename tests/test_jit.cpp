@@ -105,7 +105,7 @@ TEST(JitVectorSplit, CutPanelsMatchTheReference) {
     int threads;
     bool lengths;
   };
-  for (const auto& [config, shape, threads, lengths] :
+  for (const Case& c :
        {Case{{CellKind::lstm, 40, 240, 1, false}, {12, 6}, 2, false},  // 15 vectors in 48-column panels
         Case{{CellKind::lstm, 40, 230, 1, false}, {12, 6}, 2, true},   // ... and a group tail
         Case{{CellKind::gru, 40, 272, 1, false}, {12, 4}, 2, false},  // 17 vectors in 80-column panels
@@ -114,11 +114,11 @@ TEST(JitVectorSplit, CutPanelsMatchTheReference) {
         Case{{CellKind::lstm, 40, 160, 1, false}, {80, 4}, 6, false}}) {   // panels of three parts
     for (Mode mode : {Mode::inference, Mode::training}) {
       const bool train = mode == Mode::training;
-      SCOPED_TRACE(fmt::format("{} H={} N={} threads={} {}", to_string(config.cell), config.hidden_size, shape.batch,
-                               threads, train ? "training" : "inference"));
-      RnnCase rc(config, shape, 11);
-      if (lengths) rc.vary_lengths();
-      Rnn rnn(rc.config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = threads});
+      SCOPED_TRACE(fmt::format("{} H={} N={} threads={} {}", to_string(c.config.cell), c.config.hidden_size,
+                               c.shape.batch, c.threads, train ? "training" : "inference"));
+      RnnCase rc(c.config, c.shape, 11);
+      if (c.lengths) rc.vary_lengths();
+      Rnn rnn(rc.config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = c.threads});
       Execution ex = rnn.prepare(rc.shape, mode);
       int steps = 0, cut = 0;
       for_each_step(ex.plan(), [&](const Step& step) {
@@ -128,7 +128,7 @@ TEST(JitVectorSplit, CutPanelsMatchTheReference) {
           if (g->n == 0) continue;
           ++steps;
           cut += !g->blocking.part_kernels.empty();
-          EXPECT_EQ(g->blocking.threads, threads) << g->what;
+          EXPECT_EQ(g->blocking.threads, c.threads) << g->what;
         }
       });
       EXPECT_GT(steps, 0);
