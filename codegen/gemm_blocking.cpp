@@ -27,6 +27,12 @@ std::pair<std::int64_t, std::int64_t> GemmBlocking::thread_columns(int tid) cons
   return {std::min(group, p0 * panel_columns()), std::min(group, p1 * panel_columns())};
 }
 
+GemmBlocking::Part GemmBlocking::panel_part(int tid, std::int64_t p) const {
+  const auto [t0, t1] = thread_columns(tid);
+  const std::int64_t c0 = std::max(t0, p * panel_columns()), first = c0 - p * panel_columns();
+  return {c0, std::min({t1, group, (p + 1) * panel_columns()}), first, part_end(p, first) - first};
+}
+
 std::int64_t GemmBlocking::part_end(std::int64_t p, std::int64_t first) const {
   std::int64_t end = panel_columns();
   if (vector_split)
@@ -175,8 +181,8 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
         double c = 0.0;
         const auto [p0, p1] = b.thread_panels(tid);
         for (std::int64_t p = p0; p < p1; ++p) {
-          const auto [c0, c1] = b.panel_part(tid, p);
-          c += static_cast<double>(row_blocks) * per_k(m_r, n_r, (c1 - c0 + 15) / 16);
+          const GemmBlocking::Part part = b.panel_part(tid, p);
+          c += static_cast<double>(row_blocks) * per_k(m_r, n_r, (part.c1 - part.c0 + 15) / 16);
         }
         return c;
       };

@@ -88,11 +88,13 @@ struct GemmBlocking {
   std::pair<std::int64_t, std::int64_t> thread_panels(int tid) const;
   // Columns [first, second) of each group that thread `tid` computes.
   std::pair<std::int64_t, std::int64_t> thread_columns(int tid) const;
-  // Columns [first, second) of a group that thread `tid` computes of its panel p.
-  std::pair<std::int64_t, std::int64_t> panel_part(int tid, std::int64_t p) const {
-    const auto [c0, c1] = thread_columns(tid);
-    return {std::max(c0, p * panel_columns()), std::min({c1, group, (p + 1) * panel_columns()})};
-  }
+  // What thread `tid` computes of its panel p: columns [c0, c1) of the group, `first` columns
+  // into the panel; packed, they lie in K rows of `stride` floats from K * first on (stride =
+  // panel_columns() for a whole panel or a group's last one; part_end()).
+  struct Part {
+    std::int64_t c0, c1, first, stride;
+  };
+  Part panel_part(int tid, std::int64_t p) const;
   // Where the part of panel p that starts at its column `first` (0, or a thread boundary within
   // the panel) ends, in the panel's columns: at the next boundary, else at panel_columns().
   // Packed, the part starts K * first floats into the panel, a k row every (end - first).

@@ -1162,12 +1162,12 @@ void add_gemm_kernels(GemmStep& g, std::int64_t group, KernelKind kind, std::vec
     for (int tid = 0; tid < b.threads; ++tid) {
       const auto [p0, p1] = b.thread_panels(tid);
       for (std::int64_t p = p0; p < p1; ++p) {
-        const auto [c0, c1] = b.panel_part(tid, p);
-        const std::int64_t first = c0 - p * b.panel_columns(), width = c1 - c0, stride = b.part_end(p, first) - first;
+        const GemmBlocking::Part part = b.panel_part(tid, p);
+        const std::int64_t width = part.c1 - part.c0;
         const bool known = std::any_of(b.part_kernels.begin(), b.part_kernels.end(), [&](const auto& k) {
-          return k.width == width && k.stride == stride;
+          return k.width == width && k.stride == part.stride;
         });
-        if (stride != b.panel_columns() && !known) b.part_kernels.push_back({width, stride});
+        if (part.stride != b.panel_columns() && !known) b.part_kernels.push_back({width, part.stride});
       }
     }
   for (int row_tail = 0; row_tail < 2; ++row_tail)

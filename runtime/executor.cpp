@@ -461,23 +461,23 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   auto panel_k = [&](std::int64_t kb) {
     return std::min(k.k_c, (g.a_panels_use == GemmStep::APanels::packed_before ? g.k : call.k) - kb * k.k_c);
   };
-  // Where k block kb of panel p of group grp of B starts; of its part from column `first`, `stride`
-  // columns wide (GemmBlocking::part_end), where thread boundaries cut the panel.
-  auto b_chunk = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t first = 0,
-                     std::int64_t stride = 0) {
-    if (!k.packed_b) return b + grp * k.group + p * pc + first + kb * k.k_c * b_k;
-    return b + (grp * ppg + p) * g.k * pc + first * g.k + kb * k.k_c * (stride ? stride : pc);
+  // Where k block kb of `part` of panel p of group grp of B starts.
+  auto b_chunk = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, const GemmBlocking::Part& part) {
+    if (!k.packed_b) return b + grp * k.group + part.c0 + kb * k.k_c * b_k;
+    return b + (grp * ppg + p) * g.k * pc + part.first * g.k + kb * k.k_c * part.stride;
   };
-  // The m block of row blocks from rb0 times k block kb of columns [c0, c1) of group grp, all or
-  // part of its panel p; with `next_panel` (that k block of another panel of packed B), each
-  // tile also prefetches its share of it (GemmBlocking::next_panel_lines).
-  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, std::int64_t c0, std::int64_t c1,
+  // A whole panel (a one-shot GEMM's unit).
+  auto whole = [&](std::int64_t p) { return GemmBlocking::Part{p * pc, std::min(k.group, p * pc + pc), 0, pc}; };
+  // The m block of row blocks from rb0 times k block kb of `part` of panel p of group grp; with
+  // `next_panel` (that k block of another panel of packed B), each tile also prefetches its
+  // share of it (GemmBlocking::next_panel_lines).
+  auto tiles = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, const GemmBlocking::Part& part,
                    std::int64_t rb0, const float* next_panel = nullptr) {
     const std::int64_t k0 = kb * k.k_c, rb1 = std::min(row_blocks, rb0 + rows_per_block);
-    const std::int64_t first = c0 - p * pc, stride = k.part_end(p, first) - first;
+    const std::int64_t c0 = part.c0, width = part.c1 - part.c0;
     const bool use_beta = kb > 0 || beta != 0.0f;
     GemmArgs args{};
-    args.b = b_chunk(kb, grp, p, first, stride);
+    args.b = b_chunk(kb, grp, p, part);
     args.k = std::min(k.k_c, call.k - k0);
     for (std::int64_t rb = rb0; rb < rb1; ++rb) {
       const std::int64_t r0 = rb * k.m_r;
@@ -486,12 +486,12 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
       if (call.finished.all(r0, r1)) {
         if (g.finished_rows_zero && !use_beta)  // the product is zero: C's tile is, too
           for (std::int64_t r = r0; r < r1; ++r)
-            std::memset(c + r * g.ldc + grp * k.group + c0, 0, static_cast<std::size_t>(c1 - c0) * sizeof(float));
+            std::memset(c + r * g.ldc + grp * k.group + c0, 0, static_cast<std::size_t>(width) * sizeof(float));
         continue;
       }
       args.a = k.pack_a ? a_block(kb) + rb * panel_k(kb) * k.m_r : a + r0 * a_row + k0 * a_k;
       args.c = c + r0 * g.ldc + grp * k.group + c0;
-      const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernel(row_tail, c1 - c0, stride, use_beta))];
+      const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernel(row_tail, width, part.stride, use_beta))];
       // Without a next panel the kernel's prefetches (if it has them) touch its own B again. A
       // late tile's share may lie past the panel, even past B: an address, never dereferenced.
       const std::int64_t lines = args.k / kernel.desc().unroll * kernel.desc().next_b_lines;
@@ -525,9 +525,9 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
         // The unit this thread most likely claims next (the loop hands them out in turn).
         const std::int64_t next = u + threads, next_q = next % (groups * ppg);
         const bool prefetch = k.next_panel_lines > 0 && next < units;
-        const std::int64_t p = q % ppg, c0 = p * pc, c1 = std::min(k.group, c0 + pc);
         for (std::int64_t kbu = kb; kbu < kb_end; ++kbu)
-          tiles(kbu, q / ppg, p, c0, c1, rb0, prefetch ? b_chunk(kbu, next_q / ppg, next_q % ppg) : nullptr);
+          tiles(kbu, q / ppg, q % ppg, whole(q % ppg), rb0,
+                prefetch ? b_chunk(kbu, next_q / ppg, next_q % ppg, whole(next_q % ppg)) : nullptr);
       }
       if (!k.pack_a) break;  // every k block is done
       continue;
@@ -541,11 +541,9 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
         const float* next_panel = nullptr;
         if (k.next_panel_lines > 0 && i + 1 < groups * (p1 - p0)) {
           const auto [next_grp, next_p] = GemmBlocking::step_pair(i + 1, groups, p1 - p0, p0, call.backwards);
-          const std::int64_t next_first = k.panel_part(tid, next_p).first - next_p * pc;
-          next_panel = b_chunk(kb, next_grp, next_p, next_first, k.part_end(next_p, next_first) - next_first);
+          next_panel = b_chunk(kb, next_grp, next_p, k.panel_part(tid, next_p));
         }
-        const auto [c0, c1] = k.panel_part(tid, p);
-        tiles(kb, grp, p, c0, c1, rb0, next_panel);
+        tiles(kb, grp, p, k.panel_part(tid, p), rb0, next_panel);
       }
   }
   // Non-temporal stores are not ordered with the barrier's release store: fence them first.

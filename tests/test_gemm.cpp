@@ -476,17 +476,19 @@ TEST(GemmBlocking, ThreadsGetBalancedShares) {
         narrowest = std::min(narrowest, c1 - c0);
         const auto [p0, p1] = b.thread_panels(tid);
         for (std::int64_t p = p0; p < p1; ++p) {
-          const auto [part0, part1] = b.panel_part(tid, p);
-          ASSERT_LT(part0, part1) << what << ": thread " << tid << " panel " << p;
-          const std::int64_t first = part0 - p * b.panel_columns(), stride = b.part_end(p, first) - first;
-          EXPECT_GE(stride, part1 - part0) << what;
+          const GemmBlocking::Part part = b.panel_part(tid, p);
+          const std::int64_t width = part.c1 - part.c0, stride = part.stride;
+          ASSERT_GT(width, 0) << what << ": thread " << tid << " panel " << p;
+          EXPECT_EQ(part.first, part.c0 - p * b.panel_columns()) << what;
+          EXPECT_EQ(part.first + stride, b.part_end(p, part.first)) << what;
+          EXPECT_GE(stride, width) << what;
           EXPECT_EQ(stride % 16, 0) << what;
           for (int beta = 0; beta < 2; ++beta) {
-            const int kernel = b.kernel(false, part1 - part0, stride, beta);
-            ASSERT_GE(kernel, 0) << what << ": no kernel for " << part1 - part0 << " of " << stride << " columns";
+            const int kernel = b.kernel(false, width, stride, beta);
+            ASSERT_GE(kernel, 0) << what << ": no kernel for " << width << " of " << stride << " columns";
             const KernelDesc& d = kernels[static_cast<std::size_t>(kernel)];
-            EXPECT_EQ(d.vectors, (part1 - part0 + 15) / 16) << what;
-            EXPECT_EQ(d.n_tail, (part1 - part0) % 16) << what;
+            EXPECT_EQ(d.vectors, (width + 15) / 16) << what;
+            EXPECT_EQ(d.n_tail, width % 16) << what;
             EXPECT_EQ(d.b_k_stride, stride) << what << ": a part's k rows lie its stride apart in the packed panel";
           }
         }
