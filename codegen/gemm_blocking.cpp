@@ -111,6 +111,16 @@ constexpr std::int64_t kGemvTieVectors = 4;
 // blocks of N=20 covering the panel exactly, 8 of N=128 sharing it) gained less at N=128
 // (2.5%), and at N=1 (one row block) any was 4% slower.
 constexpr std::int64_t kStepNextPanelLines = 4;
+// Beside two FMAs a cycle, each load of a k step (a broadcast of A or a vector of B) costs the
+// FMAs about 0.18 cycles: with A and B in L1, a tile's steady state runs at 83% of the FMA
+// peak for 13 x 2 (15 loads per 26 FMAs), 85% for 8 x 3 and 6 x 4, 87% for 9 x 3 and 88% for
+// 5 x 5 (10 per 25), and at 99% with the loads taken out. Weighed where A's rows cap the tile
+// at 8 (rows 4 KiB apart: h of H = 1024, x of I = 1024, dG of LSTM H = 256..1024), against
+// the tiles the model chose without it (8 x 2, 7 x 2), interleaved: LSTM I=256 H=1024 T=20
+// N=256 training 1.08-1.09x (8 x 3 steps, 6 x 4 input gradient), LSTM I=H=1024 N=20 1.03-1.07x
+// (5 x 4 steps, 6 x 4 projection), I=H=2048 N=20 inference 1.09x, LSTM and GRU I=H=1024 N=128
+// training 1.02-1.05x, GRU N=64 and LSTM I=H=512 bidirectional N=20 training 1.01-1.03x.
+constexpr double kLoadCycles = 0.18;
 
 }  // namespace
 
@@ -154,13 +164,16 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   // Measured on the DS2 LSTM's step (M = 20, 5 MB of W_hh a thread, both threads running): a
   // 10 x 2 tile, whose panel L2 serves twice, ran 1.1x as fast as a 5 x 5 one (four times),
   // though the two tie with B in L2.
+  // With `weigh_loads`, each load of the k step also delays the FMAs by kLoadCycles (below).
   const double l2_cycles = b_share_bytes > caches.l2 ? 3.0 : 2.0;
-  auto per_k = [&](std::int64_t m_r, std::int64_t n_r, std::int64_t vectors) {
-    const double fma = static_cast<double>(m_r * vectors) / 2.0, loads = static_cast<double>(m_r + vectors) / 1.5;
+  auto per_k = [&](std::int64_t m_r, std::int64_t n_r, std::int64_t vectors, bool weigh_loads) {
+    const double fma = static_cast<double>(m_r * vectors) / 2.0 +
+                       (weigh_loads ? kLoadCycles * static_cast<double>(m_r + vectors) : 0.0),
+                 loads = static_cast<double>(m_r + vectors) / 1.5;
     return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r, caches) ? 0.0 : l2_cycles * static_cast<double>(vectors)});
   };
   // The cheapest tile of at most `row_cap` rows (its m_r and n_r).
-  auto cheapest_tile = [&](std::int64_t row_cap) {
+  auto cheapest_tile = [&](std::int64_t row_cap, bool weigh_loads) {
     GemmBlocking best;
     double best_cost = std::numeric_limits<double>::max();
     const std::int64_t group_vectors = (group + 15) / 16;
@@ -182,7 +195,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
         const auto [p0, p1] = b.thread_panels(tid);
         for (std::int64_t p = p0; p < p1; ++p) {
           const GemmBlocking::Part part = b.panel_part(tid, p);
-          c += static_cast<double>(row_blocks) * per_k(m_r, n_r, (part.c1 - part.c0 + 15) / 16);
+          c += static_cast<double>(row_blocks) * per_k(m_r, n_r, (part.c1 - part.c0 + 15) / 16, weigh_loads);
         }
         return c;
       };
@@ -210,9 +223,12 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   };
   // Tiles whose rows of A would overfill a set of L1 are left out, but only where the cheapest
   // tile is one: elsewhere the model's near ties (13 x 2 against 6 x 4) stay as they were.
+  // Under the cap every candidate is short, and what sets them apart is their loads, which the
+  // search then weighs (kLoadCycles): without them 8 x 2 (10 loads per 16 FMAs) ties 8 x 3 (11
+  // per 24) and 6 x 4 (10 per 24), and the narrowest won.
   const std::int64_t row_cap = max_rows_in_l1_sets(a_row_bytes);
-  GemmBlocking best = cheapest_tile(std::numeric_limits<std::int64_t>::max());
-  if (best.m_r > row_cap) best = cheapest_tile(row_cap);
+  GemmBlocking best = cheapest_tile(std::numeric_limits<std::int64_t>::max(), false);
+  if (best.m_r > row_cap) best = cheapest_tile(row_cap, true);
   best.group = group;
   best.threads = threads;
   best.vector_split = !shared;

@@ -138,6 +138,44 @@ TEST(JitVectorSplit, CutPanelsMatchTheReference) {
   }
 }
 
+// Rows of A 4 KiB apart (x of I = 1024, h of H = 1024, dG of an LSTM with H = 256) cap a tile
+// at 8 rows, and the capped search then weighs the tiles' loads (GemmBlocking): every GEMM of
+// these plans that reads such rows in place takes a tile of at most 0.5 loads per FMA (5 x 4,
+// 6 x 4, 4 x 6, 8 x 3), where the model took 7 x 2, 6 x 2 and 8 x 2 before. Inference and
+// training against the reference, row and column tails included.
+TEST(JitCappedTiles, MatchTheReference) {
+  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  struct Case {
+    RnnConfig config;
+    Shape shape;
+  };
+  for (const Case& c : {Case{{CellKind::lstm, 1024, 1024, 1, false}, {2, 20}},  // the steps' h and dG
+                        Case{{CellKind::lstm, 1024, 256, 1, false}, {16, 37}}}) {  // x, and dG
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      const bool train = mode == Mode::training;
+      SCOPED_TRACE(fmt::format("I={} H={} N={} {}", c.config.input_size, c.config.hidden_size, c.shape.batch,
+                               train ? "training" : "inference"));
+      RnnCase rc(c.config, c.shape, 13);
+      Rnn rnn(rc.config, {.backend = Backend::jit, .isa = Isa::avx512, .threads = 2});
+      Execution ex = rnn.prepare(rc.shape, mode);
+      int capped = 0;
+      auto check = [&](const GemmStep& g) {
+        if (g.trans_a || g.lda % 1024 != 0) return;
+        ++capped;
+        const GemmBlocking& b = g.blocking;
+        EXPECT_LE(b.m_r, 8) << g.what;
+        EXPECT_LE(b.m_r + b.n_r, b.m_r * b.n_r / 2) << fmt::format("{}: {} x {}", g.what, b.m_r, b.n_r);
+      };
+      for_each_step(ex.plan(), [&](const Step& step) {
+        if (const auto* g = std::get_if<GemmStep>(&step)) check(*g);
+        if (const auto* r = std::get_if<RecurrenceStep>(&step)) check(r->gemm);
+      });
+      EXPECT_GT(capped, 0);
+      expect_matches(rc.run(ex), rc.reference(train), rc, train);
+    }
+  }
+}
+
 // Plans of every kind of step split, for the tests of what a call leaves out below: steps on
 // one thread, split by hidden units, by batch rows and as a direction's lane, with and without
 // variable lengths (plan_threads: the threads the plan must run on, to be sure of the split).
