@@ -101,6 +101,12 @@ struct GemmBlocking {
   std::int64_t part_end(std::int64_t p, std::int64_t first) const;
   // The columns of a group at which thread boundaries cut panels (the packed layout's parts).
   std::vector<std::int64_t> cuts() const;
+  // Where the part of panel q (counted over all groups) that starts at its column `first` lies
+  // in a packed B of k rows, in floats: the panels one after another, each part of one [k][its
+  // columns] from k * first on (a whole panel: first = 0).
+  std::int64_t packed_part_offset(std::int64_t q, std::int64_t k, std::int64_t first) const {
+    return (q * panel_columns() + first) * k;
+  }
   // The plan kernel that computes `width` columns of a part of `stride` columns (a whole panel
   // or a group's last one: panel_columns()).
   int kernel(bool row_tail, std::int64_t width, std::int64_t stride, bool beta) const;

@@ -464,7 +464,7 @@ void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int thread
   // Where k block kb of `part` of panel p of group grp of B starts.
   auto b_chunk = [&](std::int64_t kb, std::int64_t grp, std::int64_t p, const GemmBlocking::Part& part) {
     if (!k.packed_b) return b + grp * k.group + part.c0 + kb * k.k_c * b_k;
-    return b + (grp * ppg + p) * g.k * pc + part.first * g.k + kb * k.k_c * part.stride;
+    return b + k.packed_part_offset(grp * ppg + p, g.k, part.first) + kb * k.k_c * part.stride;
   };
   // A whole panel (a one-shot GEMM's unit).
   auto whole = [&](std::int64_t p) { return GemmBlocking::Part{p * pc, std::min(k.group, p * pc + pc), 0, pc}; };
@@ -569,7 +569,7 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
         const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
         for (std::int64_t first = 0, end; first < pc; first = end) {  // each part of the panel
           end = k.part_end(q % ppg, first);
-          copy_panel_row(out + q * p.k * pc + first * p.k + kk * (end - first),
+          copy_panel_row(out + k.packed_part_offset(q, p.k, first) + kk * (end - first),
                          w + kk * p.ld + grp * k.group + col0 + first,
                          finished ? 0 : std::clamp<std::int64_t>(k.group - col0 - first, 0, end - first), end - first);
         }
@@ -583,7 +583,7 @@ void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) 
     const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
     for (std::int64_t first = 0, end; first < pc; first = end) {
       end = k.part_end(q % ppg, first);
-      pack_transposed_panel(out + q * p.k * pc + first * p.k, w + (grp * k.group + col0 + first) * p.k, p.k,
+      pack_transposed_panel(out + k.packed_part_offset(q, p.k, first), w + (grp * k.group + col0 + first) * p.k, p.k,
                             std::clamp<std::int64_t>(k.group - col0 - first, 0, end - first), end - first);
     }
   }
