@@ -4,8 +4,10 @@
 # one layer of the two cells oneDNN also has that PyTorch has not: the reset-before GRU (oneDNN's
 # vanilla GRU) and the LSTM with peepholes.
 # Each case times rnnjit and its peers interleaved in one process (rnn-jit bench --compare) and
-# measures the FMA peak and the weight-streaming bound (the time to read W_hh once a step at the
-# read rate measured then) right after; prints a Markdown table. Run on an otherwise idle machine.
+# measures the FMA peak, the weight-streaming bound (the time to read W_hh once a step at the
+# read rate measured then) and the FP32 GEMM ceiling (oneDNN's sgemm and rnnjit's generated GEMM
+# on 2048^3, and the generated 5 x 5 tile with its operands in L1, as fractions of that peak)
+# right after; prints a Markdown table. Run on an otherwise idle machine.
 #   bench/ds2_suite.sh [BUILD_DIR] [PEERS]     (default: build, onednn when built in)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,8 +25,8 @@ run_case() {  # variant layers bidirectional(0/1) mode batch reps
   "$cli" bench "${flags[@]}"
 }
 
-echo "| case | rnnjit ms | ${peers:-peer} ms | ratio ${peers:-peer}/rnnjit | rnnjit GFLOPS | % of measured FMA peak | W_hh streaming bound ms (% of rnnjit's time) |"
-echo "|---|---|---|---|---|---|---|"
+echo "| case | rnnjit ms | ${peers:-peer} ms | ratio ${peers:-peer}/rnnjit | rnnjit GFLOPS | % of measured FMA peak | W_hh streaming bound ms (% of rnnjit's time) | GEMM ceiling, % of the peak: sgemm (oneDNN or OpenBLAS), rnnjit GEMM, tile in L1 |"
+echo "|---|---|---|---|---|---|---|---|"
 for cell in lstm gru rnn_tanh gru_reset_before lstm+peephole; do
   for spec in "1 0 infer 20 7" "1 0 train 20 5" "5 1 infer 20 3" "5 1 train 20 3" "1 0 infer 1 7"; do
     read -r layers bi mode batch reps <<<"$spec"
@@ -41,7 +43,12 @@ ratio = f"{peer['ratio']:.2f}" if peer else "-"
 frac = f"{100 * j['peak_fraction']:.0f}% of {j['peak_gflops']:.0f}" if "peak_fraction" in j else "-"
 bound = (f"{j['weights_bound_ms']:.1f} ({100 * j['weights_bound_fraction']:.0f}%)"
          if "weights_bound_ms" in j else "-")
-print(f"| {name} | {j['median_ms']:.1f} | {pm} | {ratio} | {j['gflops']:.1f} | {frac} | {bound} |")
+ceiling = "-"
+if "gemm_ceiling" in j:
+    g, peak = j["gemm_ceiling"], j["peak_gflops"]
+    sgemm = g["onednn_gflops"] or g["openblas_gflops"]
+    ceiling = " / ".join(f"{100 * v / peak:.0f}%" for v in (sgemm, g["rnnjit_gflops"], g["tile_in_l1_gflops"]))
+print(f"| {name} | {j['median_ms']:.1f} | {pm} | {ratio} | {j['gflops']:.1f} | {frac} | {bound} | {ceiling} |")
 PY
   done
 done

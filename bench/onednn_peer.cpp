@@ -139,6 +139,12 @@ struct Prims {
 
 bool onednn_available() { return true; }
 
+void onednn_sgemm(int threads, std::int64_t size, const float* a, const float* b, float* c) {
+  const ThreadScope scope(threads);
+  const dnnl_status_t status = dnnl_sgemm('N', 'N', size, size, size, 1.0f, a, size, b, size, 0.0f, c, size);
+  if (status != dnnl_success) throw Error("oneDNN's dnnl_sgemm failed with status " + std::to_string(status));
+}
+
 struct OnednnRnn::Impl {
   RnnConfig cfg;
   Shape shape;

@@ -66,6 +66,11 @@ namespace rnnjit::bench {
 // True when this build has the oneDNN peer (oneDNN was found at configure time).
 bool onednn_available();
 
+// C = A B for row-major size x size matrices through oneDNN's dnnl_sgemm on `threads` threads
+// (0: OpenMP's default), for the FP32 GEMM ceiling (bench/gemm_ceiling.hpp). Throws Error
+// when oneDNN was not found at build time or the call fails.
+void onednn_sgemm(int threads, std::int64_t size, const float* a, const float* b, float* c);
+
 // What an OnednnRnn runs, for the benchmark's report.
 struct PeerRun {
   std::string library;           // "oneDNN 2.6.3 (cpu runtime: OpenMP)"

@@ -16,6 +16,8 @@ namespace {
 [[noreturn]] void unavailable() { throw Error("oneDNN was not found at build time"); }
 }  // namespace
 
+void onednn_sgemm(int, std::int64_t, const float*, const float*, float*) { unavailable(); }
+
 OnednnRnn::OnednnRnn(const RnnConfig&, const Shape&, Mode, std::span<const float>, int, bool) { unavailable(); }
 OnednnRnn::OnednnRnn(OnednnRnn&&) noexcept = default;
 OnednnRnn& OnednnRnn::operator=(OnednnRnn&&) noexcept = default;

@@ -322,9 +322,12 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
 // bench --peak also measures the weight-streaming bound of the recurrence: every step reads its
 // layer's recurrent weights (and backward data reads them again; the first forward step, from
 // h0 = 0, and the last backward one, without dhx, only W_hr), at the rate the threads read their
-// shares of them in the same run.
-TEST_F(CliFeatures, BenchPeakReportsTheWeightStreamingBound) {
+// shares of them in the same run; and the FP32 GEMM ceiling: OpenBLAS's sgemm, oneDNN's where
+// the peer is built, rnnjit's generated GEMM and its tile with the operands in L1.
+TEST_F(CliFeatures, BenchPeakReportsTheWeightStreamingBoundAndTheGemmCeiling) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the measurements need AVX-512";
+  const bool with_onednn =
+      cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--compare", "onednn"}).status == 0;
   for (const char* mode : {"infer", "train"}) {
     SCOPED_TRACE(mode);
     const test::CliResult r = cli({"bench", "--cell", "lstm", "--input-size", "8", "--hidden-size", "19", "--proj-size",
@@ -341,11 +344,19 @@ TEST_F(CliFeatures, BenchPeakReportsTheWeightStreamingBound) {
     EXPECT_NEAR(j.value("weights_bound_ms", 0.0), bytes / (gbps * 1e6), 1e-9 * bytes / gbps);
     EXPECT_NEAR(j.value("weights_bound_fraction", 0.0), j.value("weights_bound_ms", 0.0) / j.value("median_ms", 1.0),
                 1e-12);
+    ASSERT_TRUE(j.contains("gemm_ceiling")) << r.out;
+    const nlohmann::json& ceiling = j["gemm_ceiling"];
+    EXPECT_EQ(ceiling.value("size", 0), 2048);
+    for (const char* rate : {"openblas_gflops", "rnnjit_gflops", "tile_in_l1_gflops"})
+      EXPECT_GT(ceiling.value(rate, 0.0), 0.0) << rate;
+    EXPECT_EQ(ceiling.value("onednn_gflops", 0.0) > 0.0, with_onednn);
   }
   const test::CliResult text = cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--peak"});
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("weight-streaming bound: 10.24 MB of recurrent weights a step"), std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find("FP32 GEMM ceiling now (2048 x 2048 x 2048"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("5 x 5 tile with A and B in L1"), std::string::npos) << text.out;
 }
 
 // bench --fpmath bf16 says what the plan that ran made of it: AMX tiles, or FP32 and why. With

@@ -29,6 +29,7 @@
 
 #include "bench/fma_peak.hpp"
 #include "bench/read_bandwidth.hpp"
+#include "bench/gemm_ceiling.hpp"
 #include "bench/onednn_peer.hpp"
 #include "bench/quiet_cores.hpp"
 #include "codegen/plan.hpp"
@@ -248,6 +249,9 @@ int bench(const BenchFlags& f) {
   const auto share = static_cast<std::int64_t>(step_bytes * config.directions() / threads);
   const double read_gbps = peak > 0 ? bench::measure_read_bandwidth(threads, share) : 0.0;
   const double bound_ms = read_gbps > 0 ? streamed_bytes / (read_gbps * 1e6) : 0.0;
+  // What FP32 GEMMs reach on the same threads now, the generated tile with its operands in L1
+  // among them: the ceiling an FP32 RNN's fraction of the peak is read against.
+  const bench::GemmCeiling ceiling = peak > 0 ? bench::measure_gemm_ceiling(threads) : bench::GemmCeiling{};
   if (f.json) {
     nlohmann::json j{{"cell", std::string(to_string(config.cell))}, {"input_size", config.input_size},
                      {"hidden_size", config.hidden_size}, {"layers", config.num_layers},
@@ -259,6 +263,10 @@ int bench(const BenchFlags& f) {
                      {"sorted_lengths", f.mixed_lengths && !f.unsorted_lengths},
                      {"device", std::string(to_string(device))}, {"fpmath", std::string(to_string(options.fpmath))}};
     if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
+    if (ceiling.size > 0)
+      j["gemm_ceiling"] = {{"size", ceiling.size}, {"openblas_gflops", ceiling.openblas},
+                           {"onednn_gflops", ceiling.onednn}, {"rnnjit_gflops", ceiling.rnnjit},
+                           {"tile_in_l1_gflops", ceiling.tile_in_l1}};
     if (bound_ms > 0)
       j.update({{"weights_read_gbps", read_gbps}, {"weights_bound_ms", bound_ms},
                 {"weights_bound_fraction", bound_ms / ours.median()}});
@@ -279,6 +287,16 @@ int bench(const BenchFlags& f) {
   if (peak > 0)
     fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it{}\n", peak, threads,
                100.0 * ours_gflops / peak, bf16 ? " (its GEMMs run on AMX tiles, not FMAs)" : "");
+  if (ceiling.size > 0) {
+    auto rate = [&](const char* name, double gflops) {
+      return gflops > 0 ? fmt::format(", {} {:.1f} ({:.0f}%)", name, gflops, 100.0 * gflops / peak) : std::string();
+    };
+    fmt::print("  FP32 GEMM ceiling now ({0} x {0} x {0}, {1} threads): OpenBLAS sgemm {2:.1f} GFLOPS ({3:.0f}% of the "
+               "peak){4}{5}{6}\n",
+               ceiling.size, threads, ceiling.openblas, 100.0 * ceiling.openblas / peak,
+               rate("oneDNN's dnnl_sgemm", ceiling.onednn), rate("rnnjit's generated GEMM (W packed)", ceiling.rnnjit),
+               rate("and its 5 x 5 tile with A and B in L1", ceiling.tile_in_l1));
+  }
   if (bound_ms > 0)
     fmt::print("  weight-streaming bound: {:.2f} MB of recurrent weights a step ({:.2f} MB a thread) read at {:.1f} "
                "GB/s measured now: {:.2f} ms; rnnjit runs at {:.0f}% of it\n",
@@ -300,8 +318,10 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--warmup", f->warmup, "untimed iterations first (default 2)");
   sub.add_flag("--json", f->json, "print exactly one JSON object for the case");
   sub.add_flag("--peak", f->peak,
-               "after the timed runs, also measure the FMA peak of the same threads and the rate they read each "
-               "thread's share of W_hh at (the weight-streaming bound of the recurrence)");
+               "after the timed runs, also measure the FMA peak of the same threads, the rate they read each "
+               "thread's share of W_hh at (the weight-streaming bound of the recurrence), and the FP32 GEMM "
+               "ceiling (OpenBLAS's and oneDNN's sgemm and rnnjit's generated GEMM on a 2048^3 problem, and its 5 x 5 "
+               "tile with A and B in L1)");
   CLI::Option* mixed = sub.add_flag("--mixed-lengths", f->mixed_lengths,
                                     "variable-length sequences: lengths drawn in [1, T] (the longest T), sorted "
                                     "longest first as PyTorch packs them; FLOPs stay the padded ones");

@@ -1,0 +1,141 @@
+#include "bench/gemm_ceiling.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "bench/onednn_peer.hpp"
+#include "bench/quiet_cores.hpp"
+#include "codegen/kernel_args.hpp"
+#include "rnnjit/rnn.hpp"
+#include "runtime/cpu_caches.hpp"
+#include "runtime/gemm_tuner.hpp"
+#include "runtime/kernel.hpp"
+
+namespace rnnjit::bench {
+namespace {
+
+// The best GFLOPS of `calls` timed calls after one untimed call, each on quiet cores (OpenBLAS's
+// workers poll and OpenMP's spin after a call; neither may share the next call's cores).
+double best_gflops(const std::function<void()>& call, double flops, int calls = 4) {
+  wait_for_quiet_cores();
+  call();
+  double best = 0.0;
+  for (int i = 0; i < calls; ++i) {
+    wait_for_quiet_cores();
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, flops / seconds * 1e-9);
+  }
+  return best;
+}
+
+// Runs OpenBLAS on `threads` threads within the scope (rnnjit's executor sets it to one while
+// it calls OpenBLAS from its own threads), restoring the caller's setting.
+class OpenblasThreads {
+ public:
+  explicit OpenblasThreads(int threads) : saved_(openblas_get_num_threads()) { openblas_set_num_threads(threads); }
+  ~OpenblasThreads() { openblas_set_num_threads(saved_); }
+  OpenblasThreads(const OpenblasThreads&) = delete;
+  OpenblasThreads& operator=(const OpenblasThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// The generated microkernel's steady state: each thread calls a 5 x 5 tile over the same
+// k = 128 rows of A [5, 128] and B [128, 80] (43 KiB together, 64-byte aligned: they stay in a
+// 48 KiB L1) for about `seconds`, adding into its C. The call's C loads and stores are 50
+// vector moves per 3200 FMAs.
+double tile_window_gflops(int threads, double seconds) {
+  constexpr int kRows = 5, kVectors = 5, kK = 128, kColumns = 16 * kVectors;
+  KernelDesc d;
+  d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
+  d.isa = static_cast<std::uint8_t>(Isa::avx512);
+  d.rows = kRows;
+  d.vectors = kVectors;
+  d.beta = 1;
+  d.unroll = 4;  // as the planner's GEMM kernels
+  d.a_row_stride = kK;
+  d.a_k_stride = 1;
+  d.b_k_stride = kColumns;
+  d.c_row_stride = kColumns;
+  const CompiledKernel tile(d);
+  std::atomic<bool> stop{false};
+  std::atomic<long> calls{0};
+  std::vector<std::thread> workers;
+  const auto start = std::chrono::steady_clock::now();
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&] {
+      struct Free {
+        void operator()(float* p) const { std::free(p); }
+      };
+      const std::size_t floats = kRows * kK + kK * kColumns + kRows * kColumns;
+      const std::unique_ptr<float, Free> buffer(static_cast<float*>(std::aligned_alloc(64, floats * sizeof(float))));
+      if (!buffer) return;
+      std::fill_n(buffer.get(), floats, 1e-3f);
+      float* const a = buffer.get();
+      float* const b = a + kRows * kK;
+      float* const c = b + kK * kColumns;
+      const GemmArgs args{a, b, c, kK, nullptr, 0};
+      long mine = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (int i = 0; i < 256; ++i) tile(&args);
+        mine += 256;
+      }
+      calls.fetch_add(mine);
+    });
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (std::thread& w : workers) w.join();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(calls.load()) * 2.0 * kRows * kColumns * kK / elapsed * 1e-9;
+}
+
+// The best of three windows: the steady state, not a neighbour's burst on the host.
+double tile_in_l1_gflops(int threads) {
+  double best = 0.0;
+  for (int window = 0; window < 3; ++window) best = std::max(best, tile_window_gflops(threads, 0.1));
+  return best;
+}
+
+}  // namespace
+
+GemmCeiling measure_gemm_ceiling(int threads, std::int64_t size) {
+  const auto elements = static_cast<std::size_t>(size * size);
+  std::vector<float> a(elements, 0.5f), b(elements, 0.25f), c(elements);
+  const double flops = 2.0 * static_cast<double>(size) * static_cast<double>(size) * static_cast<double>(size);
+  const auto n = static_cast<int>(size);
+  GemmCeiling r{.size = size};
+  {
+    const OpenblasThreads scope(threads);
+    r.openblas = best_gflops(
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                      c.data(), n);
+        },
+        flops);
+  }
+  if (onednn_available())
+    r.onednn = best_gflops([&] { onednn_sgemm(threads, size, a.data(), b.data(), c.data()); }, flops);
+  wait_for_quiet_cores();
+  if (detect_isa() == Isa::avx512) {
+    const GemmStep g{"GEMM ceiling", false, true, size, size, size, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0},
+                     {Buffer::y, -1, 0}, size, size, size, 0.0f, {}};
+    const GemmTimes t = time_projection(g, size, threads, detect_caches());
+    r.rnnjit = 2.0 * static_cast<double>(t.rows) * static_cast<double>(size) * static_cast<double>(size) /
+               (t.generated_ms * 1e6);
+    r.tile_in_l1 = tile_in_l1_gflops(threads);
+  }
+  return r;
+}
+
+}  // namespace rnnjit::bench
