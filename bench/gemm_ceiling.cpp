@@ -78,7 +78,8 @@ double tile_window_gflops(int threads, double seconds) {
       struct Free {
         void operator()(float* p) const { std::free(p); }
       };
-      const std::size_t floats = kRows * kK + kK * kColumns + kRows * kColumns;
+      const std::size_t floats = kRows * kK + kK * kColumns + kRows * kColumns;  // a whole number of lines
+      static_assert((kRows * kK + kK * kColumns + kRows * kColumns) % 16 == 0, "aligned_alloc takes whole lines");
       const std::unique_ptr<float, Free> buffer(static_cast<float*>(std::aligned_alloc(64, floats * sizeof(float))));
       if (!buffer) return;
       std::fill_n(buffer.get(), floats, 1e-3f);

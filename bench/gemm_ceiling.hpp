@@ -3,8 +3,8 @@
 // - OpenBLAS's and oneDNN's sgemm on a large square problem (their best case: every operand
 //   reused from cache thousands of times), and rnnjit's own generated GEMM on the same sizes;
 // - the generated microkernel's steady state with A and B in L1 (no cache misses at all): the
-//   most an FP32 FMA loop that loads its operands delivers on these cores. Its 5 x 5 tile loads
-//   the fewest operands per FMA (10 loads per 25 FMAs) that 32 zmm registers allow.
+//   most the GEMMs' inner loop delivers on these cores, with the 5 x 5 tile, which loads the
+//   fewest operands per FMA (10 loads per 25 FMAs) that 32 zmm registers allow.
 // A fused RNN adds gate math and, in its recurrence, W_hh streamed from L2 or L3 to this.
 #pragma once
 

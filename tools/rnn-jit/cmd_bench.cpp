@@ -28,8 +28,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/fma_peak.hpp"
-#include "bench/read_bandwidth.hpp"
 #include "bench/gemm_ceiling.hpp"
+#include "bench/read_bandwidth.hpp"
 #include "bench/onednn_peer.hpp"
 #include "bench/quiet_cores.hpp"
 #include "codegen/plan.hpp"
