@@ -15,6 +15,7 @@
 #include "bench/quiet_cores.hpp"
 #include "codegen/kernel_args.hpp"
 #include "rnnjit/rnn.hpp"
+#include "runtime/blas_threads.hpp"
 #include "runtime/cpu_caches.hpp"
 #include "runtime/gemm_tuner.hpp"
 #include "runtime/kernel.hpp"
@@ -37,19 +38,6 @@ double best_gflops(const std::function<void()>& call, double flops, int calls = 
   }
   return best;
 }
-
-// Runs OpenBLAS on `threads` threads within the scope (rnnjit's executor sets it to one while
-// it calls OpenBLAS from its own threads), restoring the caller's setting.
-class OpenblasThreads {
- public:
-  explicit OpenblasThreads(int threads) : saved_(openblas_get_num_threads()) { openblas_set_num_threads(threads); }
-  ~OpenblasThreads() { openblas_set_num_threads(saved_); }
-  OpenblasThreads(const OpenblasThreads&) = delete;
-  OpenblasThreads& operator=(const OpenblasThreads&) = delete;
-
- private:
-  int saved_;
-};
 
 // The generated microkernel's steady state: each thread calls a 5 x 5 tile over the same
 // k = 128 rows of A [5, 128] and B [128, 80] (43 KiB together, 64-byte aligned: they stay in a
@@ -117,7 +105,7 @@ GemmCeiling measure_gemm_ceiling(int threads, std::int64_t size) {
   const auto n = static_cast<int>(size);
   GemmCeiling r{.size = size};
   {
-    const OpenblasThreads scope(threads);
+    const BlasThreads scope(threads);  // OpenBLAS on the bench's threads, as oneDNN below
     r.openblas = best_gflops(
         [&] {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,

@@ -13,6 +13,7 @@
 
 #include "codegen/kernel_args.hpp"
 #include "kernels/dropout.hpp"
+#include "runtime/blas_threads.hpp"
 #include "runtime/log.hpp"
 #include "runtime/thread_team.hpp"
 
@@ -29,25 +30,6 @@ void log_profile(const char* call, std::size_t stage, std::chrono::steady_clock:
   const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
   log_line(fmt::format("profile {} stage {}: {:.3f} ms {}", call, stage, ms.count(), what));
 }
-
-// OpenBLAS on one thread while `active`, restored after: while the lanes of a stage run at once
-// (a core each), and in plans split across threads, whose threads share each OpenBLAS GEMM by
-// rows (Executor::blas_rows). OpenBLAS's own workers would also poll for about 0.1 s after
-// every call, on the cores the next steps need.
-class SingleThreadedBlas {
- public:
-  explicit SingleThreadedBlas(bool active) : saved_(openblas_get_num_threads()), active_(active) {
-    if (active_) openblas_set_num_threads(1);
-  }
-  ~SingleThreadedBlas() {
-    if (active_) openblas_set_num_threads(saved_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
- private:
-  int saved_;
-  bool active_;
-};
 
 // Whether a stage has a GEMM on OpenBLAS (every GEMM of non-AVX-512 plans; input projections
 // with Options::projection_gemm).
@@ -256,7 +238,11 @@ void Executor::run(const std::vector<Stage>& stages, const Bindings& b, bool acc
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
     const int lanes = static_cast<int>(stage.lanes.size());
-    const SingleThreadedBlas blas(lanes > 1 || (plan_->threads > 1 && runs_openblas(stage)));
+    // OpenBLAS on one thread while the lanes of a stage run at once (a core each), and in plans
+    // split across threads, whose threads share each OpenBLAS GEMM by rows (Executor::blas_rows).
+    // OpenBLAS's own workers would also poll for about 0.1 s after every call, on the cores the
+    // next steps need.
+    const BlasThreads blas(lanes > 1 || (plan_->threads > 1 && runs_openblas(stage)) ? 1 : 0);
     if (lanes == 1) {
       const StepProfile steps{profile, s};
       team.run(plan_->threads, [&](int tid) {
