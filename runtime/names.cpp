@@ -92,8 +92,6 @@ bool amx_bf16_usable() {
   return usable;
 }
 
-namespace {
-
 Isa cpu_isa() {
   static const Isa best = [] {
     const Xbyak::util::Cpu cpu;
@@ -104,8 +102,6 @@ Isa cpu_isa() {
   }();
   return best;
 }
-
-}  // namespace
 
 Isa detect_isa() {
   const char* forced = std::getenv("RNNJIT_ISA");

@@ -295,6 +295,10 @@ void Execution::backward_weights(const BackwardWeightsIo& io, std::span<const st
 Rnn::Rnn(const RnnConfig& config, Options options) : layout_(config), options_(options) {
   if (options_.isa == Isa::detect) options_.isa = detect_isa();
   if (options_.backend == Backend::automatic) options_.backend = Backend::jit;
+  // Generated code for an instruction set the CPU lacks would fault on its first instruction.
+  if ((options_.isa == Isa::avx2 || options_.isa == Isa::avx512) && options_.device == Device::cpu &&
+      static_cast<int>(options_.isa) > static_cast<int>(cpu_isa()))
+    throw Error(fmt::format("isa {} but this CPU only runs {}", to_string(options_.isa), to_string(cpu_isa())));
   if (options_.threads == 0) options_.threads = ThreadTeam::default_threads();
   if (options_.threads < 1 || options_.threads > kMaxThreads)
     throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, options_.threads));

@@ -153,6 +153,13 @@ TEST(BadLengths, SequenceLengthsAreCheckedByCountAndRange) {
 TEST(BadConfig, ThreadsAndIsaOfTheOptionsAndThePlanner) {
   expect_error([] { Rnn(lstm(4, 4), {Backend::jit, Isa::detect, 257}); }, "threads must be in [1, 256], got 257");
   expect_error([] { Rnn(lstm(4, 4), {Backend::jit, Isa::detect, -1}); }, "threads must be in [1, 256], got -1");
+  // An ISA above the CPU's would fault on its first instruction: refused when the Rnn is made.
+  if (cpu_isa() != Isa::avx512) {
+    expect_error([] { Rnn(lstm(4, 4), {.isa = Isa::avx512}); },
+                 fmt::format("isa avx512 but this CPU only runs {}", to_string(cpu_isa())));
+  } else {
+    EXPECT_EQ(error_of([] { Rnn(lstm(4, 4), {.isa = Isa::avx512}); }), "(no error)");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

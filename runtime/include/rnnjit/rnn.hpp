@@ -37,6 +37,7 @@ Mode parse_mode(std::string_view name);        // "infer"|"inference"|"train"|"t
 Backend parse_backend(std::string_view name);  // "auto"|"reference"|"jit"
 Isa parse_isa(std::string_view name);          // "avx512"|"avx2"|"reference"
 Isa detect_isa();                              // RNNJIT_ISA if set (validated), else the CPU's best
+Isa cpu_isa();                                 // the best this CPU runs (RNNJIT_ISA not read)
 
 // Where an Execution runs. With Device::cuda (builds that found the CUDA toolkit, on a machine
 // with an NVIDIA GPU and driver) every span passed to forward/backward_data/backward_weights -
