@@ -1,5 +1,6 @@
-// The README's API example is examples/train_step.cpp verbatim (which ctest builds and runs as
-// example_train_step), so the documentation cannot drift from code that compiles and runs.
+// The README's examples are examples/train_step.cpp (which ctest builds and runs as
+// example_train_step) and examples/torch_lstm.py (which python/tests/test_examples.py runs)
+// verbatim, so the documentation cannot drift from code that compiles and runs.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -19,6 +20,9 @@ TEST(Readme, ShowsTheExampleThatTheTestsRun) {
   const std::string example = slurp(std::string(RNNJIT_SOURCE_DIR) + "/examples/train_step.cpp");
   ASSERT_FALSE(example.empty());
   EXPECT_NE(readme.find(example), std::string::npos) << "README.md must embed examples/train_step.cpp verbatim";
+  const std::string python_example = slurp(std::string(RNNJIT_SOURCE_DIR) + "/examples/torch_lstm.py");
+  ASSERT_FALSE(python_example.empty());
+  EXPECT_NE(readme.find(python_example), std::string::npos) << "README.md must embed examples/torch_lstm.py verbatim";
   EXPECT_NE(readme.find("tools/run.sh"), std::string::npos);
   EXPECT_NE(readme.find("tools/test.sh"), std::string::npos);
 }
