@@ -8,11 +8,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || return 1
 # nlohmann-json3-dev: JSON output of plans and benchmarks; libdnnl-dev: the optional oneDNN peer,
 # with ocl-icd-opencl-dev, which its CMake config needs (a recommendation apt leaves out here);
 # pkgconf: the install test builds a consumer through rnnjit.pc; python3-venv: tools/test.sh's
-# environment with onnx and onnxruntime.
+# environments (onnx and onnxruntime; the Python package); python3-dev: the headers the Python
+# extension builds against; python3-torch and python3-numpy: rnnjit.torch's tests (Debian's torch
+# installs in seconds, PyPI's pulls gigabytes of CUDA libraries).
 # RNNJIT_EXTRA_PACKAGES (space-separated) adds more, e.g. fuzz/run.sh's clang.
 read -r -a rnnjit_extra_packages <<<"${RNNJIT_EXTRA_PACKAGES:-}"
 RNNJIT_PACKAGES=(build-essential cmake libxbyak-dev libopenblas-dev libfmt-dev libgtest-dev libcli11-dev libzydis-dev
-                 nlohmann-json3-dev libdnnl-dev ocl-icd-opencl-dev pkgconf python3-venv "${rnnjit_extra_packages[@]}")
+                 nlohmann-json3-dev libdnnl-dev ocl-icd-opencl-dev pkgconf python3-venv python3-dev python3-numpy
+                 python3-torch "${rnnjit_extra_packages[@]}")
 
 rnnjit_install_packages() {
   local missing=() pkg status
@@ -41,6 +44,18 @@ rnnjit_build() {
   shift || true
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@"
   cmake --build "$dir" -j"$(nproc)"
+}
+
+# rnnjit_python_venv DIR: a virtual environment of Debian's python3 that sees its system packages
+# (torch, numpy) and has the Python package's build tools and pytest from PyPI. Bounded in time;
+# prints why and returns 1 when they cannot be installed.
+rnnjit_python_venv() {
+  local venv=$1
+  if ! "$venv/bin/python" -c 'import nanobind, scikit_build_core, pytest' 2>/dev/null; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv" &&
+      timeout 300 "$venv/bin/pip" install -q --timeout 20 --retries 2 'nanobind>=2.4' 'scikit-build-core>=0.10' pytest ||
+      { echo "setup: could not install nanobind, scikit-build-core and pytest into $venv" >&2; return 1; }
+  fi
 }
 
 if command -v dpkg-query >/dev/null 2>&1; then

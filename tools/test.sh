@@ -40,4 +40,17 @@ if [[ -z ${RNNJIT_TEST_PYTHON:-} ]]; then
     export RNNJIT_TEST_PYTHON=$PWD/$venv/bin/python
   fi
 fi
-exec ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+
+# The Python package as a user gets it: `pip install .` into a virtual environment under build/
+# that sees Debian's python3-torch, then its tests; the torch ones skip where torch is missing.
+# Not with ctest arguments (a selection of C++ tests).
+if (($# == 0)); then
+  venv=build/python-venv
+  if rnnjit_python_venv "$venv"; then
+    "$venv/bin/pip" install -q --no-build-isolation --no-deps --config-settings=build-dir=build/python-wheel .
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+  else
+    echo "test: the Python package's tests did not run: its build tools could not be installed" >&2
+  fi
+fi
