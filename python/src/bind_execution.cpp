@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -170,6 +171,51 @@ void bind_execution_calls(nb::class_<PyExecution>& c) {
           "weights"_a, "packed"_a, "Packs weights for forward(packed_weights=...); packed_weights_size() bytes.");
 }
 
+// rnnjit.torch's entries: tensors that the layer checked itself (float32, C-contiguous, on the
+// Execution's device; outputs it allocated) given as (address, elements), or None. DLPack costs
+// 5-10 us a tensor on the machines measured, several times the whole call at small shapes; the
+// C++ API still checks every size. Not for other callers: an address is trusted as given.
+using Raw = std::optional<std::pair<std::uintptr_t, std::size_t>>;
+
+template <typename T>
+std::span<T> raw(const Raw& r) {
+  return r ? std::span<T>(reinterpret_cast<T*>(r->first), r->second) : std::span<T>{};
+}
+
+void bind_raw_calls(nb::class_<PyExecution>& c) {
+  c.def("_forward_raw",
+        [](PyExecution& self, Raw weights, Raw x, Raw y, Raw hx, Raw cx, Raw hy, Raw cy, Raw seq_lengths,
+           std::uint64_t dropout_seed) {
+          const ForwardIo io{.x = raw<const float>(x),
+                             .hx = raw<const float>(hx),
+                             .cx = raw<const float>(cx),
+                             .y = raw<float>(y),
+                             .hy = raw<float>(hy),
+                             .cy = raw<float>(cy),
+                             .seq_lengths = raw<const std::int32_t>(seq_lengths),
+                             .dropout_seed = dropout_seed};
+          self.run([&](Execution& ex) { ex.forward(raw<const float>(weights), io); });
+        },
+        "weights"_a.none(), "x"_a.none(), "y"_a.none(), "hx"_a.none(), "cx"_a.none(), "hy"_a.none(), "cy"_a.none(),
+        "seq_lengths"_a.none(), "dropout_seed"_a)
+      .def("_backward_raw",
+           [](PyExecution& self, Raw weights, Raw dy, Raw dhy, Raw dcy, Raw dx, Raw dhx, Raw dcx, Raw x, Raw dweights) {
+             const BackwardDataIo data{.dy = raw<const float>(dy),
+                                       .dhy = raw<const float>(dhy),
+                                       .dcy = raw<const float>(dcy),
+                                       .dx = raw<float>(dx),
+                                       .dhx = raw<float>(dhx),
+                                       .dcx = raw<float>(dcx)};
+             self.run([&](Execution& ex) {
+               ex.backward_data(raw<const float>(weights), data);
+               if (dweights) ex.backward_weights({.x = raw<const float>(x), .dweights = raw<float>(dweights)});
+             });
+           },
+           "weights"_a.none(), "dy"_a.none(), "dhy"_a.none(), "dcy"_a.none(), "dx"_a.none(), "dhx"_a.none(),
+           "dcx"_a.none(), "x"_a.none(), "dweights"_a.none(),
+           "backward_data, then backward_weights where dweights is given (rnnjit.torch's entry).");
+}
+
 void bind_execution_queries(nb::class_<PyExecution>& c) {
   c.def_prop_ro("config", [](PyExecution& s) { return s.query([](Execution& e) { return e.config(); }); })
       .def_prop_ro("shape", [](PyExecution& s) { return s.query([](Execution& e) { return e.shape(); }); })
@@ -255,6 +301,7 @@ void bind_execution(nb::module_& m) {
       .def("__repr__", [](const KernelCode& k) { return "KernelCode(" + k.name + ")"; });
   nb::class_<PyExecution> execution(m, "Execution", "A prepared call for one shape and mode (Rnn.prepare).");
   bind_execution_calls(execution);
+  bind_raw_calls(execution);
   bind_execution_queries(execution);
   bind_rnn(m);
   bind_cache(m);

@@ -11,7 +11,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
 import rnnjit
-from rnnjit.torch._function import Call, RnnFunction, run_forward
+from rnnjit.torch._function import Call, RnnFunction, order_after_torch, run_forward
 from rnnjit.torch._pool import ExecutionPool
 
 
@@ -115,6 +115,7 @@ class _RnnjitLayer:
         call = Call(lease, flat, None, None if lengths is None else lengths.to(torch.int32), seed, y_shape, h_shape,
                     c_shape)
         x = x.contiguous()
+        order_after_torch(x)
         if grad:
             call.blocks = rnn.weight_layout
             y, hy, *cy = RnnFunction.apply(call, x, hx, cx, *params)
@@ -163,6 +164,9 @@ def _check_tensor(layer, what, t, flat):
         raise ValueError(f"rnnjit.torch.{layer}: {what} is on device {t.device}; rnnjit runs on cpu and cuda")
     if t.device != flat.device:
         raise ValueError(f"rnnjit.torch.{layer}: {what} is on {t.device} but the parameters are on {flat.device}")
+    if t.is_cuda and t.device.index != 0:
+        raise ValueError(f"rnnjit.torch.{layer}: {what} is on {t.device}; rnnjit's CUDA executor runs on cuda:0 "
+                         "(choose the GPU with CUDA_VISIBLE_DEVICES)")
 
 
 def _checked_state(layer, h, shape, batched, label, flat):
