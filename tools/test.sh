@@ -8,10 +8,24 @@ source tools/setup.sh
 case "${1:-}" in
   --sanitize|--sanitize=address)
     shift
-    rnnjit_build build-asan -DRNNJIT_SANITIZE=address
+    # With the Python extension where its build tools install (its tests run below).
+    python_flags=()
+    if rnnjit_python_venv build/python-venv; then
+      python_flags=(-DRNNJIT_PYTHON=ON "-DPython_EXECUTABLE=$PWD/build/python-venv/bin/python")
+    fi
+    rnnjit_build build-asan -DRNNJIT_SANITIZE=address "${python_flags[@]}"
     # Xbyak-generated code and OpenBLAS are not instrumented; leaks are reported at exit.
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    exec ctest --test-dir build-asan --output-on-failure -j"$(nproc)" "$@"
+    ctest --test-dir build-asan --output-on-failure -j"$(nproc)" "$@"
+    if ((${#python_flags[@]} > 0 && $# == 0)); then
+      # The Python tests through the instrumented module. The interpreter is not built with ASan:
+      # its runtime is preloaded, with libstdc++ (else ASan cannot intercept C++ throws), and the
+      # interpreter's own allocations left at exit are not leaks of ours.
+      LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
+        ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH=build-asan/python \
+        build/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests
+    fi
+    exit 0
     ;;
   --sanitize=thread)
     shift
