@@ -16,6 +16,7 @@ Python-side cost per call. Name the CPU with --cpu-note where lscpu does not say
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -95,7 +96,7 @@ def overhead(args):
             result[name] = {"min_ms": 1e3 * min(samples), "median_ms": 1e3 * statistics.median(samples)}
     if args.cli:
         out = subprocess.run([args.cli, "bench", "--input-size", "64", "--hidden-size", "64", "--seq", "1", "--batch",
-                              "1", "--reps", str(reps), "--json"], capture_output=True, text=True, check=True).stdout
+                              "1", "--threads", str(args.threads), "--reps", str(reps), "--json"], capture_output=True, text=True, check=True).stdout
         j = json.loads(out)
         result["C++ Execution::forward (rnn-jit bench)"] = {"min_ms": j["min_ms"], "median_ms": j["median_ms"]}
     return result
@@ -112,10 +113,14 @@ def main():
     p.add_argument("--hidden-size", type=int, default=800)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--threads", type=int, default=os.cpu_count(),
+                   help="threads of both: torch.set_num_threads and RNNJIT_NUM_THREADS (default: every CPU)")
     p.add_argument("--cli", help="the rnn-jit binary, to time the same tiny call through the C++ API")
     p.add_argument("--overhead-only", action="store_true")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    os.environ["RNNJIT_NUM_THREADS"] = str(args.threads)  # read when each layer makes its rnnjit.Rnn
 
     report = {"cpu": cpu_name(), "torch": torch.__version__, "rnnjit": rnnjit.__version__,
               "torch_threads": torch.get_num_threads(), "isa": str(rnnjit.detect_isa()), "cases": []}
