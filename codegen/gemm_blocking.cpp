@@ -4,7 +4,7 @@
 #include <limits>
 #include <numeric>
 
-#include "codegen/x64/gemm_emitter.hpp"
+#include "codegen/register_budgets.hpp"
 
 namespace rnnjit {
 
@@ -178,7 +178,7 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
     double best_cost = std::numeric_limits<double>::max();
     const std::int64_t group_vectors = (group + 15) / 16;
     for (std::int64_t n_r = 1; n_r <= 15; ++n_r) {
-      const std::int64_t max_rows = std::min<std::int64_t>(x64::GemmEmitter::max_rows(static_cast<int>(n_r)), row_cap);
+      const std::int64_t max_rows = std::min<std::int64_t>(gemm_max_rows(static_cast<int>(n_r)), row_cap);
       if (max_rows < 1) break;
       if (shared && n_r > group_vectors && best.m_r > 0) break;
       const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;

@@ -491,7 +491,7 @@ std::vector<KernelDesc> sweep() {
   const PassMode passes[] = {{Pass::forward, false}, {Pass::forward, true}, {Pass::backward, false}};
   for (CellKind cell : kOnePartCells)
     for (const PassMode& pm : passes) {
-      const int max_unroll = x64::max_gate_unroll(cell, pm.pass);
+      const int max_unroll = max_gate_unroll(cell, pm.pass);
       for (std::uint32_t H : {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, 800})
         for (std::uint32_t N : {1, 3, 5})
           for (std::uint32_t ld : {H, 2 * H})
@@ -545,7 +545,7 @@ std::vector<KernelDesc> sweep() {
         if (cell != CellKind::rnn_relu && f.relu_alpha > 0.0f) continue;
         for (std::uint32_t H : {1, 15, 17, 33, 100})
           for (std::uint32_t ld : {H, 2 * H})
-            for (int u = 1; u <= x64::max_gate_unroll(cell, pm.pass); ++u)
+            for (int u = 1; u <= max_gate_unroll(cell, pm.pass); ++u)
               for (std::uint32_t cols : {0u, 16u}) {
                 if (cols >= H) continue;
                 KernelDesc d = gate_desc(cell, pm.pass, pm.training, H, 3, ld, u, cols);
@@ -686,7 +686,7 @@ TEST(GateKernelRefusals, MoreRegistersThanExist) {
   // What max_gate_unroll promises is accepted.
   for (CellKind cell : kOnePartCells)
     for (Pass pass : {Pass::forward, Pass::backward})
-      EXPECT_NO_THROW(x64::emit_gate_kernel(gate_desc(cell, pass, false, 64, 2, 64, x64::max_gate_unroll(cell, pass))))
+      EXPECT_NO_THROW(x64::emit_gate_kernel(gate_desc(cell, pass, false, 64, 2, 64, max_gate_unroll(cell, pass))))
           << to_string(cell);
 }
 

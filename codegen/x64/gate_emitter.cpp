@@ -223,13 +223,6 @@ void GateEmitter::generate() {
 
 namespace rnnjit::x64 {
 
-int max_gate_unroll(CellKind cell, Pass pass) {
-  const bool vanilla = is_vanilla(cell);
-  if (pass == Pass::forward) return 4;           // LSTM/GRU: 4 registers a slot (GRU reset before: 3); RNN: 1
-  if (cell == CellKind::gru_reset_before) return 3;  // backward: 5 and 4 a slot
-  return vanilla ? 4 : 2;                        // backward: RNN 3 a slot; LSTM/GRU 8
-}
-
 ForwardGateEmitter::ForwardGateEmitter(const KernelDesc& desc, int regs_per_slot) : GateEmitter(desc, regs_per_slot) {
   const std::int64_t gate_row = desc.gates() * hidden_bytes();
   row_pointer(gx_, offsetof(GateForwardArgs, gx), desc.gx_stride() * 4, desc.gates());

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "codegen/kernel_desc.hpp"
+#include "codegen/register_budgets.hpp"
 #include "codegen/x64/activations.hpp"
 #include "codegen/x64/jit_generator.hpp"
 
@@ -27,7 +28,7 @@ class GateEmitter : public JitGenerator {
   std::size_t text_size() const override { return text_size_; }  // instructions before the constants
 
  protected:
-  static constexpr int kSlotRegisters = 16;
+  static constexpr int kSlotRegisters = kGateSlotRegisters;
   static constexpr int kVector = 16;  // floats per zmm
 
   // Refuses (throws Error) a descriptor whose unroll * regs_per_slot exceeds the slot registers.
@@ -107,8 +108,5 @@ std::unique_ptr<GateEmitter> emit_gate_kernel(const KernelDesc& desc);
 // one (with eleven and three masks): the DS2 LSTM's forward gate kernel on a thread's 400
 // units, its data in cache, 14.4-14.9 -> 14.0 us (GRU's within the noise).
 ActivationRegisters gate_activation_registers();
-
-// Unroll the planner may ask for: the most that fits the slot registers, capped at 4.
-int max_gate_unroll(CellKind cell, Pass pass);
 
 }  // namespace rnnjit::x64

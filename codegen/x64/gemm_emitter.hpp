@@ -15,6 +15,7 @@
 #pragma once
 
 #include "codegen/kernel_desc.hpp"
+#include "codegen/register_budgets.hpp"
 #include "codegen/x64/jit_generator.hpp"
 
 namespace rnnjit::x64 {
@@ -24,9 +25,7 @@ class GemmEmitter final : public JitGenerator {
   explicit GemmEmitter(const KernelDesc& desc);
   const KernelDesc& desc() const { return desc_; }
 
-  static constexpr int kRegisters = 32;
-  // The largest `rows` a tile of `vectors` zmm per row can have.
-  static int max_rows(int vectors) { return (kRegisters - 2 - vectors) / vectors; }
+  static constexpr int kRegisters = kZmmRegisters;
 
  private:
   void k_step(int kk);  // one k: load B, broadcast A per row, FMAs

@@ -37,7 +37,7 @@ std::string_view to_string(CellKind cell);
 CellKind parse_cell(std::string_view name);
 
 // Whether the cell is one of the vanilla RNNs (one gate, h = act(pre-activation)).
-inline bool is_vanilla(CellKind cell) {
+constexpr bool is_vanilla(CellKind cell) {
   return cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh || cell == CellKind::rnn_sigmoid;
 }
 

@@ -1,0 +1,212 @@
+// The planner's entry point (make_plan), its order of passes (Planner::build) and what every
+// pass shares: lanes, gate kernel descriptors, the skeleton of a recurrence.
+#include <algorithm>
+#include <bit>
+
+#include <fmt/format.h>
+
+#include "codegen/plan_extents.hpp"
+#include "codegen/planner/planner_impl.hpp"
+#include "codegen/register_budgets.hpp"
+
+namespace rnnjit {
+namespace planner {
+
+int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d) {
+  for (std::size_t i = 0; i < kernels.size(); ++i)
+    if (kernels[i] == d) return static_cast<int>(i);
+  kernels.push_back(d);
+  return static_cast<int>(kernels.size()) - 1;
+}
+
+Sizes sizes_of(const RnnConfig& config, const Shape& shape, Isa isa) {
+  const std::int64_t H = config.hidden_size;
+  const int G = config.gates();
+  Sizes s{.T = shape.seq_len, .N = shape.batch, .H = H, .G = G, .GH = G * H, .D = config.directions(),
+          .L = config.num_layers, .R = (config.cell == CellKind::gru ? 4 : G) * H,
+          .lstm = config.cell == CellKind::lstm, .gru = config.cell == CellKind::gru};
+  s.reset_before = config.cell == CellKind::gru_reset_before;
+  s.S = config.state_size();
+  s.W = s.D * s.S;
+  s.P = config.proj_size;
+  s.Y = config.output_size();
+  s.B = config.layer_output_size(0);
+  s.GX = gx_row_floats(config, isa);
+  return s;
+}
+
+Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, const Schedule& schedule,
+                 const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath)
+    : config_(config),
+      projection_gemm_(projection_gemm),
+      layout_(config),
+      plan_{.config = config, .shape = shape, .mode = mode, .isa = isa, .threads = schedule.threads,
+            .caches = caches},
+      s_(sizes_of(config, shape, isa)),
+      schedule_(schedule),
+      dropout_(mode == Mode::training && config.dropout > 0.0f && config.num_layers > 1) {
+  regions_.a_panels.assign(static_cast<std::size_t>(s_.D * schedule_.batch_slices), -1);
+  regions_.b_panels = regions_.a_panels;
+  if (fpmath == FpMath::bf16) {
+    if (isa != Isa::avx512)
+      plan_.notes.push_back(fmt::format("fpmath bf16: isa {} has no AMX GEMM, every GEMM stays FP32", to_string(isa)));
+    else if (mode == Mode::training)
+      plan_.notes.push_back("fpmath bf16 applies to inference: training's GEMMs stay FP32");
+    else
+      plan_.fpmath = FpMath::bf16;
+  }
+}
+
+Plan Planner::build() {
+  if (plan_.isa == Isa::avx2)
+    plan_.notes.push_back("isa avx2 has no gate-kernel emitter: the plan uses the reference gate kernels");
+  if (plan_.isa == Isa::reference) plan_.notes.push_back("isa reference: scalar gate kernels");
+  if (plan_.isa != Isa::avx512) plan_.notes.push_back("GEMMs run on OpenBLAS (no generated GEMM for this isa)");
+  allocate_forward();
+  plan_forward();
+  plan_outputs();
+  if (training()) {
+    allocate_backward();
+    plan_dy();
+    plan_backward_data();
+    plan_backward_weights();
+  }
+  overlay_workspace_of_calls(plan_);
+  return std::move(plan_);
+}
+
+// A direction's steps as a lane of its own, or (split_directions, in_turn) after the other's.
+void Planner::add_lane(Stage& stage, std::vector<Step>&& lane, bool in_turn) const {
+  if ((schedule_.split_directions || in_turn) && !stage.lanes.empty()) {
+    for (Step& step : lane) stage.lanes.front().push_back(std::move(step));
+  } else {
+    stage.lanes.push_back(std::move(lane));
+  }
+}
+
+// Batch rows [first, second) of lane i of a direction split by rows (batch_slices lanes).
+std::pair<std::int64_t, std::int64_t> Planner::batch_slice(int i) const {
+  return {s_.N * i / schedule_.batch_slices, s_.N * (i + 1) / schedule_.batch_slices};
+}
+
+// The gate kernel of layer l's `pass` over all rows and units (part 1: the reset-before GRU's n
+// kernel); forward, it reads gx as layer l's projection lays it out.
+KernelDesc Planner::gate_desc(Pass pass, std::int64_t l, int part) const {
+  KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
+  d.part = static_cast<std::uint8_t>(part);
+  if (pass == Pass::forward && batch_major_gx(l)) d.gx_row_stride = static_cast<std::uint32_t>(s_.T * s_.GX);
+  // Backward, the kernel reads dy (without a projection: with one it reads dcell, H wide).
+  if (pass == Pass::backward && !s_.P && ld_dy(l) != s_.W) d.dy_row_stride = static_cast<std::uint32_t>(ld_dy(l));
+  return d;
+}
+
+// The gate kernels of a recurrence: one per thread over the hidden units that thread's share of
+// `units` (the GEMM whose output columns are the gate kernel's hidden units: the recurrent GEMM
+// forward, and backward the recurrent gradient or, with a projection, dcell) covers. part 1: the
+// n kernels of a GRU with the reset before, into thread_kernels_n/thread_units_n.
+void Planner::split_gate_kernel(RecurrenceStep& r, Pass pass, const GemmStep& units, int part) {
+  std::vector<int>& kernels = part ? r.thread_kernels_n : r.thread_kernels;
+  std::vector<std::int64_t>& first_units = part ? r.thread_units_n : r.thread_units;
+  if (!units.blocking.generated()) {
+    kernels = {part ? r.kernel_n : r.kernel};
+    first_units = {0};
+    return;
+  }
+  for (int t = 0; t < units.blocking.threads; ++t) {
+    const auto [c0, c1] = units.blocking.thread_columns(t);
+    KernelDesc d = gate_desc(pass, r.layer, part);
+    d.rows = static_cast<std::uint32_t>(r.batch);
+    d.cols = static_cast<std::uint32_t>(c1 - c0);
+    kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
+    first_units.push_back(c0);
+  }
+}
+
+// The time loop of layer l, direction d (the reverse direction walks t = T-1..0) over batch
+// rows [n0, n1), with its gate kernel over all of them.
+RecurrenceStep Planner::recurrence(Pass pass, std::int64_t l, int d, std::int64_t n0, std::int64_t n1) {
+  RecurrenceStep r;
+  r.what = fmt::format("{} recurrence l{} d{}", pass == Pass::forward ? "forward" : "backward", l, d);
+  if (n1 - n0 < s_.N) r.what += fmt::format(" rows {}..{}", n0, n1);
+  r.pass = pass;
+  r.layer = l;
+  r.direction = d;
+  r.reverse = config_.reversed(d);
+  r.steps = s_.T;
+  r.batch = n1 - n0;
+  r.batch_begin = n0;
+  r.state = s_.S;
+  r.ld_state = s_.W;
+  r.carry_save = region_operand(plan_.workspace, regions_.carry_save[d], n0 * 2 * s_.H);
+  r.kernel = add_kernel_desc(gate_desc(pass, l));
+  return r;
+}
+
+// A GEMM over a layer's T x N rows (of its input or input gradient) skips the rows of finished
+// sequences (GemmStep::finished_rows_skipped).
+void Planner::skip_finished_rows(GemmStep& g, bool rows_of_a_are_zero) const {
+  g.finished_rows_skipped = true;
+  g.sequences = s_.N;
+  g.finished_rows_zero = rows_of_a_are_zero;
+}
+
+}  // namespace planner
+
+std::string_view to_string(Space s) {
+  return s == Space::workspace ? "workspace" : s == Space::reserve ? "reserve" : "packed";
+}
+
+int WorkspacePlan::add(std::string name, Space space, std::size_t bytes) {
+  std::size_t& end = this->bytes(space);
+  regions.push_back({std::move(name), space, end, bytes});
+  end = align_to_region(end + bytes);
+  return static_cast<int>(regions.size()) - 1;
+}
+
+std::int64_t gx_row_floats(const RnnConfig& config, Isa isa) {
+  const std::int64_t gh = std::int64_t{config.gates()} * config.hidden_size;
+  return isa == Isa::avx512 ? (gh + 15) / 16 * 16 : gh;
+}
+
+KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass) {
+  KernelDesc d;
+  d.isa = static_cast<std::uint8_t>(isa == Isa::avx512 || isa == Isa::cuda ? isa : Isa::reference);
+  d.cell = static_cast<std::uint8_t>(config.cell);
+  d.pass = static_cast<std::uint8_t>(pass);
+  d.training = pass == Pass::forward && mode == Mode::training;
+  d.hidden = static_cast<std::uint32_t>(config.hidden_size);
+  d.rows = static_cast<std::uint32_t>(shape.batch);
+  // With a projection the kernel's h is o*tanh(c), [N, H] per step, projected afterwards.
+  d.ld_h = static_cast<std::uint32_t>(config.proj_size > 0 ? config.hidden_size
+                                                          : config.directions() * config.hidden_size);
+  d.cols = d.hidden;
+  if (config.cell == CellKind::lstm && config.clip > 0.0f) d.clip_bits = std::bit_cast<std::uint32_t>(config.clip);
+  if (config.gate_clip > 0.0f) d.gate_clip_bits = std::bit_cast<std::uint32_t>(config.gate_clip);
+  if (config.relu_alpha > 0.0f) d.relu_alpha_bits = std::bit_cast<std::uint32_t>(config.relu_alpha);
+  d.peephole = config.peephole;
+  d.input_forget = config.input_forget;
+  const std::int64_t gx_row = gx_row_floats(config, isa);
+  if (pass == Pass::forward && gx_row != d.gates() * config.hidden_size)
+    d.gx_row_stride = static_cast<std::uint32_t>(gx_row);
+  const std::int64_t vectors = (config.hidden_size + 15) / 16;
+  d.unroll = d.isa_kind() == Isa::avx512
+                 ? static_cast<std::uint32_t>(std::min<std::int64_t>(max_gate_unroll(config.cell, pass), vectors))
+                 : 1;
+  return d;
+}
+
+Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
+               const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath) {
+  validate(config, shape);
+  if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
+  if (threads < 1 || threads > kMaxThreads)
+    throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
+  if (!caches.valid())
+    throw Error(fmt::format("caches must have an L1d of at least 1 KiB and an L2 no smaller and at most 4 GiB, "
+                            "got L1d {} L2 {} bytes",
+                            caches.l1d, caches.l2));
+  const planner::Schedule schedule = planner::choose_schedule(config, shape, mode, isa, threads, caches);
+  return planner::Planner(config, shape, mode, isa, schedule, projection_gemm, caches, fpmath).build();
+}
+
+}  // namespace rnnjit
