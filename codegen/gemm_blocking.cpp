@@ -137,43 +137,83 @@ std::int64_t max_rows_in_l1_sets(std::int64_t a_row_bytes) {
   return kWays * (kWayBytes / std::gcd(a_row_bytes, kWayBytes));
 }
 
-GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
-                             const CacheSizes& caches, bool shared, std::int64_t b_share_bytes,
-                             std::int64_t a_row_bytes) {
-  // Zen 5 and Intel cores sustain two zmm FMAs per cycle (Zen 4 one: it runs each as two 256-bit
-  // halves, so there the loads below weigh less than modelled), and an FMA has a latency of 4. The
-  // loads of a k step (m_r broadcasts of A, each from another row, and n_r vectors of B) run
-  // at about 1.5 a cycle beside the FMAs, not the 2 the ports allow: a 25 x 1 tile (26 loads
-  // per 25 FMAs) measured 70% of the FMA rate of a 13 x 2 one. So a k step of an m_r x n_r
-  // tile costs max(m_r*n_r / 2, (m_r+n_r) / 1.5, 4) cycles. The n_r vectors of B come from L2
-  // unless the tile's k_c x n_r panel stays in L1 (half of L1 for it), and L2 feeds
-  // about 32 bytes a cycle: 2 cycles per vector, so a short wide tile (2 x 8) waits on L2 at
-  // half its FMA rate.
-  // Cost = cycles of the busiest thread, padding included: a step's threads split each group at
-  // whole vectors (GemmBlocking::vector_split), and a group's last panel and the parts of panels
-  // that the threads' boundaries cut cost their fewer vectors (a 10 x 1 part runs on loads, at
-  // 7.3 cycles a k step against the 10 of a whole 10 x 2 panel's two vectors).
-  // A shared GEMM's threads claim (m block, panel) units as they go instead. Where a group has
-  // fewer panels than threads that matters: the split would leave a thread idle, the shared
-  // GEMM does not, so such a tile costs all its panels over the threads (RNN I=500 H=32 N=128:
-  // the projection's 32 columns were two 29 x 1 panels, a thread each, and are one 14 x 2
-  // panel, 1.14-1.31x faster). Tiles wider than the group are then left out: their extra
-  // vectors would be unused, though the fewer rows they take look as cheap to the model.
-  // Where a step's share of B streams from L3, L2 also takes every panel's fill while it feeds
-  // the tiles, and serves their vectors at about two thirds of its rate: 3 cycles a vector.
-  // Measured on the DS2 LSTM's step (M = 20, 5 MB of W_hh a thread, both threads running): a
-  // 10 x 2 tile, whose panel L2 serves twice, ran 1.1x as fast as a 5 x 5 one (four times),
-  // though the two tie with B in L2.
-  // With `weigh_loads`, each load of the k step also delays the FMAs by kLoadCycles (below).
-  const double l2_cycles = b_share_bytes > caches.l2 ? 3.0 : 2.0;
-  auto per_k = [&](std::int64_t m_r, std::int64_t n_r, std::int64_t vectors, bool weigh_loads) {
+namespace {
+
+// The register-tile cost model of choose_blocking() over one GEMM's sizes: cycles of the busiest
+// thread, per k step, of each candidate tile.
+// Zen 5 and Intel cores sustain two zmm FMAs per cycle (Zen 4 one: it runs each as two 256-bit
+// halves, so there the loads below weigh less than modelled), and an FMA has a latency of 4. The
+// loads of a k step (m_r broadcasts of A, each from another row, and n_r vectors of B) run
+// at about 1.5 a cycle beside the FMAs, not the 2 the ports allow: a 25 x 1 tile (26 loads
+// per 25 FMAs) measured 70% of the FMA rate of a 13 x 2 one. So a k step of an m_r x n_r
+// tile costs max(m_r*n_r / 2, (m_r+n_r) / 1.5, 4) cycles. The n_r vectors of B come from L2
+// unless the tile's k_c x n_r panel stays in L1 (half of L1 for it), and L2 feeds
+// about 32 bytes a cycle: 2 cycles per vector, so a short wide tile (2 x 8) waits on L2 at
+// half its FMA rate.
+// Cost = cycles of the busiest thread, padding included: a step's threads split each group at
+// whole vectors (GemmBlocking::vector_split), and a group's last panel and the parts of panels
+// that the threads' boundaries cut cost their fewer vectors (a 10 x 1 part runs on loads, at
+// 7.3 cycles a k step against the 10 of a whole 10 x 2 panel's two vectors).
+// A shared GEMM's threads claim (m block, panel) units as they go instead. Where a group has
+// fewer panels than threads that matters: the split would leave a thread idle, the shared
+// GEMM does not, so such a tile costs all its panels over the threads (RNN I=500 H=32 N=128:
+// the projection's 32 columns were two 29 x 1 panels, a thread each, and are one 14 x 2
+// panel, 1.14-1.31x faster). Tiles wider than the group are then left out: their extra
+// vectors would be unused, though the fewer rows they take look as cheap to the model.
+// Where a step's share of B streams from L3, L2 also takes every panel's fill while it feeds
+// the tiles, and serves their vectors at about two thirds of its rate: 3 cycles a vector.
+// Measured on the DS2 LSTM's step (M = 20, 5 MB of W_hh a thread, both threads running): a
+// 10 x 2 tile, whose panel L2 serves twice, ran 1.1x as fast as a 5 x 5 one (four times),
+// though the two tie with B in L2.
+// With `weigh_loads`, each load of the k step also delays the FMAs by kLoadCycles (above).
+struct TileSearch {
+  std::int64_t m, k, group;
+  int threads;
+  bool shared;
+  const CacheSizes& caches;
+  double l2_cycles;  // a vector of B from L2: 2 cycles, 3 where the step's share streams from L3
+
+  // Cycles of a k step of an m_r x n_r tile that computes `vectors` of its n_r.
+  double per_k(std::int64_t m_r, std::int64_t n_r, std::int64_t vectors, bool weigh_loads) const {
     const double fma = static_cast<double>(m_r * vectors) / 2.0 +
                        (weigh_loads ? kLoadCycles * static_cast<double>(m_r + vectors) : 0.0),
                  loads = static_cast<double>(m_r + vectors) / 1.5;
     return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r, caches) ? 0.0 : l2_cycles * static_cast<double>(vectors)});
-  };
+  }
+
+  // The cost of thread tid's panels under b, each by the vectors of it the thread computes.
+  double thread_cost(const GemmBlocking& b, int tid, std::int64_t row_blocks, std::int64_t m_r,
+                     bool weigh_loads) const {
+    double c = 0.0;
+    const auto [p0, p1] = b.thread_panels(tid);
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const GemmBlocking::Part part = b.panel_part(tid, p);
+      c += static_cast<double>(row_blocks) * per_k(m_r, b.n_r, (part.c1 - part.c0 + 15) / 16, weigh_loads);
+    }
+    return c;
+  }
+
+  // The cost of n_r-vector tiles of m_r rows (row_blocks of them cover M); `pooled`: costed over
+  // all threads (a shared GEMM whose group has fewer panels than threads).
+  double tile_cost(std::int64_t n_r, std::int64_t m_r, std::int64_t row_blocks, bool weigh_loads, bool& pooled) const {
+    GemmBlocking candidate;
+    candidate.n_r = n_r;
+    candidate.group = group;
+    candidate.threads = threads;
+    candidate.vector_split = !shared;
+    pooled = shared && candidate.panels_per_group() < threads;
+    if (pooled) {
+      GemmBlocking all = candidate;  // every panel, shared out evenly
+      all.threads = 1;
+      return thread_cost(all, 0, row_blocks, m_r, weigh_loads) / threads;
+    }
+    double cost = 0.0;
+    for (int tid = 0; tid < threads; ++tid) cost = std::max(cost, thread_cost(candidate, tid, row_blocks, m_r, weigh_loads));
+    return cost;
+  }
+
   // The cheapest tile of at most `row_cap` rows (its m_r and n_r).
-  auto cheapest_tile = [&](std::int64_t row_cap, bool weigh_loads) {
+  GemmBlocking cheapest_tile(std::int64_t row_cap, bool weigh_loads) const {
     GemmBlocking best;
     double best_cost = std::numeric_limits<double>::max();
     const std::int64_t group_vectors = (group + 15) / 16;
@@ -183,31 +223,8 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
       if (shared && n_r > group_vectors && best.m_r > 0) break;
       const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;
       const std::int64_t m_r = (m + row_blocks - 1) / row_blocks;
-      GemmBlocking candidate;
-      candidate.n_r = n_r;
-      candidate.group = group;
-      candidate.threads = threads;
-      candidate.vector_split = !shared;
-      const std::int64_t panels = candidate.panels_per_group();
-      // The cost of thread tid's panels under b, each by the vectors of it the thread computes.
-      auto thread_cost = [&](const GemmBlocking& b, int tid) {
-        double c = 0.0;
-        const auto [p0, p1] = b.thread_panels(tid);
-        for (std::int64_t p = p0; p < p1; ++p) {
-          const GemmBlocking::Part part = b.panel_part(tid, p);
-          c += static_cast<double>(row_blocks) * per_k(m_r, n_r, (part.c1 - part.c0 + 15) / 16, weigh_loads);
-        }
-        return c;
-      };
-      double cost = 0.0;
-      const bool pooled = shared && panels < threads;
-      if (pooled) {
-        GemmBlocking all = candidate;  // every panel, shared out evenly
-        all.threads = 1;
-        cost = thread_cost(all, 0) / threads;
-      } else {
-        for (int tid = 0; tid < threads; ++tid) cost = std::max(cost, thread_cost(candidate, tid));
-      }
+      bool pooled = false;
+      const double cost = tile_cost(n_r, m_r, row_blocks, weigh_loads, pooled);
       // A tile costed over all threads that runs at the same rate as a split one differs from it
       // only by how its rows pad M: it must be 1% cheaper to be taken. One row (N=1: a
       // recurrence's step is a GEMV streaming W_hh) costs the same per vector from 2 vectors
@@ -220,15 +237,23 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
       }
     }
     return best;
-  };
+  }
+};
+
+}  // namespace
+
+GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
+                             const CacheSizes& caches, bool shared, std::int64_t b_share_bytes,
+                             std::int64_t a_row_bytes) {
+  const TileSearch search{m, k, group, threads, shared, caches, b_share_bytes > caches.l2 ? 3.0 : 2.0};
   // Tiles whose rows of A would overfill a set of L1 are left out, but only where the cheapest
   // tile is one: elsewhere the model's near ties (13 x 2 against 6 x 4) stay as they were.
   // Under the cap every candidate is short, and what sets them apart is their loads, which the
   // search then weighs (kLoadCycles): without them 8 x 2 (10 loads per 16 FMAs) ties 8 x 3 (11
   // per 24) and 6 x 4 (10 per 24), and the narrowest won.
   const std::int64_t row_cap = max_rows_in_l1_sets(a_row_bytes);
-  GemmBlocking best = cheapest_tile(std::numeric_limits<std::int64_t>::max(), false);
-  if (best.m_r > row_cap) best = cheapest_tile(row_cap, true);
+  GemmBlocking best = search.cheapest_tile(std::numeric_limits<std::int64_t>::max(), false);
+  if (best.m_r > row_cap) best = search.cheapest_tile(row_cap, true);
   best.group = group;
   best.threads = threads;
   best.vector_split = !shared;

@@ -20,6 +20,23 @@ constexpr int kFirstA = 4, kFirstB = 6;
 }  // namespace
 
 AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(d) {
+  check_desc();
+  row_tiles_ = (static_cast<int>(d.rows) + kTileRows - 1) / kTileRows;
+  column_tiles_ = d.vectors;
+  load_args();
+  k_loop();
+  for (int i = 0; i < row_tiles_; ++i)
+    for (int v = 0; v < column_tiles_; ++v) tilestored(c_at(i, v), c_tile(i, v));
+  // The tiles stay configured: a tilerelease here halved the rate of a one-shot GEMM's many
+  // calls. The executor releases them after each stage (Executor::run).
+  ret();
+  text_size_ = getSize();
+  emit_tile_config();
+  finalize();
+}
+
+void AmxGemmEmitter::check_desc() const {
+  const KernelDesc& d = desc_;
   const std::string name = kernel_name(d);
   if (d.kind_of() != KernelKind::amx_gemm || d.isa_kind() != Isa::avx512)
     throw Error(fmt::format("{}: not an AMX GEMM descriptor", name));
@@ -36,39 +53,48 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   const std::int64_t reach = std::max<std::int64_t>(a_reach, kTileRows * 4 * std::int64_t{d.c_row_stride});
   if (reach > std::numeric_limits<std::int32_t>::max())
     throw Error(fmt::format("{}: strides too large for 32-bit displacements", name));
-  row_tiles_ = (static_cast<int>(d.rows) + kTileRows - 1) / kTileRows;
-  column_tiles_ = d.vectors;
+}
 
-  const Xbyak::Reg64 a = r8, b = r9, c = r10, k = r11, a_stride = rax, b_stride = rcx, c_stride = rdx;
-  auto c_tile = [&](int i, int v) { return Xbyak::Tmm(2 * i + v); };
-  auto c_at = [&](int i, int v) {
-    return ptr[c + c_stride + (i * kTileRows * static_cast<int>(d.c_row_stride) + v * 16) * 4];
-  };
+Xbyak::Tmm AmxGemmEmitter::c_tile(int i, int v) const { return Xbyak::Tmm(2 * i + v); }
+
+Xbyak::Address AmxGemmEmitter::c_at(int i, int v) const {
+  return ptr[c_ + c_stride_ + (i * kTileRows * static_cast<int>(desc_.c_row_stride) + v * 16) * 4];
+}
+
+// The tile configuration (once per thread: GemmArgs::configured), the pointers, k and the
+// strides from the argument struct, and C's tiles loaded (beta 1) or zeroed.
+void AmxGemmEmitter::load_args() {
+  const KernelDesc& d = desc_;
   Xbyak::Label configured;
   cmp(qword[abi_arg + offsetof(GemmArgs, configured)], 0);
   jne(configured, T_NEAR);
   ldtilecfg(ptr[rip + config_]);
   L(configured);
-  mov(a, ptr[abi_arg + offsetof(GemmArgs, a)]);
-  mov(b, ptr[abi_arg + offsetof(GemmArgs, b)]);
-  mov(c, ptr[abi_arg + offsetof(GemmArgs, c)]);
-  mov(k, ptr[abi_arg + offsetof(GemmArgs, k)]);
-  mov(a_stride, 2 * std::int64_t{d.a_row_stride});
-  mov(b_stride, kTileBytes / kTileRows);
-  mov(c_stride, 4 * std::int64_t{d.c_row_stride});
+  mov(a_, ptr[abi_arg + offsetof(GemmArgs, a)]);
+  mov(b_, ptr[abi_arg + offsetof(GemmArgs, b)]);
+  mov(c_, ptr[abi_arg + offsetof(GemmArgs, c)]);
+  mov(k_, ptr[abi_arg + offsetof(GemmArgs, k)]);
+  mov(a_stride_, 2 * std::int64_t{d.a_row_stride});
+  mov(b_stride_, kTileBytes / kTileRows);
+  mov(c_stride_, 4 * std::int64_t{d.c_row_stride});
   for (int i = 0; i < row_tiles_; ++i)
     for (int v = 0; v < column_tiles_; ++v) {
       if (d.beta) tileloadd(c_tile(i, v), c_at(i, v));
       else tilezero(c_tile(i, v));
     }
+}
+
+// One k tile (32 k) a trip: A's and B's tiles and their products, and the prefetches ahead.
+void AmxGemmEmitter::k_loop() {
+  const KernelDesc& d = desc_;
   Xbyak::Label loop;
   L(loop);
   // Each product follows the loads it needs, so loads of the next tiles overlap the products
   // of the ones loaded (A0 B0 C00, B1 C01, A1 C10 C11).
   for (int i = 0; i < row_tiles_; ++i) {
-    tileloadd(Xbyak::Tmm(kFirstA + i), ptr[a + a_stride + i * kTileRows * 2 * static_cast<int>(d.a_row_stride)]);
+    tileloadd(Xbyak::Tmm(kFirstA + i), ptr[a_ + a_stride_ + i * kTileRows * 2 * static_cast<int>(d.a_row_stride)]);
     for (int v = 0; v < column_tiles_; ++v) {
-      if (i == 0) tileloadd(Xbyak::Tmm(kFirstB + v), ptr[b + b_stride + v * kTileBytes]);
+      if (i == 0) tileloadd(Xbyak::Tmm(kFirstB + v), ptr[b_ + b_stride_ + v * kTileBytes]);
       tdpbf16ps(c_tile(i, v), Xbyak::Tmm(kFirstA + i), Xbyak::Tmm(kFirstB + v));
     }
   }
@@ -76,22 +102,14 @@ AmxGemmEmitter::AmxGemmEmitter(const KernelDesc& d) : JitGenerator(4096), desc_(
   // (past the panel's end, the next panel's first ones, which this thread takes next).
   const int b_step = static_cast<int>(d.b_k_stride) * kTileBytes;
   for (int line = 0; d.b_lookahead && line < b_step / 64; ++line)
-    prefetcht0(ptr[b + static_cast<int>(d.b_lookahead) * b_step + line * 64]);
+    prefetcht0(ptr[b_ + static_cast<int>(d.b_lookahead) * b_step + line * 64]);
   // A's rows (a line each per k step) as many k steps on, where A streams from L2.
   for (int row = 0; d.a_lookahead && row < static_cast<int>(d.rows); ++row)
-    prefetcht0(ptr[a + row * 2 * static_cast<int>(d.a_row_stride) + static_cast<int>(d.a_lookahead) * kKTile * 2]);
-  add(a, kKTile * 2);
-  add(b, b_step);
-  dec(k);
+    prefetcht0(ptr[a_ + row * 2 * static_cast<int>(d.a_row_stride) + static_cast<int>(d.a_lookahead) * kKTile * 2]);
+  add(a_, kKTile * 2);
+  add(b_, b_step);
+  dec(k_);
   jnz(loop, T_NEAR);
-  for (int i = 0; i < row_tiles_; ++i)
-    for (int v = 0; v < column_tiles_; ++v) tilestored(c_at(i, v), c_tile(i, v));
-  // The tiles stay configured: a tilerelease here halved the rate of a one-shot GEMM's many
-  // calls. The executor releases them after each stage (Executor::run).
-  ret();
-  text_size_ = getSize();
-  emit_tile_config();
-  finalize();
 }
 
 int AmxGemmEmitter::tile_rows(int i) const {

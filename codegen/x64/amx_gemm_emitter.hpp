@@ -28,10 +28,16 @@ class AmxGemmEmitter final : public JitGenerator {
 
  private:
   // Rows of row tile i and FP32 columns of column tile v.
+  void check_desc() const;  // throws Error for a descriptor this emitter cannot emit
+  void load_args();
+  void k_loop();
+  Xbyak::Tmm c_tile(int i, int v) const;       // C's tile of row tile i, column tile v
+  Xbyak::Address c_at(int i, int v) const;     // where that tile lies in C
   int tile_rows(int i) const;
   int tile_columns(int v) const;
   void emit_tile_config();
 
+  const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11, a_stride_ = rax, b_stride_ = rcx, c_stride_ = rdx;
   KernelDesc desc_;
   int row_tiles_, column_tiles_;
   std::size_t text_size_ = 0;

@@ -27,7 +27,12 @@ class LstmBackward final : public GateEmitter {
  public:
   explicit LstmBackward(const KernelDesc& desc);
  private:
+  // What slot u holds, value v in slot(u, v).
+  enum Value : int { dh, dc, tc, o, i, f, g, t };
   void body(int count, bool masked) override;
+  void output_and_cell_gradients(int u, bool masked);  // do; dc, tanh(c) in tc
+  void input_and_candidate_gradients(int u, bool masked);  // di, dg; with peepholes dh = di P_i
+  void forget_gradient_and_carry(int u, bool masked);  // df; dc_carry
   const Xbyak::Reg64 dy_ = r8, c_ = r9, c_prev_ = r10, gates_ = r11, dh_carry_ = r12, dc_carry_ = r13,
                      peephole_ = r14;
 };

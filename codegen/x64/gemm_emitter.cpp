@@ -12,6 +12,17 @@ namespace rnnjit::x64 {
 
 GemmEmitter::GemmEmitter(const KernelDesc& d)
     : JitGenerator(), desc_(d), rows_(static_cast<int>(d.rows)), vectors_(static_cast<int>(d.vectors)) {
+  check_desc();
+  load_args();
+  k_loop();
+  store_c();
+  vzeroupper();
+  ret();
+  finalize();
+}
+
+void GemmEmitter::check_desc() const {
+  const KernelDesc& d = desc_;
   const std::string name = kernel_name(d);
   if (d.kind_of() != KernelKind::gemm || d.isa_kind() != Isa::avx512)
     throw Error(fmt::format("{}: not an AVX-512 GEMM descriptor", name));
@@ -30,7 +41,11 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
                                   std::int64_t{rows_} * d.c_row_stride + b_rows * d.b_k_stride) + 64 * vectors_;
   if (reach > std::numeric_limits<std::int32_t>::max())
     throw Error(fmt::format("{}: strides too large for 32-bit displacements", name));
+}
 
+// The pointers and k from the argument struct, the tail mask, zeroed accumulators.
+void GemmEmitter::load_args() {
+  const KernelDesc& d = desc_;
   mov(a_, ptr[abi_arg + offsetof(GemmArgs, a)]);
   mov(b_, ptr[abi_arg + offsetof(GemmArgs, b)]);
   mov(c_, ptr[abi_arg + offsetof(GemmArgs, c)]);
@@ -42,7 +57,12 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   }
   for (int i = 0; i < rows_; ++i)
     for (int v = 0; v < vectors_; ++v) vxorps(acc(i, v), acc(i, v), acc(i, v));
+}
 
+// The k loop, unrolled `unroll` times (its first k step prefetching next_b_lines of the next
+// panel), then one k step at a time for the remainder.
+void GemmEmitter::k_loop() {
+  const KernelDesc& d = desc_;
   const int u = static_cast<int>(d.unroll);
   Xbyak::Label main_loop, remainder, remainder_loop, done;
   cmp(k_, u);
@@ -69,7 +89,11 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   dec(k_);
   jnz(remainder_loop, T_NEAR);
   L(done);
+}
 
+// C = acc (+ C with beta), the last vector masked to n_tail lanes, or streamed (stream_c).
+void GemmEmitter::store_c() {
+  const KernelDesc& d = desc_;
   for (int i = 0; i < rows_; ++i)
     for (int v = 0; v < vectors_; ++v) {
       const Xbyak::Address at = ptr[c_ + 4 * i * static_cast<int>(d.c_row_stride) + 64 * v];
@@ -81,9 +105,6 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
       else if (d.stream_c) vmovntps(at, acc(i, v));
       else vmovups(at, acc(i, v));
     }
-  vzeroupper();
-  ret();
-  finalize();
 }
 
 void GemmEmitter::k_step(int kk) {

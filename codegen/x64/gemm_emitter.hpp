@@ -28,6 +28,10 @@ class GemmEmitter final : public JitGenerator {
   static constexpr int kRegisters = kZmmRegisters;
 
  private:
+  void check_desc() const;  // throws Error for a descriptor this emitter cannot emit
+  void load_args();
+  void k_loop();
+  void store_c();
   void k_step(int kk);  // one k: load B, broadcast A per row, FMAs
   Xbyak::Zmm acc(int i, int v) const { return Xbyak::Zmm(i * vectors_ + v); }
   Xbyak::Zmm bvec(int v) const { return Xbyak::Zmm(rows_ * vectors_ + v); }

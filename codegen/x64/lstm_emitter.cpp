@@ -94,9 +94,6 @@ LstmBackward::LstmBackward(const KernelDesc& desc) : GateEmitter(desc, 8) {
 }
 
 void LstmBackward::body(int count, bool masked) {
-  enum { dh, dc, tc, o, i, f, g, t };
-  const bool peephole = desc_.peephole, coupled = desc_.input_forget;
-  const Xbyak::Zmm one = act_.one();
   for (int u = 0; u < count; ++u) {
     load(slot(u, dh), at(dy_, 0, u), masked);
     accumulate(slot(u, dh), at(dh_carry_, 0, u), masked);
@@ -104,66 +101,80 @@ void LstmBackward::body(int count, bool masked) {
   }
   act_.tanh(slots(count, tc));
   for (int u = 0; u < count; ++u) {
-    auto R = [&](int k) { return slot(u, k); };
-    load(R(o), at(gates_, 3, u), masked);
-    vmulps(R(t), R(dh), R(tc));                     // dh tanh(c)
-    vmovaps(R(f), R(o));
-    vfnmadd231ps(R(f), R(o), R(o));                 // o (1 - o)
-    vmulps(R(t), R(t), R(f));                       // do
-    zero_unless_passed(R(t), R(o), Activation::sigmoid);
-    store(at(gates_, 3, u), R(t), masked);
-    vmovaps(R(i), one);
-    vfnmadd231ps(R(i), R(tc), R(tc));               // 1 - tanh(c)^2
-    vmulps(R(dh), R(dh), R(o));                     // dh o (dh is not needed after this)
-    load(R(dc), at(dc_carry_, 0, u), masked);
-    vfmadd231ps(R(dc), R(dh), R(i));                // dc += dh o (1 - tanh(c)^2)
-    if (peephole) accumulate_product(R(dc), R(t), at(peephole_, 2, u), masked);  // dc += do P_o
-    if (desc_.clip_bits) {                          // no gradient through a clamped c
-      load(R(t), at(c_, 0, u), masked);
-      inside_clip(local_mask_, R(t));
-      vmovaps(R(dc) | local_mask_ | T_z, R(dc));
-    }
-    load(R(i), at(gates_, 0, u), masked);
-    load(R(f), at(gates_, 1, u), masked);
-    load(R(g), at(gates_, 2, u), masked);
-    if (coupled) {                                  // f = 1 - i: i also reaches c through -c_prev
-      if (masked) vsubps(R(t) | tail_mask_ | T_z, R(g), at(c_prev_, 0, u));
-      else vsubps(R(t), R(g), at(c_prev_, 0, u));
-      vmulps(R(t), R(t), R(dc));
-    } else {
-      vmulps(R(t), R(g), R(dc));
-    }
-    vmovaps(R(tc), R(i));
-    vfnmadd231ps(R(tc), R(i), R(i));                // i (1 - i)
-    vmulps(R(t), R(t), R(tc));                      // di = dc (g [- c_prev]) i (1 - i)
-    zero_unless_passed(R(t), R(i), Activation::sigmoid);
-    store(at(gates_, 0, u), R(t), masked);
-    if (peephole) {                                 // dh (free) gathers di P_i + df P_f for dc_{t-1}
-      if (masked) vmulps(R(dh) | tail_mask_ | T_z, R(t), at(peephole_, 0, u));
-      else vmulps(R(dh), R(t), at(peephole_, 0, u));
-    }
-    vmovaps(R(tc), one);
-    vfnmadd231ps(R(tc), R(g), R(g));                // 1 - g^2
-    vmulps(R(tc), R(tc), R(i));
-    vmulps(R(tc), R(tc), R(dc));                    // dg = dc i (1 - g^2)
-    zero_unless_passed(R(tc), R(g), Activation::tanh);
-    store(at(gates_, 2, u), R(tc), masked);
-    if (coupled) {
-      vxorps(R(t), R(t), R(t));                     // f has no pre-activation: no gradient
-    } else {
-      vmovaps(R(t), R(f));
-      vfnmadd231ps(R(t), R(f), R(f));               // f (1 - f)
-      vmulps(R(t), R(t), R(dc));
-      if (masked) vmulps(R(t) | tail_mask_ | T_z, R(t), at(c_prev_, 0, u));
-      else vmulps(R(t), R(t), at(c_prev_, 0, u));   // df = dc c_prev f (1 - f)
-      zero_unless_passed(R(t), R(f), Activation::sigmoid);
-      if (peephole) accumulate_product(R(dh), R(t), at(peephole_, 1, u), masked);
-    }
-    store(at(gates_, 1, u), R(t), masked);
-    vmulps(R(dc), R(dc), R(f));                     // dc_{t-1} = dc f
-    if (peephole) vaddps(R(dc), R(dc), R(dh));      //   + di P_i + df P_f
-    store(at(dc_carry_, 0, u), R(dc), masked);
+    output_and_cell_gradients(u, masked);
+    input_and_candidate_gradients(u, masked);
+    forget_gradient_and_carry(u, masked);
   }
+}
+
+void LstmBackward::output_and_cell_gradients(int u, bool masked) {
+  auto R = [&](int k) { return slot(u, k); };
+  load(R(o), at(gates_, 3, u), masked);
+  vmulps(R(t), R(dh), R(tc));                     // dh tanh(c)
+  vmovaps(R(f), R(o));
+  vfnmadd231ps(R(f), R(o), R(o));                 // o (1 - o)
+  vmulps(R(t), R(t), R(f));                       // do
+  zero_unless_passed(R(t), R(o), Activation::sigmoid);
+  store(at(gates_, 3, u), R(t), masked);
+  vmovaps(R(i), act_.one());
+  vfnmadd231ps(R(i), R(tc), R(tc));               // 1 - tanh(c)^2
+  vmulps(R(dh), R(dh), R(o));                     // dh o (dh is not needed after this)
+  load(R(dc), at(dc_carry_, 0, u), masked);
+  vfmadd231ps(R(dc), R(dh), R(i));                // dc += dh o (1 - tanh(c)^2)
+  if (desc_.peephole) accumulate_product(R(dc), R(t), at(peephole_, 2, u), masked);  // dc += do P_o
+  if (desc_.clip_bits) {                          // no gradient through a clamped c
+    load(R(t), at(c_, 0, u), masked);
+    inside_clip(local_mask_, R(t));
+    vmovaps(R(dc) | local_mask_ | T_z, R(dc));
+  }
+}
+
+void LstmBackward::input_and_candidate_gradients(int u, bool masked) {
+  auto R = [&](int k) { return slot(u, k); };
+  load(R(i), at(gates_, 0, u), masked);
+  load(R(f), at(gates_, 1, u), masked);
+  load(R(g), at(gates_, 2, u), masked);
+  if (desc_.input_forget) {                       // f = 1 - i: i also reaches c through -c_prev
+    if (masked) vsubps(R(t) | tail_mask_ | T_z, R(g), at(c_prev_, 0, u));
+    else vsubps(R(t), R(g), at(c_prev_, 0, u));
+    vmulps(R(t), R(t), R(dc));
+  } else {
+    vmulps(R(t), R(g), R(dc));
+  }
+  vmovaps(R(tc), R(i));
+  vfnmadd231ps(R(tc), R(i), R(i));                // i (1 - i)
+  vmulps(R(t), R(t), R(tc));                      // di = dc (g [- c_prev]) i (1 - i)
+  zero_unless_passed(R(t), R(i), Activation::sigmoid);
+  store(at(gates_, 0, u), R(t), masked);
+  if (desc_.peephole) {                           // dh (free) gathers di P_i + df P_f for dc_{t-1}
+    if (masked) vmulps(R(dh) | tail_mask_ | T_z, R(t), at(peephole_, 0, u));
+    else vmulps(R(dh), R(t), at(peephole_, 0, u));
+  }
+  vmovaps(R(tc), act_.one());
+  vfnmadd231ps(R(tc), R(g), R(g));                // 1 - g^2
+  vmulps(R(tc), R(tc), R(i));
+  vmulps(R(tc), R(tc), R(dc));                    // dg = dc i (1 - g^2)
+  zero_unless_passed(R(tc), R(g), Activation::tanh);
+  store(at(gates_, 2, u), R(tc), masked);
+}
+
+void LstmBackward::forget_gradient_and_carry(int u, bool masked) {
+  auto R = [&](int k) { return slot(u, k); };
+  if (desc_.input_forget) {
+    vxorps(R(t), R(t), R(t));                     // f has no pre-activation: no gradient
+  } else {
+    vmovaps(R(t), R(f));
+    vfnmadd231ps(R(t), R(f), R(f));               // f (1 - f)
+    vmulps(R(t), R(t), R(dc));
+    if (masked) vmulps(R(t) | tail_mask_ | T_z, R(t), at(c_prev_, 0, u));
+    else vmulps(R(t), R(t), at(c_prev_, 0, u));   // df = dc c_prev f (1 - f)
+    zero_unless_passed(R(t), R(f), Activation::sigmoid);
+    if (desc_.peephole) accumulate_product(R(dh), R(t), at(peephole_, 1, u), masked);
+  }
+  store(at(gates_, 1, u), R(t), masked);
+  vmulps(R(dc), R(dc), R(f));                     // dc_{t-1} = dc f
+  if (desc_.peephole) vaddps(R(dc), R(dc), R(dh));  //   + di P_i + df P_f
+  store(at(dc_carry_, 0, u), R(dc), masked);
 }
 
 }  // namespace rnnjit::x64
