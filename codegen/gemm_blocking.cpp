@@ -269,41 +269,33 @@ GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group,
   return best;
 }
 
-GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads,
-                                  const CacheSizes& caches, bool shared) {
-  GemmBlocking b;
-  b.bf16 = true;
-  b.packed_b = true;
-  b.pack_a = true;
-  b.group = group;
-  b.threads = threads;
-  // Two 16-row A tiles and two 16-column B tiles feed four C tiles: each tile loaded serves two
-  // products (the 8 tile registers allow no more). Narrower where M or the group is small.
+namespace {
+
+// A recurrence's step splits each group's panels between the threads, which then meet at a
+// barrier: where 32-column panels split unevenly and 16-column ones split more evenly, the
+// narrower panels win (the step streams W_hh from L3, and reloading A for every B tile costs
+// little). DS2 LSTM (H = 800: 25 panels, 416 : 384 columns a thread against 400 : 400),
+// inference with I = 16 on AMX: 1.02-1.3x faster over eight interleaved pairs.
+std::int64_t evenly_split_n_r(const GemmBlocking& b, std::int64_t narrower) {
+  auto busiest = [&](std::int64_t n_r) {
+    GemmBlocking split = b;
+    split.n_r = n_r;
+    std::int64_t most = 0;
+    for (int tid = 0; tid < b.threads; ++tid) {
+      const auto [c0, c1] = split.thread_columns(tid);
+      most = std::max(most, c1 - c0);
+    }
+    return most;
+  };
+  return busiest(narrower) < busiest(b.n_r) ? narrower : b.n_r;
+}
+
+// AMX: two 16-row A tiles and two 16-column B tiles feed four C tiles: each tile loaded serves
+// two products (the 8 tile registers allow no more). Narrower where M or the group is small.
+void choose_amx_tile(GemmBlocking& b, std::int64_t m, bool shared) {
   b.m_r = std::min<std::int64_t>(m, 32);
-  b.n_r = group > 16 ? 2 : 1;
-  // A recurrence's step splits each group's panels between the threads, which then meet at a
-  // barrier: where 32-column panels split unevenly and 16-column ones split more evenly, the
-  // narrower panels win (the step streams W_hh from L3, and reloading A's tiles from L1 for
-  // every B tile costs little). DS2 LSTM (H = 800: 25 panels, 416 : 384 columns a thread
-  // against 400 : 400), inference with I = 16: 1.02-1.3x faster over eight interleaved pairs.
-  if (!shared && threads > 1 && b.n_r == 2) {
-    auto busiest = [&](std::int64_t n_r) {
-      GemmBlocking split = b;
-      split.n_r = n_r;
-      std::int64_t most = 0;
-      for (int tid = 0; tid < threads; ++tid) {
-        const auto [c0, c1] = split.thread_columns(tid);
-        most = std::max(most, c1 - c0);
-      }
-      return most;
-    };
-    if (busiest(1) < busiest(2)) b.n_r = 1;
-  }
-  // k_c is all of K: blocking k so that a panel's k block served every row block of its m
-  // block from L1 measured 10-25% slower on the DS2 projection (6000 x 3200 x 800), with five
-  // times the kernel calls, each loading and storing its C tiles.
-  b.k_c = bf16_k(k);
-  b.a_copies = shared ? 1 : threads;
+  b.n_r = b.group > 16 ? 2 : 1;
+  if (!shared && b.threads > 1 && b.n_r == 2) b.n_r = evenly_split_n_r(b, 1);
   // Each k step prefetches B's tiles four k steps on into L1: 7-17% faster on the DS2 LSTM's
   // inference and projection, and up to 1.3x at N = 1, where the step only streams W_hh.
   b.b_lookahead = 4;
@@ -312,6 +304,43 @@ GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t g
   // L2 (best of 15, one thread) and cut its share of the DS2 LSTM's time by 5-10%. A
   // recurrence's step reads the same few rows of h for every panel from L1.
   b.a_lookahead = shared ? 2 : 0;
+}
+
+// AVX512_BF16: m_r x n_r sums in zmm registers (with n_r B vectors and two broadcasts). A
+// one-shot GEMM takes 4 column tiles of 6 rows (a load per 2.4 dot products, as the FP32
+// kernel's tiles). A recurrence's step streams its panels of W_hh from L2 or L3 once per row
+// block, so it takes the fewest row blocks: one 16-column tile of up to 29 rows (N = 20 in
+// one block), else two tiles of up to 14 rows where M fits either way.
+void choose_dpbf16_tile(GemmBlocking& b, std::int64_t m, bool shared) {
+  auto most_rows = [](std::int64_t n_r) { return (kZmmRegisters - 2 - n_r) / n_r; };
+  const std::int64_t tiles = (b.group + 15) / 16;
+  if (shared) b.n_r = std::min<std::int64_t>(tiles, 4);
+  else b.n_r = tiles > 1 && m <= most_rows(2) ? 2 : 1;
+  if (!shared && b.threads > 1 && b.n_r == 2) b.n_r = evenly_split_n_r(b, 1);
+  // Rows evened out over the blocks M needs: M = 20 in one block of 20, M = 40 in two of 20.
+  const std::int64_t blocks = (m + most_rows(b.n_r) - 1) / most_rows(b.n_r);
+  b.m_r = (m + blocks - 1) / blocks;
+  b.b_lookahead = shared ? 0 : 2;
+}
+
+}  // namespace
+
+GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads,
+                                  const CacheSizes& caches, bool shared, Bf16Unit unit) {
+  GemmBlocking b;
+  b.bf16 = true;
+  b.bf16_unit = unit;
+  b.packed_b = true;
+  b.pack_a = true;
+  b.group = group;
+  b.threads = threads;
+  if (unit == Bf16Unit::amx) choose_amx_tile(b, m, shared);
+  else choose_dpbf16_tile(b, m, shared);
+  // k_c is all of K: blocking k so that a panel's k block served every row block of its m
+  // block from L1 measured 10-25% slower on the DS2 projection (6000 x 3200 x 800) on AMX, with
+  // five times the kernel calls, each loading and storing its C tiles.
+  b.k_c = bf16_k(k);
+  b.a_copies = shared ? 1 : threads;
   // An m block of A's bf16 rows in 3/8 of L2, so each panel of B (in L2 beside it) serves all
   // of its row blocks before the next panel streams in.
   const std::int64_t a_rows = std::max<std::int64_t>(1, (caches.l2 * 3 / 8) / (2 * b.k_c) / b.m_r) * b.m_r;

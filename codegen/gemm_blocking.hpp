@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "codegen/cache_sizes.hpp"
+#include "rnnjit/rnn.hpp"
 
 namespace rnnjit {
 
@@ -57,7 +58,10 @@ struct GemmBlocking {
   // up to 32 rows (two 16-row A tiles), n_r 1 or 2 tiles of 16 columns, k_c all of bf16_k(K). The A
   // buffer holds a_copies copies of M rows: one that the threads fill together (a one-shot
   // GEMM), or one per thread (a recurrence's step, where every thread reads all of h).
+  // AVX512_BF16 (bf16_unit avx512_bf16) reads the same packed panels and rounded rows with
+  // vdpbf16ps on zmm registers: m_r x n_r sums, n_r up to 4 column tiles.
   bool bf16 = false;
+  Bf16Unit bf16_unit = Bf16Unit::amx;
   std::int64_t a_copies = 1;
   // AMX-BF16: each k step also prefetches A's rows this many k tiles on into L1 (0: none).
   std::int64_t a_lookahead = 0;
@@ -159,7 +163,7 @@ inline std::int64_t a_panel_offset(const GemmBlocking& b, std::int64_t m, std::i
 // `shared`: a one-shot GEMM whose threads claim tiles (one A copy), else each thread's panels
 // at every step of a recurrence (a copy of A per thread).
 GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads,
-                                  const CacheSizes& caches, bool shared);
+                                  const CacheSizes& caches, bool shared, Bf16Unit unit = Bf16Unit::amx);
 
 // Floats of a packed B for `groups` groups of `group` columns and K rows (bf16: half as many
 // floats as bf16 values).

@@ -21,7 +21,7 @@ namespace rnnjit {
 inline constexpr std::uint32_t kGeneratorVersion = 7;
 
 enum class Pass : std::uint8_t { forward = 0, backward = 1 };
-enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2 };
+enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2, dpbf16_gemm = 3 };
 
 // One descriptor type for every generated kernel; fields a kind does not use stay zero.
 //   gate: the fused elementwise cell kernel of one time step over `rows` x `cols` hidden units.
@@ -31,6 +31,8 @@ enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2 };
 //         run-time argument: A bf16 rows a_row_stride apart, B a packed bf16 panel
 //         (bf16_packed_offset in codegen/gemm_blocking.hpp) of b_k_stride column tiles, C FP32;
 //         rows <= 32, vectors <= b_k_stride <= 2, the last 16 columns cut to n_tail (0: all 16).
+//   dpbf16_gemm: the same product on the same operands with AVX512_BF16's vdpbf16ps on zmm
+//         registers (rows x vectors sums, vectors <= b_k_stride <= 8), for CPUs without AMX.
 struct KernelDesc {
   std::uint32_t generator_version = kGeneratorVersion;
   std::uint8_t kind = 0;      // KernelKind
@@ -64,7 +66,7 @@ struct KernelDesc {
   std::uint32_t a_row_stride = 0, a_k_stride = 0, b_k_stride = 0, c_row_stride = 0;  // gemm
   std::uint32_t clip_bits = 0;  // gate, LSTM: the cell clip as float bits (std::bit_cast), 0: none
   std::uint32_t gate_clip_bits = 0;  // gate: the pre-activation clip (ONNX's clip) as float bits, 0: none
-  std::uint32_t b_lookahead = 0;     // gemm: each k step prefetches B's row this many k steps on into L1 (0: none); amx_gemm: its tiles
+  std::uint32_t b_lookahead = 0;     // gemm: each k step prefetches B's row this many k steps on into L1 (0: none); amx_gemm, dpbf16_gemm: its tiles
   std::uint32_t relu_alpha_bits = 0;  // gate, rnn_relu: the leaky slope below zero as float bits, 0: plain ReLU
   // gate forward: the row stride of gx in floats where it is not G*H (0): the planner pads gx's
   // rows to whole vectors (gx_row_floats in codegen/planner.hpp).

@@ -267,7 +267,8 @@ struct Plan {
   Isa isa = Isa::reference;
   int threads = 1;
   CacheSizes caches;               // the per-core caches the generated GEMMs are blocked for
-  FpMath fpmath = FpMath::strict;  // bf16: the GEMMs on packed weights run on AMX-BF16 (GemmBlocking::bf16)
+  FpMath fpmath = FpMath::strict;  // bf16: the GEMMs on packed weights run on bf16 operands (GemmBlocking::bf16)
+  Bf16Unit bf16_unit = Bf16Unit::amx;  // with fpmath bf16: which unit runs them
   std::vector<std::string> notes;  // decisions worth telling the user (e.g. fallbacks)
   std::vector<KernelDesc> kernels;
   WorkspacePlan workspace;

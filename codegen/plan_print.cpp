@@ -27,8 +27,9 @@ nlohmann::json operand_json(const Plan& p, const Operand& o) {
 std::string blocking_text(const GemmBlocking& b) {
   if (!b.generated()) return "openblas";
   if (b.bf16)
-    return fmt::format("amx-bf16 m_r={} n_r={} group={} threads={} packed bf16 B, A rounded to bf16 ({} cop{})", b.m_r,
-                       b.n_r, b.group, b.threads, b.a_copies, b.a_copies == 1 ? "y" : "ies");
+    return fmt::format("{} m_r={} n_r={} group={} threads={} packed bf16 B, A rounded to bf16 ({} cop{})",
+                       b.bf16_unit == Bf16Unit::amx ? "amx-bf16" : "avx512-bf16", b.m_r, b.n_r, b.group, b.threads,
+                       b.a_copies, b.a_copies == 1 ? "y" : "ies");
   const std::vector<std::int64_t> cuts = b.cuts();
   return fmt::format("generated m_r={} n_r={} k_c={} group={} threads={}{}{}{}", b.m_r, b.n_r, b.k_c, b.group,
                      b.threads, b.packed_b ? " packed B" : "", b.pack_a ? " packed A^T" : "",
@@ -229,14 +230,15 @@ nlohmann::json stages_json(const Plan& p, const std::vector<Stage>& stages) {
 
 nlohmann::json descriptor_json(const KernelDesc& k) {
   nlohmann::json j{{"generator_version", k.generator_version}, {"isa", std::string(to_string(k.isa_kind()))},
-                   {"kind", k.kind_of() == KernelKind::gemm       ? "gemm"
-                            : k.kind_of() == KernelKind::amx_gemm ? "amx_gemm"
-                                                                  : "gate"},
+                   {"kind", k.kind_of() == KernelKind::gemm          ? "gemm"
+                            : k.kind_of() == KernelKind::amx_gemm    ? "amx_gemm"
+                            : k.kind_of() == KernelKind::dpbf16_gemm ? "dpbf16_gemm"
+                                                                     : "gate"},
                    {"rows", k.rows}, {"unroll", k.unroll}};
-  if (k.kind_of() == KernelKind::amx_gemm) {
+  if (k.kind_of() == KernelKind::amx_gemm || k.kind_of() == KernelKind::dpbf16_gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
-              {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}, {"b_lookahead", k.b_lookahead},
-              {"a_lookahead", k.a_lookahead}});
+              {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}, {"b_lookahead", k.b_lookahead}});
+    if (k.kind_of() == KernelKind::amx_gemm) j["a_lookahead"] = k.a_lookahead;
   } else if (k.kind_of() == KernelKind::gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride},
@@ -266,7 +268,7 @@ std::string to_text(const Plan& p) {
       "plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB, L3 {} KiB, TLB reach {} KiB, "
       "{} zmm FMAs a cycle\n",
       describe(p.config), p.shape.seq_len, p.shape.batch, to_string(p.mode), to_string(p.isa),
-      p.fpmath == FpMath::bf16 ? " fpmath=bf16" : "", p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024,
+      p.fpmath == FpMath::bf16 ? fmt::format(" fpmath=bf16 bf16_unit={}", to_string(p.bf16_unit)) : "", p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024,
       p.caches.l3 / 1024, p.caches.tlb_reach / 1024, p.caches.zmm_fmas_per_cycle);
   for (const std::string& n : p.notes) out += fmt::format("note: {}\n", n);
   out += "kernels:\n";
@@ -292,6 +294,7 @@ std::string to_json(const Plan& p) {
   j["isa"] = std::string(to_string(p.isa));
   j["threads"] = p.threads;
   j["fpmath"] = std::string(to_string(p.fpmath));
+  if (p.fpmath == FpMath::bf16) j["bf16_unit"] = std::string(to_string(p.bf16_unit));
   j["caches"] = {{"l1d_bytes", p.caches.l1d}, {"l2_bytes", p.caches.l2}, {"l3_bytes", p.caches.l3},
                     {"tlb_reach_bytes", p.caches.tlb_reach}, {"zmm_fmas_per_cycle", p.caches.zmm_fmas_per_cycle}};
   j["packed_bytes"] = p.workspace.packed_bytes;

@@ -29,11 +29,12 @@ using GemmChooser = std::function<GemmChoice(const GemmStep& g, std::int64_t gro
 // Throws Error for invalid input. `isa` must not be Isa::detect. `threads` share the work of
 // each step (generated GEMMs only; OpenBLAS plans run single-lane steps on one thread).
 // `caches`: the per-core caches of the machine the plan runs on (runtime: detect_caches()).
-// `fpmath` bf16: the inference GEMMs on packed weights run on AMX-BF16 tiles (AVX-512 plans;
-// the caller has checked amx_bf16_usable()); other plans note that they stay FP32.
+// `fpmath` bf16: the inference GEMMs on packed weights run on bf16 operands with `bf16_unit`
+// (AVX-512 plans; the caller has checked that the CPU runs it: bf16_unit()); other plans note
+// that they stay FP32.
 Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads = 1,
                const GemmChooser& projection_gemm = {}, const CacheSizes& caches = {},
-               FpMath fpmath = FpMath::strict);
+               FpMath fpmath = FpMath::strict, Bf16Unit bf16_unit = Bf16Unit::amx);
 
 // Tiles `g` for the generated GEMM (columns in groups of `group`, panels split over `threads`)
 // and appends the microkernels it needs to `kernels`. g.blocking.packed_b says whether B is

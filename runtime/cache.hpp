@@ -25,6 +25,7 @@ struct PlanKey {
   ProjectionGemm projection_gemm = ProjectionGemm::generated;
   CacheSizes caches;
   FpMath fpmath = FpMath::strict;
+  Bf16Unit bf16_unit = Bf16Unit::amx;  // with fpmath bf16
   bool operator==(const PlanKey&) const = default;
 };
 

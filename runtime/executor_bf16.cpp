@@ -1,4 +1,5 @@
-// rnnjit: the executor's AMX-BF16 GEMMs (Plan::fpmath bf16): packing W^T into bf16 tiles,
+// rnnjit: the executor's bf16 GEMMs (Plan::fpmath bf16), on AMX-BF16 tiles or AVX512_BF16 dot
+// products (Plan::bf16_unit; both read the same operands): packing W^T into bf16 tiles,
 // rounding A to bf16 rows, and walking the tiles. Sizes and kernels all come from the plan
 // (codegen/gemm_blocking.hpp: choose_bf16_blocking, bf16_packed_offset).
 #include <immintrin.h>
@@ -104,8 +105,10 @@ void Executor::bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
     args.k = k_pad / 32;
     const int row_tail = r1 - r0 < k.m_r, col_tail = width < pc;
     const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])];
-    args.configured = &kernel == configured_kernel;
-    configured_kernel = &kernel;
+    if (k.bf16_unit == Bf16Unit::amx) {
+      args.configured = &kernel == configured_kernel;
+      configured_kernel = &kernel;
+    }
     kernel(&args);
   };
   if (shared) {

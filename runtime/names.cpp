@@ -92,6 +92,32 @@ bool amx_bf16_usable() {
   return usable;
 }
 
+bool avx512_bf16_usable() {
+  const Xbyak::util::Cpu cpu;
+  return cpu_isa() == Isa::avx512 && cpu.has(Xbyak::util::Cpu::tAVX512_BF16);
+}
+
+std::string_view to_string(Bf16Unit unit) { return unit == Bf16Unit::amx ? "amx" : "avx512_bf16"; }
+
+Bf16Unit parse_bf16_unit(std::string_view name) {
+  for (Bf16Unit u : {Bf16Unit::amx, Bf16Unit::avx512_bf16})
+    if (name == to_string(u)) return u;
+  throw Error(fmt::format("unknown bf16 unit '{}' (expected amx or avx512_bf16)", name));
+}
+
+std::optional<Bf16Unit> bf16_unit() {
+  const char* forced = std::getenv("RNNJIT_BF16_UNIT");
+  if (forced && *forced) {
+    const Bf16Unit unit = parse_bf16_unit(forced);
+    if (unit == Bf16Unit::amx ? !amx_bf16_usable() : !avx512_bf16_usable())
+      throw Error(fmt::format("RNNJIT_BF16_UNIT={} but this CPU (or OS) does not run it", forced));
+    return unit;
+  }
+  if (amx_bf16_usable()) return Bf16Unit::amx;
+  if (avx512_bf16_usable()) return Bf16Unit::avx512_bf16;
+  return std::nullopt;
+}
+
 Isa cpu_isa() {
   static const Isa best = [] {
     const Xbyak::util::Cpu cpu;

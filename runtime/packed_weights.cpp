@@ -33,6 +33,8 @@ std::uint64_t packed_layout_fingerprint(const Plan& plan) {
   Fnv1a h;
   h.add(plan.workspace.packed_bytes);
   h.add(static_cast<std::uint64_t>(plan.fpmath));
+  // The units' panels are alike; the tiles differ (and so do their blockings, hashed below).
+  if (plan.fpmath == FpMath::bf16 && plan.bf16_unit != Bf16Unit::amx) h.add(static_cast<std::uint64_t>(plan.bf16_unit));
   for (const Stage& stage : plan.pack_weights)
     for (const auto& lane : stage.lanes)
       for (const Step& step : lane) {

@@ -62,12 +62,13 @@ class AlignedBuffer {
 
 using State = ReserveCycle::State;
 
-// bf16 GEMMs where they were allowed and AMX-BF16 runs here; otherwise FP32 (Options::fpmath).
-FpMath effective_fpmath(FpMath requested, Backend backend) {
-  if (requested != FpMath::bf16 || backend != Backend::jit) return FpMath::strict;
-  if (amx_bf16_usable()) return FpMath::bf16;
-  log_verbose("fpmath bf16: this CPU (or OS) gives no AMX-BF16 tiles, so the GEMMs stay FP32");
-  return FpMath::strict;
+// bf16 GEMMs where they were allowed and a bf16 unit runs here (bf16_unit()); otherwise FP32
+// (Options::fpmath).
+std::pair<FpMath, Bf16Unit> effective_fpmath(FpMath requested, Backend backend) {
+  if (requested != FpMath::bf16 || backend != Backend::jit) return {FpMath::strict, Bf16Unit::amx};
+  if (const std::optional<Bf16Unit> unit = bf16_unit()) return {FpMath::bf16, *unit};
+  log_verbose("fpmath bf16: this CPU (or OS) runs neither AMX-BF16 nor AVX512_BF16, so the GEMMs stay FP32");
+  return {FpMath::strict, Bf16Unit::amx};
 }
 
 }  // namespace
@@ -78,9 +79,10 @@ class ExecutionImpl {
   ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, const Options& options)
       : config_(config), shape_(shape), mode_(mode), backend_(options.backend), checks_(config, shape, mode) {
     // The reference backend only describes its call with the plan (nothing to measure).
+    const auto [fpmath, bf16_unit] = effective_fpmath(options.fpmath, backend_);
     plan_ = Cache::instance().plan({config, shape, mode, options.isa, options.threads,
                                     backend_ == Backend::jit ? options.projection_gemm : ProjectionGemm::generated,
-                                    detect_caches(), effective_fpmath(options.fpmath, backend_)});
+                                    detect_caches(), fpmath, bf16_unit});
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),

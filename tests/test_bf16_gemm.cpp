@@ -1,10 +1,10 @@
-// The AMX-BF16 GEMM (Options::fpmath bf16) against a naive loop over the same bf16-rounded
-// operands, through the planner's tiling and the executor's loops: tails in every dimension (M,
-// N, K in {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 800}), one and several column groups, beta
-// 0 and 1, 1 and 2 threads (sharing tiles, A rounded together; a recurrence's per-thread
-// steps run in test_bf16_rnn). The products of bf16
-// values are exact in FP32, so only the FP32 sums may differ from the loop's. Skipped where the
-// CPU (or OS) gives no AMX-BF16 tiles.
+// The bf16 GEMMs (Options::fpmath bf16), on AMX-BF16 tiles and on AVX512_BF16 dot products,
+// against a naive loop over the same bf16-rounded operands, through the planner's tiling and the
+// executor's loops: tails in every dimension (M, N, K in {1, 2, 15, 16, 17, 31, 32, 33, 63, 64,
+// 65, 800}), one and several column groups, beta 0 and 1, 1 and 2 threads (sharing tiles, A
+// rounded together), and a recurrence's per-thread tiles. The products of bf16 values are exact
+// in FP32, so only the FP32 sums may differ from the loop's. Each unit's cases skip where the
+// CPU (or OS) does not run it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,7 +27,13 @@ struct Bf16Case {
   float beta;
   int threads;
   std::int64_t groups;
+  Bf16Unit unit = Bf16Unit::amx;
+  bool recurrent = false;  // a recurrence's step: each thread its own panels and its own copy of A
 };
+
+bool runs(Bf16Unit unit) { return unit == Bf16Unit::amx ? amx_bf16_usable() : avx512_bf16_usable(); }
+#define SKIP_UNLESS_RUNS(unit) \
+  if (!runs(unit)) GTEST_SKIP() << "this CPU (or OS) does not run " << to_string(unit)
 
 // C = A W^T (+ beta C) through a one-stage plan: W [n, k] packed as bf16 tiles, A [m, lda].
 std::vector<float> run(const Bf16Case& c, const std::vector<float>& a, std::int64_t lda, const std::vector<float>& w,
@@ -38,8 +44,11 @@ std::vector<float> run(const Bf16Case& c, const std::vector<float>& a, std::int6
              lda, c.k, ldc, c.beta, {}};
   g.blocking.packed_b = true;
   g.blocking.bf16 = true;
-  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels);
+  g.blocking.bf16_unit = c.unit;
+  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, c.recurrent);
   EXPECT_TRUE(g.blocking.bf16 && g.blocking.pack_a);
+  const KernelKind kind = c.unit == Bf16Unit::amx ? KernelKind::amx_gemm : KernelKind::dpbf16_gemm;
+  for (const KernelDesc& d : plan.kernels) EXPECT_EQ(d.kind_of(), kind) << kernel_name(d);
   std::vector<float> a_panels(static_cast<std::size_t>(a_panel_elements(g.blocking, c.m, c.k)));
   g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, a_panels.size() * sizeof(float)), 0};
   std::vector<float> packed(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
@@ -64,7 +73,7 @@ std::vector<float> run(const Bf16Case& c, const std::vector<float>& a, std::int6
 }
 
 void check(const Bf16Case& c) {
-  if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or OS) gives no AMX-BF16 tiles";
+  SKIP_UNLESS_RUNS(c.unit);
   const std::int64_t lda = c.k + 3, ldc = c.n + 1;
   const std::vector<float> a = test::uniform(c.m * lda, 1), w = test::uniform(c.n * c.k, 2);
   const std::vector<float> c0 = test::uniform(c.m * ldc, 4);
@@ -98,23 +107,36 @@ std::vector<Bf16Case> sweep() {
   out.push_back({600, 3200, 800, 0.0f, 2, 4});  // an input projection, several m blocks
   out.push_back({45, 150, 70, 1.0f, 2, 3});     // groups of 50: a column tail in every group
   out.push_back({33, 96, 40, 0.0f, 2, 6});      // groups of 16: one column tile per panel
+  // A recurrence's step: 20 rows in one tile, 1 row in two-vector tiles, 40 rows in two blocks;
+  // 16- or 32-column panels split between the threads, tails in K and in each gate's columns.
+  out.push_back({20, 3200, 800, 1.0f, 2, 4, Bf16Unit::amx, true});
+  out.push_back({1, 4 * 115, 33, 0.0f, 2, 4, Bf16Unit::amx, true});
+  out.push_back({40, 3 * 50, 70, 1.0f, 1, 3, Bf16Unit::amx, true});
+  out.push_back({7, 1024, 65, 0.0f, 2, 1, Bf16Unit::amx, true});
+  const std::size_t per_unit = out.size();
+  for (std::size_t i = 0; i < per_unit; ++i) {
+    out.push_back(out[i]);
+    out.back().unit = Bf16Unit::avx512_bf16;
+  }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, Bf16Gemm, testing::ValuesIn(sweep()), [](const auto& info) {
   const Bf16Case& c = info.param;
-  return fmt::format("m{}_n{}_k{}_beta{}_th{}_g{}", c.m, c.n, c.k, static_cast<int>(c.beta), c.threads, c.groups);
+  return fmt::format("{}_m{}_n{}_k{}_beta{}_th{}_g{}{}", to_string(c.unit), c.m, c.n, c.k, static_cast<int>(c.beta),
+                     c.threads, c.groups, c.recurrent ? "_step" : "");
 });
 
 // The executor rounds A as to_bf16 does, ties and special values included: W = [1], so each C
-// row is its A value rounded; except a subnormal, which AMX's tdpbf16ps counts as zero.
-TEST(Bf16Gemm, RoundsANearestEvenKeepingNaNAndInfinity) {
-  if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or OS) gives no AMX-BF16 tiles";
+// row is its A value rounded; except a subnormal, which tdpbf16ps and vdpbf16ps count as zero.
+class Bf16Rounding : public testing::TestWithParam<Bf16Unit> {};
+TEST_P(Bf16Rounding, RoundsANearestEvenKeepingNaNAndInfinity) {
+  SKIP_UNLESS_RUNS(GetParam());
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> a = {1.0f + 0x1p-8f, 1.0f + 0x1p-7f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-16f, -inf,
                                 std::numeric_limits<float>::max(), std::numeric_limits<float>::quiet_NaN(),
                                 std::bit_cast<float>(0x7f800001u), -0.0f, 3.0e-39f};
-  const Bf16Case c{static_cast<std::int64_t>(a.size()), 1, 1, 0.0f, 1, 1};
+  const Bf16Case c{static_cast<std::int64_t>(a.size()), 1, 1, 0.0f, 1, 1, GetParam()};
   const std::vector<float> out = run(c, a, 1, {1.0f}, std::vector<float>(a.size(), 7.0f), 1);
   for (std::size_t i = 0; i < a.size(); ++i) {
     const float want = std::fpclassify(a[i]) == FP_SUBNORMAL ? 0.0f : round_to_bf16(a[i]);
@@ -124,6 +146,26 @@ TEST(Bf16Gemm, RoundsANearestEvenKeepingNaNAndInfinity) {
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], 1.0f + 0x1p-6f);
   EXPECT_EQ(out[4], inf);
+}
+INSTANTIATE_TEST_SUITE_P(Units, Bf16Rounding, testing::Values(Bf16Unit::amx, Bf16Unit::avx512_bf16),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// AVX512_BF16's register tiles: a one-shot GEMM's 6 rows of 4 column tiles; a recurrence's
+// step in the fewest row blocks (its panels stream from L2 or L3 once per block): N = 20 as
+// one block of 20 rows of one column tile, N = 40 as two of 20, a few rows in two-tile panels.
+TEST(Bf16Blocking, DotProductTilesFitTheRegisters) {
+  const CacheSizes caches;
+  auto tile = [&](std::int64_t m, std::int64_t group, int threads, bool shared) {
+    const GemmBlocking b = choose_bf16_blocking(m, 800, group, threads, caches, shared, Bf16Unit::avx512_bf16);
+    EXPECT_LE(b.m_r * b.n_r + b.n_r + 2, 32) << m << " rows";
+    return std::pair{b.m_r, b.n_r};
+  };
+  EXPECT_EQ(tile(6000, 800, 2, true), (std::pair<std::int64_t, std::int64_t>{6, 4}));
+  EXPECT_EQ(tile(20, 800, 2, false), (std::pair<std::int64_t, std::int64_t>{20, 1}));
+  EXPECT_EQ(tile(40, 800, 2, false), (std::pair<std::int64_t, std::int64_t>{20, 1}));
+  EXPECT_EQ(tile(1, 1024, 2, false), (std::pair<std::int64_t, std::int64_t>{1, 2}));
+  EXPECT_EQ(tile(1, 800, 2, false), (std::pair<std::int64_t, std::int64_t>{1, 1}));  // 32-column panels split unevenly
+  EXPECT_EQ(tile(3, 40, 1, true), (std::pair<std::int64_t, std::int64_t>{3, 3}));
 }
 
 // A recurrence's step splits each group's panels between the threads: 16-column panels where
@@ -149,7 +191,7 @@ TEST(Bf16Blocking, RecurrenceStepSplitsTheColumnsEvenly) {
   EXPECT_EQ(choose_bf16_blocking(20, 100, 100, 3, caches, false).n_r, 2);
 }
 
-TEST(Bf16Rounding, NearestEvenAndSpecialValues) {
+TEST(Bf16ToBf16, NearestEvenAndSpecialValues) {
   EXPECT_EQ(to_bf16(1.0f), 0x3f80);
   // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
   EXPECT_EQ(to_bf16(1.0f + 0x1p-8f), 0x3f80);

@@ -1,13 +1,16 @@
-// Options::fpmath bf16 end to end: inference of every cell, with tails (H = 19, 50, 115), one
-// and two layers, both directions, a projection, variable lengths, batch-first tensors and no
-// biases, on one and two threads (a recurrence split by hidden units, in 32- or 16-column
-// panels, and one split by batch rows), against the double-precision reference. bf16 keeps 8
-// bits of each GEMM input, so the tolerance is bf16's (test_bf16_gemm checks the GEMM itself
-// to FP32's); each case also checks that its plan ran on AMX-BF16 and that its results do
-// differ from the strict plan's (a plan that silently stayed FP32 fails). Training and CPUs
-// without AMX stay FP32: checked here too. Skipped where the CPU (or OS) gives no AMX-BF16 tiles.
+// Options::fpmath bf16 end to end, on each bf16 unit (AMX-BF16 and AVX512_BF16, chosen with
+// RNNJIT_BF16_UNIT): inference of every cell, with tails (H = 19, 50, 115), one and two layers,
+// both directions, a projection, variable lengths, batch-first tensors and no biases, on one
+// and two threads (a recurrence split by hidden units, in 32- or 16-column panels, and one split
+// by batch rows), against the double-precision reference. bf16 keeps 8 bits of each GEMM input,
+// so the tolerance is bf16's (test_bf16_gemm checks the GEMM itself to FP32's); each case also
+// checks that its plan ran on its unit and that its results do differ from the strict plan's (a
+// plan that silently stayed FP32 fails). Training and other ISAs stay FP32: checked here too.
+// A unit's cases skip where the CPU (or OS) does not run it.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "codegen/plan.hpp"
@@ -26,14 +29,25 @@ struct Bf16Case {
   Shape shape;
   int threads = 1;
   bool lengths = false;
+  Bf16Unit unit = Bf16Unit::amx;
 };
 
-bool runs_amx(const Plan& plan) {
-  if (plan.fpmath != FpMath::bf16) return false;
+bool runs_on(const Plan& plan, Bf16Unit unit) {
+  if (plan.fpmath != FpMath::bf16 || plan.bf16_unit != unit) return false;
+  const KernelKind kind = unit == Bf16Unit::amx ? KernelKind::amx_gemm : KernelKind::dpbf16_gemm;
   for (const KernelDesc& d : plan.kernels)
-    if (d.kind_of() == KernelKind::amx_gemm) return true;
+    if (d.kind_of() == kind) return true;
   return false;
 }
+
+// RNNJIT_BF16_UNIT for one scope (bf16_unit() reads it at every prepare).
+class ForcedUnit {
+ public:
+  explicit ForcedUnit(Bf16Unit unit) { setenv("RNNJIT_BF16_UNIT", std::string(to_string(unit)).c_str(), 1); }
+  ~ForcedUnit() { unsetenv("RNNJIT_BF16_UNIT"); }
+  ForcedUnit(const ForcedUnit&) = delete;
+  ForcedUnit& operator=(const ForcedUnit&) = delete;
+};
 
 double worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0.0;
@@ -44,15 +58,17 @@ double worst_difference(const std::vector<float>& a, const std::vector<float>& b
 class Bf16Rnn : public testing::TestWithParam<Bf16Case> {};
 
 TEST_P(Bf16Rnn, InferenceMatchesTheReferenceToBf16Precision) {
-  if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or OS) gives no AMX-BF16 tiles";
   const Bf16Case& c = GetParam();
+  if (!(c.unit == Bf16Unit::amx ? amx_bf16_usable() : avx512_bf16_usable()))
+    GTEST_SKIP() << "this CPU (or OS) does not run " << to_string(c.unit);
+  const ForcedUnit forced(c.unit);
   RnnCase rc(c.config, c.shape, 3);
   if (c.lengths) rc.vary_lengths(5, /*longest_first=*/true);
   const Tensors want = rc.reference(false);
 
   Rnn bf16(c.config, {.backend = Backend::jit, .threads = c.threads, .fpmath = FpMath::bf16});
   Execution ex = bf16.prepare(c.shape, Mode::inference);
-  ASSERT_TRUE(runs_amx(ex.plan())) << ex.plan_text();
+  ASSERT_TRUE(runs_on(ex.plan(), c.unit)) << ex.plan_text();
   const Tensors got = rc.run(ex);
   // A GEMM input keeps 8 significant bits (relative error up to 2^-9); its products and their
   // errors sum over the step's width, and the errors are carried through T steps and L layers.
@@ -65,7 +81,7 @@ TEST_P(Bf16Rnn, InferenceMatchesTheReferenceToBf16Precision) {
 
   Rnn strict(c.config, {.backend = Backend::jit, .threads = c.threads});
   Execution strict_ex = strict.prepare(c.shape, Mode::inference);
-  EXPECT_FALSE(runs_amx(strict_ex.plan()));
+  EXPECT_NE(strict_ex.plan().fpmath, FpMath::bf16);
   EXPECT_GT(worst_difference(got.y, rc.run(strict_ex).y), 1e-5) << "bf16 results equal FP32's: was bf16 used?";
 }
 
@@ -90,6 +106,13 @@ std::vector<Bf16Case> cases() {
   // H = 800 on two threads: 16-column panels of W_hh, 400 units a thread (32-column ones would
   // split 416 : 384), streamed from L3 at every step.
   out.push_back({"lstm_ds2_width_2threads", {.cell = CellKind::lstm, .input_size = 16, .hidden_size = 800}, {4, 5}, 2});
+  const std::size_t per_unit = out.size();
+  for (std::size_t i = 0; i < per_unit; ++i) {
+    out.push_back(out[i]);
+    out.back().unit = Bf16Unit::avx512_bf16;
+    out.back().name += "_avx512_bf16";
+    out[i].name += "_amx";
+  }
   return out;
 }
 
@@ -100,7 +123,7 @@ TEST(Bf16Plan, TrainingStaysFp32AndSaysSo) {
   Rnn rnn(config, {.backend = Backend::jit, .fpmath = FpMath::bf16});
   Execution ex = rnn.prepare({4, 3}, Mode::training);
   EXPECT_EQ(ex.plan().fpmath, FpMath::strict);
-  if (amx_bf16_usable()) {
+  if (bf16_unit()) {
     EXPECT_NE(ex.plan_text().find("fpmath bf16 applies to inference"), std::string::npos) << ex.plan_text();
   }
 }
@@ -109,13 +132,43 @@ TEST(Bf16Plan, OtherIsasStayFp32AndSaySo) {
   const RnnConfig config{.cell = CellKind::lstm, .input_size = 20, .hidden_size = 24};
   const Plan plan = make_plan(config, {4, 3}, Mode::inference, Isa::reference, 1, {}, {}, FpMath::bf16);
   EXPECT_EQ(plan.fpmath, FpMath::strict);
-  EXPECT_NE(to_text(plan).find("fpmath bf16: isa reference has no AMX GEMM"), std::string::npos) << to_text(plan);
+  EXPECT_NE(to_text(plan).find("fpmath bf16: isa reference has no bf16 GEMM"), std::string::npos) << to_text(plan);
 }
 
 TEST(Bf16Plan, ParsesItsNames) {
   EXPECT_EQ(parse_fpmath("bf16"), FpMath::bf16);
   EXPECT_EQ(parse_fpmath("strict"), FpMath::strict);
   EXPECT_THROW(parse_fpmath("fp16"), Error);
+  EXPECT_EQ(parse_bf16_unit("amx"), Bf16Unit::amx);
+  EXPECT_EQ(parse_bf16_unit("avx512_bf16"), Bf16Unit::avx512_bf16);
+  EXPECT_THROW(parse_bf16_unit("avx2"), Error);
+}
+
+// bf16_unit(): AMX where usable, else AVX512_BF16; RNNJIT_BF16_UNIT picks one the CPU runs and
+// is an error naming itself for one it does not run or does not know.
+TEST(Bf16Plan, TheUnitFollowsTheCpuAndRnnjitBf16Unit) {
+  const std::optional<Bf16Unit> best = bf16_unit();
+  if (amx_bf16_usable()) EXPECT_EQ(best, Bf16Unit::amx);
+  else if (avx512_bf16_usable()) EXPECT_EQ(best, Bf16Unit::avx512_bf16);
+  else EXPECT_EQ(best, std::nullopt);
+  for (Bf16Unit unit : {Bf16Unit::amx, Bf16Unit::avx512_bf16}) {
+    const ForcedUnit forced(unit);
+    const bool usable = unit == Bf16Unit::amx ? amx_bf16_usable() : avx512_bf16_usable();
+    if (usable) EXPECT_EQ(bf16_unit(), unit);
+    else EXPECT_THROW(
+        {
+          try {
+            bf16_unit();
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("RNNJIT_BF16_UNIT="), std::string::npos) << e.what();
+            throw;
+          }
+        },
+        Error);
+  }
+  setenv("RNNJIT_BF16_UNIT", "tiles", 1);
+  EXPECT_THROW(bf16_unit(), Error);
+  unsetenv("RNNJIT_BF16_UNIT");
 }
 
 }  // namespace

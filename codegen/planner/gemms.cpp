@@ -101,8 +101,10 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
   if (g.trans_a || !g.blocking.packed_b)
     throw Error(fmt::format("gemm '{}': bf16 runs only on packed weights and a plain A", g.what));
   GemmBlocking& b = g.blocking;
-  b = choose_bf16_blocking(g.m, g.k, group, threads, caches, shared);
-  add_gemm_kernels(g, group, KernelKind::amx_gemm, kernels, [&](KernelDesc& d) {
+  const Bf16Unit unit = b.bf16_unit;
+  b = choose_bf16_blocking(g.m, g.k, group, threads, caches, shared, unit);
+  const KernelKind kind = unit == Bf16Unit::amx ? KernelKind::amx_gemm : KernelKind::dpbf16_gemm;
+  add_gemm_kernels(g, group, kind, kernels, [&](KernelDesc& d) {
     d.a_row_stride = static_cast<std::uint32_t>(bf16_k(g.k));
     d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
     d.a_lookahead = static_cast<std::uint8_t>(b.a_lookahead);
@@ -193,6 +195,7 @@ GemmStep Planner::with_packed_weights(GemmStep g, const std::string& name, bool 
   if (group == 0) group = s_.H, groups = s_.G;
   g.blocking.packed_b = true;
   g.blocking.bf16 = plan_.fpmath == FpMath::bf16;
+  g.blocking.bf16_unit = plan_.bf16_unit;
   g = generated(g, group, threads, recurrent, lane);
   const PackedWeights key{g.b, g.k, groups, group, g.blocking.n_r, g.blocking.bf16, g.blocking.cuts(), -1};
   auto same = std::find_if(packed_weights_.begin(), packed_weights_.end(),

@@ -36,7 +36,8 @@ Sizes sizes_of(const RnnConfig& config, const Shape& shape, Isa isa) {
 }
 
 Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, const Schedule& schedule,
-                 const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath)
+                 const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath,
+                 Bf16Unit bf16_unit)
     : config_(config),
       projection_gemm_(projection_gemm),
       layout_(config),
@@ -49,11 +50,13 @@ Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa
   regions_.b_panels = regions_.a_panels;
   if (fpmath == FpMath::bf16) {
     if (isa != Isa::avx512)
-      plan_.notes.push_back(fmt::format("fpmath bf16: isa {} has no AMX GEMM, every GEMM stays FP32", to_string(isa)));
+      plan_.notes.push_back(fmt::format("fpmath bf16: isa {} has no bf16 GEMM, every GEMM stays FP32", to_string(isa)));
     else if (mode == Mode::training)
       plan_.notes.push_back("fpmath bf16 applies to inference: training's GEMMs stay FP32");
-    else
+    else {
       plan_.fpmath = FpMath::bf16;
+      plan_.bf16_unit = bf16_unit;
+    }
   }
 }
 
@@ -196,7 +199,8 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
 }
 
 Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
-               const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath) {
+               const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath,
+               Bf16Unit bf16_unit) {
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
@@ -206,7 +210,7 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
                             "got L1d {} L2 {} bytes",
                             caches.l1d, caches.l2));
   const planner::Schedule schedule = planner::choose_schedule(config, shape, mode, isa, threads, caches);
-  return planner::Planner(config, shape, mode, isa, schedule, projection_gemm, caches, fpmath).build();
+  return planner::Planner(config, shape, mode, isa, schedule, projection_gemm, caches, fpmath, bf16_unit).build();
 }
 
 }  // namespace rnnjit

@@ -80,7 +80,8 @@ int append_kernel(std::vector<KernelDesc>& kernels, const KernelDesc& d);
 class Planner {
  public:
   Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, const Schedule& schedule,
-          const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath);
+          const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath,
+          Bf16Unit bf16_unit);
   Plan build();
 
  private:

@@ -222,7 +222,7 @@ ProjectionGemm build_projection_gemm(const std::string& value) {
 void add_fpmath_flag(CLI::App& app, std::string& value) {
   app.add_option("--fpmath", value,
                  "strict (FP32 GEMMs) or bf16 (inference GEMMs on the weights may round their inputs to bf16 and "
-                 "run on AMX-BF16 tiles, summing in FP32; FP32 where the CPU has no AMX)")
+                 "run on AMX-BF16 tiles or AVX512_BF16 dot products, summing in FP32; FP32 where the CPU has neither)")
       ->capture_default_str();
 }
 
@@ -231,6 +231,14 @@ FpMath build_fpmath(const std::string& value) {
     return parse_fpmath(value);
   } catch (const Error& e) {
     throw UsageError(fmt::format("--fpmath: {}", e.what()));
+  }
+}
+
+Bf16Unit build_bf16_unit(const std::string& value) {
+  try {
+    return parse_bf16_unit(value);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--bf16-unit: {}", e.what()));
   }
 }
 

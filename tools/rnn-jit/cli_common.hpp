@@ -108,6 +108,7 @@ ProjectionGemm build_projection_gemm(const std::string& value);  // or UsageErro
 // --fpmath strict|bf16 (Options::fpmath)
 void add_fpmath_flag(CLI::App& app, std::string& value);
 FpMath build_fpmath(const std::string& value);  // or UsageError naming the flag
+Bf16Unit build_bf16_unit(const std::string& value);  // or UsageError naming the flag
 
 // --sms and --shared-per-block: the GPU that `dump --target cuda` and `cache warm` shape the
 // persistent recurrent kernels for (codegen/cuda/persistent_source.hpp); default: an H100/H200

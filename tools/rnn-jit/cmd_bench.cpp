@@ -72,6 +72,7 @@ struct Contender {
   std::string name;
   std::function<void()> iteration;
   FpMath fpmath = FpMath::strict;  // rnnjit on the CPU: the GEMM math its plan runs
+  Bf16Unit bf16_unit = Bf16Unit::amx;  // with fpmath bf16: the unit that runs it
 };
 
 struct Data {
@@ -114,7 +115,7 @@ Contender rnnjit_contender(const std::string& name, const RnnConfig& config, con
               ex->backward_weights({.x = d.x, .dweights = d.dw});
             }
           },
-          ex->plan().fpmath};
+          ex->plan().fpmath, ex->plan().bf16_unit};
 }
 
 Contender peer(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode, const Options& options,
@@ -168,13 +169,15 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
 }
 
 // What --fpmath bf16 came to in the plan that ran, and why where it stayed FP32.
-const char* fpmath_outcome(bool bf16, const Options& options, Mode mode, Device device) {
-  if (bf16) return "the GEMMs on the weights take bf16 inputs on AMX tiles";
+const char* fpmath_outcome(const Contender& ours, const Options& options, Mode mode, Device device) {
+  if (ours.fpmath == FpMath::bf16)
+    return ours.bf16_unit == Bf16Unit::amx ? "the GEMMs on the weights take bf16 inputs on AMX tiles"
+                                           : "the GEMMs on the weights take bf16 inputs on AVX512_BF16 dot products";
   if (device == Device::cuda) return "the CUDA executor's GEMMs are FP32";
   if (options.backend == Backend::reference) return "the reference backend computes in FP32";
   if (mode == Mode::training) return "inference only, so this training run is FP32";
-  if (!amx_bf16_usable()) return "this CPU (or OS) gives no AMX-BF16 tiles, so FP32";
-  return "the plan's instruction set has no AMX GEMM, so FP32";
+  if (!bf16_unit()) return "this CPU (or OS) runs neither AMX-BF16 nor AVX512_BF16, so FP32";
+  return "the plan's instruction set has no bf16 GEMM, so FP32";
 }
 
 int bench(const BenchFlags& f) {
@@ -239,7 +242,7 @@ int bench(const BenchFlags& f) {
   // and backward data again in training; no W_hh in the first forward step, whose h0 is zero,
   // nor in the last backward one, without dhx), each thread its share of a layer's directions,
   // at the rate the threads read working sets of that size now.
-  // bf16 weights (an inference plan with --fpmath bf16 on AMX) are half the bytes.
+  // bf16 weights (an inference plan with --fpmath bf16) are half the bytes.
   const bool bf16 = contenders.front().fpmath == FpMath::bf16;
   const double step_bytes = recurrent_weight_bytes(config) * (bf16 ? 0.5 : 1.0);
   const double first_step_skips = w_hh_bytes(config) * (bf16 ? 0.5 : 1.0);
@@ -283,7 +286,7 @@ int bench(const BenchFlags& f) {
   fmt::print("{} {}{} mode={} reps={} {} ({:.3f} GFLOP per iteration)\n", describe(config), describe(shape), lengths,
              mode == Mode::training ? "train" : "infer", f.reps,
              device == Device::cuda ? std::string("device=cuda") : fmt::format("threads={}", threads), flops * 1e-9);
-  if (options.fpmath == FpMath::bf16) fmt::print("  fpmath bf16: {}\n", fpmath_outcome(bf16, options, mode, device));
+  if (options.fpmath == FpMath::bf16) fmt::print("  fpmath bf16: {}\n", fpmath_outcome(contenders.front(), options, mode, device));
   if (peak > 0)
     fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it{}\n", peak, threads,
                100.0 * ours_gflops / peak, bf16 ? " (its GEMMs run on AMX tiles, not FMAs)" : "");

@@ -38,14 +38,16 @@ int plan(const PlanFlags& f) {
   const Isa isa = build_isa(f.isa);
   const ProjectionGemm projection_gemm = build_projection_gemm(f.projection_gemm);
   FpMath fpmath = build_fpmath(f.fpmath);
-  if (fpmath == FpMath::bf16 && !amx_bf16_usable()) {
-    if (!f.json) fmt::print("fpmath bf16: this CPU (or OS) gives no AMX-BF16 tiles, so the plan is FP32\n");
+  const std::optional<Bf16Unit> unit = fpmath == FpMath::bf16 ? bf16_unit() : std::nullopt;
+  if (fpmath == FpMath::bf16 && !unit) {
+    if (!f.json) fmt::print("fpmath bf16: this CPU (or OS) runs neither AMX-BF16 nor AVX512_BF16, so the plan is FP32\n");
     fpmath = FpMath::strict;
   }
 
   const CacheSizes caches = detect_caches();
   const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads),
-                           projection_chooser(projection_gemm, caches), caches, fpmath);
+                           projection_chooser(projection_gemm, caches), caches, fpmath,
+                           unit.value_or(Bf16Unit::amx));
   if (f.json) {
     fmt::print("{}\n", to_json(p));
   } else {

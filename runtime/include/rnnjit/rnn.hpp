@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -73,17 +74,28 @@ ProjectionGemm parse_projection_gemm(std::string_view name);  // "generated"|"op
 //   bf16: inference GEMMs whose B is the packed weights (the input projections, the recurrent
 //     and LSTM projection GEMMs) may read bf16 copies of their operands (weights packed as
 //     bf16, x and h rounded to nearest even as each GEMM reads them) and run on AMX-BF16 tiles,
-//     summing in FP32; everything else (gate math, states, outputs) stays FP32. A permission,
-//     not a demand: plans for training, for CPUs without AMX-BF16 (amx_bf16_usable()) or
-//     another isa stay FP32, and say so in their notes. Results then differ from strict by
-//     bf16's rounding (about 3 significant digits per product's inputs), and subnormal GEMM
-//     inputs count as zero (AMX's tdpbf16ps flushes them).
+//     or where the CPU has no usable AMX, on AVX512_BF16's dot products (Bf16Unit), summing in
+//     FP32; everything else (gate math, states, outputs) stays FP32. A permission, not a
+//     demand: plans for training, for CPUs with neither (bf16_unit()) or another isa stay
+//     FP32, and say so in their notes. Results then differ from strict by bf16's rounding
+//     (about 3 significant digits per product's inputs), and subnormal GEMM inputs count as
+//     zero (tdpbf16ps and vdpbf16ps flush them).
 enum class FpMath : std::uint8_t { strict = 0, bf16 = 1 };
 std::string_view to_string(FpMath math);
 FpMath parse_fpmath(std::string_view name);  // "strict"|"bf16"
 // Whether this CPU runs AMX-BF16 tiles and the OS lets this process use them (Linux asks for
 // the tile data state once, with arch_prctl); false elsewhere.
 bool amx_bf16_usable();
+// Whether this CPU has AVX512_BF16 (vdpbf16ps) beside AVX-512 F, DQ, BW and VL.
+bool avx512_bf16_usable();
+// What runs the bf16 GEMMs of FpMath::bf16: AMX-BF16 tiles, or AVX512_BF16's vdpbf16ps on zmm
+// registers (the same packed weights and rounding; AMD's Zen 4 and Zen 5 have only this).
+enum class Bf16Unit : std::uint8_t { amx = 0, avx512_bf16 = 1 };
+std::string_view to_string(Bf16Unit unit);
+Bf16Unit parse_bf16_unit(std::string_view name);  // "amx"|"avx512_bf16"
+// The unit this process runs bf16 GEMMs on: RNNJIT_BF16_UNIT where set (an Error if this CPU
+// cannot run it), else AMX where usable, else AVX512_BF16; none where neither runs.
+std::optional<Bf16Unit> bf16_unit();
 
 // The most threads a plan is split across (Options::threads, RNNJIT_NUM_THREADS, --threads).
 inline constexpr int kMaxThreads = 256;
