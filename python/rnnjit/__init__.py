@@ -35,6 +35,7 @@ from rnnjit._rnnjit import (
     Shape,
     __version__,
     amx_bf16_usable,
+    bf16_unit,
     cache_stats,
     cell_state_elements,
     clear_cache,
@@ -48,6 +49,6 @@ from rnnjit._rnnjit import (
 __all__ = [
     "Backend", "CacheStats", "CellKind", "Device", "Error", "Execution", "FpMath", "Isa", "KernelCode", "Mode",
     "Options", "ParamBlock", "ParamKind", "ProjectionGemm", "Rnn", "RnnConfig", "Shape", "__version__",
-    "amx_bf16_usable", "cache_stats", "cell_state_elements", "clear_cache", "cpu_isa", "detect_isa", "state_elements",
+    "amx_bf16_usable", "bf16_unit", "cache_stats", "cell_state_elements", "clear_cache", "cpu_isa", "detect_isa", "state_elements",
     "x_elements", "y_elements",
 ]

@@ -1,6 +1,7 @@
 // rnnjit.RnnConfig, Shape, Options, the enums and the weight layout: the network's description.
 #include <nanobind/nanobind.h>
 #include <nanobind/operators.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -169,6 +170,13 @@ void bind_sizes(nb::module_& m) {
   m.def("detect_isa", &detect_isa, "The best instruction set this CPU runs (or RNNJIT_ISA).");
   m.def("cpu_isa", &cpu_isa, "The best instruction set this CPU runs (RNNJIT_ISA not read).");
   m.def("amx_bf16_usable", &amx_bf16_usable, "Whether this CPU and OS run AMX-BF16 tiles.");
+  m.def(
+      "bf16_unit",
+      [] {
+        const std::optional<Bf16Unit> unit = bf16_unit();
+        return unit ? std::optional<std::string>(to_string(*unit)) : std::nullopt;
+      },
+      "What runs fpmath='bf16' GEMMs here: 'amx', 'avx512_bf16' or None (FP32); RNNJIT_BF16_UNIT forces one.");
 }
 
 }  // namespace
