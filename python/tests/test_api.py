@@ -163,3 +163,16 @@ def test_packed_weights_give_the_same_outputs():
     ex.pack_weights(w, packed)
     ex.forward(w, x, y2, packed_weights=packed if packed.size else None)
     np.testing.assert_array_equal(y1, y2)
+
+
+def test_bf16_plans_name_the_unit_that_runs_them():
+    unit = rnnjit.bf16_unit()
+    assert unit in (None, "amx", "avx512_bf16")
+    if rnnjit.amx_bf16_usable():
+        assert unit == "amx"
+    config = rnnjit.RnnConfig(cell="gru", input_size=24, hidden_size=40)
+    ex = rnnjit.Rnn(config, rnnjit.Options(backend="jit", fpmath="bf16")).prepare((3, 5), "inference")
+    if unit is None:
+        assert "fpmath=bf16" not in ex.plan_text()
+    else:
+        assert f"fpmath=bf16 bf16_unit={unit}" in ex.plan_text()
