@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -360,8 +361,9 @@ TEST_F(CliFeatures, BenchPeakReportsTheWeightStreamingBoundAndTheGemmCeiling) {
   EXPECT_NE(text.out.find("5 x 5 tile with A and B in L1"), std::string::npos) << text.out;
 }
 
-// bench --fpmath bf16 says what the plan that ran made of it: AMX tiles, or FP32 and why. With
-// AMX the weight-streaming bound counts bf16 weights (half the bytes).
+// bench --fpmath bf16 says what the plan that ran made of it: AMX tiles or AVX512_BF16 dot
+// products, or FP32 and why. With bf16 the weight-streaming bound counts bf16 weights (half the
+// bytes).
 TEST_F(CliFeatures, BenchSaysWhatFpmathBf16CameTo) {
   const std::vector<std::string> small{"bench", "--input-size", "8", "--hidden-size", "32", "--seq", "2", "--batch",
                                        "3", "--reps", "1", "--warmup", "0", "--fpmath", "bf16"};
@@ -375,11 +377,14 @@ TEST_F(CliFeatures, BenchSaysWhatFpmathBf16CameTo) {
   };
   EXPECT_EQ(line({"--backend", "reference"}), "fpmath bf16: the reference backend computes in FP32");
   EXPECT_EQ(line({"--mode", "train"}), "fpmath bf16: inference only, so this training run is FP32");
-  if (!amx_bf16_usable()) {
-    EXPECT_EQ(line({}), "fpmath bf16: this CPU (or OS) gives no AMX-BF16 tiles, so FP32");
+  const std::optional<Bf16Unit> unit = bf16_unit();
+  if (!unit) {
+    EXPECT_EQ(line({}), "fpmath bf16: this CPU (or OS) runs neither AMX-BF16 nor AVX512_BF16, so FP32");
     return;
   }
-  EXPECT_EQ(line({}), "fpmath bf16: the GEMMs on the weights take bf16 inputs on AMX tiles");
+  EXPECT_EQ(line({}), *unit == Bf16Unit::amx
+                          ? "fpmath bf16: the GEMMs on the weights take bf16 inputs on AMX tiles"
+                          : "fpmath bf16: the GEMMs on the weights take bf16 inputs on AVX512_BF16 dot products");
   // The weight-streaming bound: W_hh [4*800, 800] in bf16 a step (10.24 MB in FP32).
   const test::CliResult peak =
       cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--peak", "--fpmath", "bf16"});

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <cstdint>
 #include <cstdlib>
@@ -260,30 +261,46 @@ TEST_F(CliPlanDumpTest, PlanShowsWhoComputesTheInputProjection) {
   EXPECT_NE(r.out.find("packed.w_hh"), std::string::npos) << r.out;
 }
 
-// --fpmath bf16: where AMX-BF16 runs, the inference GEMMs on the weights are AMX kernels and the
-// plan says fpmath=bf16; elsewhere the plan stays FP32 and says why. Training stays FP32.
+// --fpmath bf16: where a bf16 unit runs, the inference GEMMs on the weights are its kernels and
+// the plan says fpmath=bf16 and which unit; elsewhere the plan stays FP32 and says why. Training
+// stays FP32.
 TEST_F(CliPlanDumpTest, PlanWithFpmathBf16) {
   const CliResult r = cli(cat({"plan", "--isa", "avx512", "--fpmath", "bf16"}, kSmall));
   ASSERT_EQ(r.status, 0) << r.err;
-  if (amx_bf16_usable()) {
-    EXPECT_NE(r.out.find("fpmath=bf16"), std::string::npos) << r.out;
+  const std::optional<Bf16Unit> unit = bf16_unit();
+  if (unit == Bf16Unit::amx) {
+    EXPECT_NE(r.out.find("fpmath=bf16 bf16_unit=amx"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("bf16gemm_amx_"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("amx-bf16 m_r="), std::string::npos) << r.out;
+  } else if (unit == Bf16Unit::avx512_bf16) {
+    EXPECT_NE(r.out.find("fpmath=bf16 bf16_unit=avx512_bf16"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("bf16gemm_dp_"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("avx512-bf16 m_r="), std::string::npos) << r.out;
   } else {
-    EXPECT_NE(r.out.find("gives no AMX-BF16 tiles, so the plan is FP32"), std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find("bf16gemm_amx_"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("runs neither AMX-BF16 nor AVX512_BF16, so the plan is FP32"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("bf16gemm_"), std::string::npos) << r.out;
   }
   const CliResult train = cli(cat(cat({"plan", "--isa", "avx512", "--fpmath", "bf16"}, kSmall), {"--mode", "train"}));
   ASSERT_EQ(train.status, 0) << train.err;
-  EXPECT_EQ(train.out.find("bf16gemm_amx_"), std::string::npos) << train.out;
+  EXPECT_EQ(train.out.find("bf16gemm_"), std::string::npos) << train.out;
 }
 
-// The AMX kernels are generated (never run) by dump on any CPU: tile loads, tdpbf16ps, stores.
-TEST_F(CliPlanDumpTest, DumpShowsTheAmxKernels) {
+// The bf16 kernels are generated (never run) by dump on any CPU: AMX's tile loads, tdpbf16ps and
+// stores; AVX512_BF16's B loads, A's pairs broadcast and vdpbf16ps. An unknown unit is a usage
+// error naming the flag.
+TEST_F(CliPlanDumpTest, DumpShowsTheBf16Kernels) {
   const CliResult r = cli(cat({"dump", "--target", "avx512", "--fpmath", "bf16"}, kSmall));
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* mnemonic : {"bf16gemm_amx_", "ldtilecfg", "tileloadd", "tdpbf16ps", "tilestored"})
     EXPECT_NE(r.out.find(mnemonic), std::string::npos) << mnemonic << " not in\n" << r.out;
+  const CliResult dp = cli(cat({"dump", "--target", "avx512", "--fpmath", "bf16", "--bf16-unit", "avx512_bf16"}, kSmall));
+  ASSERT_EQ(dp.status, 0) << dp.err;
+  for (const char* mnemonic : {"bf16gemm_dp_", "vpbroadcastd", "vdpbf16ps", "{1to16}"})
+    EXPECT_NE(dp.out.find(mnemonic), std::string::npos) << mnemonic << " not in\n" << dp.out;
+  EXPECT_EQ(dp.out.find("tdpbf16ps"), std::string::npos);
+  const CliResult bad = cli(cat({"dump", "--target", "avx512", "--fpmath", "bf16", "--bf16-unit", "tiles"}, kSmall));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--bf16-unit: unknown bf16 unit 'tiles'"), std::string::npos) << bad.err;
 }
 
 // ---- dump ----
