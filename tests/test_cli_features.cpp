@@ -376,15 +376,15 @@ TEST_F(CliFeatures, BenchSaysWhatFpmathBf16CameTo) {
     return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
   };
   EXPECT_EQ(line({"--backend", "reference"}), "fpmath bf16: the reference backend computes in FP32");
-  EXPECT_EQ(line({"--mode", "train"}), "fpmath bf16: inference only, so this training run is FP32");
   const std::optional<Bf16Unit> unit = bf16_unit();
   if (!unit) {
     EXPECT_EQ(line({}), "fpmath bf16: this CPU (or OS) runs neither AMX-BF16 nor AVX512_BF16, so FP32");
     return;
   }
-  EXPECT_EQ(line({}), *unit == Bf16Unit::amx
-                          ? "fpmath bf16: the GEMMs on the weights take bf16 inputs on AMX tiles"
-                          : "fpmath bf16: the GEMMs on the weights take bf16 inputs on AVX512_BF16 dot products");
+  const std::string on = *unit == Bf16Unit::amx ? "AMX tiles" : "AVX512_BF16 dot products";
+  EXPECT_EQ(line({}), "fpmath bf16: the GEMMs on the weights take bf16 inputs on " + on);
+  EXPECT_EQ(line({"--mode", "train"}),
+            "fpmath bf16: the forward GEMMs on the weights take bf16 inputs on " + on + "; backward stays FP32");
   // The weight-streaming bound: W_hh [4*800, 800] in bf16 a step (10.24 MB in FP32).
   const test::CliResult peak =
       cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--peak", "--fpmath", "bf16"});

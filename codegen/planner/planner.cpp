@@ -51,11 +51,12 @@ Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa
   if (fpmath == FpMath::bf16) {
     if (isa != Isa::avx512)
       plan_.notes.push_back(fmt::format("fpmath bf16: isa {} has no bf16 GEMM, every GEMM stays FP32", to_string(isa)));
-    else if (mode == Mode::training)
-      plan_.notes.push_back("fpmath bf16 applies to inference: training's GEMMs stay FP32");
     else {
       plan_.fpmath = FpMath::bf16;
       plan_.bf16_unit = bf16_unit;
+      if (mode == Mode::training)
+        plan_.notes.push_back("fpmath bf16 in training: the forward GEMMs on the weights read bf16 copies of their "
+                              "operands; backward data and backward weights stay FP32");
     }
   }
 }

@@ -170,12 +170,15 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
 
 // What --fpmath bf16 came to in the plan that ran, and why where it stayed FP32.
 const char* fpmath_outcome(const Contender& ours, const Options& options, Mode mode, Device device) {
+  if (ours.fpmath == FpMath::bf16 && mode == Mode::training)
+    return ours.bf16_unit == Bf16Unit::amx
+               ? "the forward GEMMs on the weights take bf16 inputs on AMX tiles; backward stays FP32"
+               : "the forward GEMMs on the weights take bf16 inputs on AVX512_BF16 dot products; backward stays FP32";
   if (ours.fpmath == FpMath::bf16)
     return ours.bf16_unit == Bf16Unit::amx ? "the GEMMs on the weights take bf16 inputs on AMX tiles"
                                            : "the GEMMs on the weights take bf16 inputs on AVX512_BF16 dot products";
   if (device == Device::cuda) return "the CUDA executor's GEMMs are FP32";
   if (options.backend == Backend::reference) return "the reference backend computes in FP32";
-  if (mode == Mode::training) return "inference only, so this training run is FP32";
   if (!bf16_unit()) return "this CPU (or OS) runs neither AMX-BF16 nor AVX512_BF16, so FP32";
   return "the plan's instruction set has no bf16 GEMM, so FP32";
 }
@@ -242,12 +245,13 @@ int bench(const BenchFlags& f) {
   // and backward data again in training; no W_hh in the first forward step, whose h0 is zero,
   // nor in the last backward one, without dhx), each thread its share of a layer's directions,
   // at the rate the threads read working sets of that size now.
-  // bf16 weights (an inference plan with --fpmath bf16) are half the bytes.
+  // bf16 weights (the forward pass of a plan with --fpmath bf16) are half the bytes; backward
+  // data reads them in FP32.
   const bool bf16 = contenders.front().fpmath == FpMath::bf16;
   const double step_bytes = recurrent_weight_bytes(config) * (bf16 ? 0.5 : 1.0);
-  const double first_step_skips = w_hh_bytes(config) * (bf16 ? 0.5 : 1.0);
-  const double passes = training ? 2.0 : 1.0;
-  const double streamed_bytes = passes * (static_cast<double>(shape.seq_len) * step_bytes - first_step_skips) *
+  const double passes = (bf16 ? 0.5 : 1.0) + (training ? 1.0 : 0.0);  // in FP32 weights' bytes
+  const double streamed_bytes = passes *
+                                (static_cast<double>(shape.seq_len) * recurrent_weight_bytes(config) - w_hh_bytes(config)) *
                                 static_cast<double>(config.num_layers) * config.directions();
   const auto share = static_cast<std::int64_t>(step_bytes * config.directions() / threads);
   const double read_gbps = peak > 0 ? bench::measure_read_bandwidth(threads, share) : 0.0;

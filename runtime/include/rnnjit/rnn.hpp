@@ -71,12 +71,13 @@ ProjectionGemm parse_projection_gemm(std::string_view name);  // "generated"|"op
 // What the GEMMs may round their inputs to (oneDNN's fpmath_mode, cuDNN's
 // CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, PyTorch's float32_matmul_precision).
 //   strict (default): FP32 products and sums throughout.
-//   bf16: inference GEMMs whose B is the packed weights (the input projections, the recurrent
-//     and LSTM projection GEMMs) may read bf16 copies of their operands (weights packed as
-//     bf16, x and h rounded to nearest even as each GEMM reads them) and run on AMX-BF16 tiles,
-//     or where the CPU has no usable AMX, on AVX512_BF16's dot products (Bf16Unit), summing in
-//     FP32; everything else (gate math, states, outputs) stays FP32. A permission, not a
-//     demand: plans for training, for CPUs with neither (bf16_unit()) or another isa stay
+//   bf16: forward GEMMs whose B is the packed weights (the input projections, the recurrent
+//     and LSTM projection GEMMs, in inference and in training's forward pass) may read bf16
+//     copies of their operands (weights packed as bf16, x and h rounded to nearest even as each
+//     GEMM reads them) and run on AMX-BF16 tiles or, where the CPU has no usable AMX, on
+//     AVX512_BF16's dot products (Bf16Unit), summing in FP32. Everything else (gate math,
+//     states, outputs, backward data and backward weights on the FP32 weights) stays FP32. A
+//     permission, not a demand: plans for CPUs with neither (bf16_unit()) or another isa stay
 //     FP32, and say so in their notes. Results then differ from strict by bf16's rounding
 //     (about 3 significant digits per product's inputs), and subnormal GEMM inputs count as
 //     zero (tdpbf16ps and vdpbf16ps flush them).
