@@ -31,9 +31,9 @@
 //
 // What a timed call does:
 //   inference forward: one forward_inference primitive execution per layer on weights already
-//     reordered (at setup) into the format oneDNN picked from format_tag::any (2.6.3 on AVX-512:
-//     brgemm-blocked for vanilla RNN and LSTM; ldigo with a padded leading dimension for lbr_gru,
-//     which runs its gemm-based "ref" implementation).
+//     reordered (at setup) into the format oneDNN picked from format_tag::any (2.6.3 and 3.2
+//     alike on AVX-512: brgemm-blocked for vanilla RNN and LSTM; ldigo, its leading dimension
+//     padded for some sizes, for both GRUs, which run the gemm-based "ref" implementation).
 //   training forward: per layer, the reorder of the weights from oneDNN's user layout (dense ldigo)
 //     into the forward_training primitive's format when that differs (weights change every step;
 //     oneDNN usually pads the leading dimension, so it does), then forward_training (writes the
