@@ -45,33 +45,90 @@ int bias_gates(CellKind cell) { return cell == CellKind::gru ? 4 : gate_count(ce
 
 std::string isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
+#if DNNL_VERSION_MAJOR >= 3
+    case dnnl::cpu_isa::isa_default: return "default";
+    case dnnl::cpu_isa::avx2_vnni_2: return "avx2_vnni_2";
+    case dnnl::cpu_isa::avx512_core_fp16: return "avx512_core_fp16";
+    case dnnl::cpu_isa::avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+#else
     case dnnl::cpu_isa::all: return "all";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+#endif
     case dnnl::cpu_isa::sse41: return "sse41";
     case dnnl::cpu_isa::avx: return "avx";
     case dnnl::cpu_isa::avx2: return "avx2";
     case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
-    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
     case dnnl::cpu_isa::avx512_core: return "avx512_core";
     case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
     case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: break;
   }
   return "isa " + std::to_string(static_cast<int>(isa));
+}
+
+// What format_name reads of a memory descriptor: 2.x exposes dnnl_memory_desc_t's fields, 3.x
+// answers queries.
+struct MdLayout {
+  bool packed = false;   // oneDNN's RNN-packed (GEMM) weights: 2.x's rnn_packed, 3.x's opaque
+  bool blocked = false;  // a plain or blocked strided layout
+  int inner_nblks = 0;   // > 0: blocked (brgemm)
+  memory::dims dims, strides;
+};
+
+MdLayout layout_of(const memory::desc& md) {
+  MdLayout r;
+#if DNNL_VERSION_MAJOR >= 3
+  r.packed = md.get_format_kind() == memory::format_kind::opaque;
+  r.blocked = md.get_format_kind() == memory::format_kind::blocked;
+  if (r.blocked) {
+    r.inner_nblks = md.get_inner_nblks();
+    r.strides = md.get_strides();
+  }
+  r.dims = md.get_dims();
+#else
+  r.packed = md.data.format_kind == dnnl_format_kind_rnn_packed;
+  r.blocked = md.data.format_kind == dnnl_blocked;
+  r.inner_nblks = md.data.format_desc.blocking.inner_nblks;
+  r.dims.assign(md.data.dims, md.data.dims + md.data.ndims);
+  r.strides.assign(md.data.format_desc.blocking.strides, md.data.format_desc.blocking.strides + md.data.ndims);
+#endif
+  return r;
 }
 
 // ldigo / ldgoi, dense or with the leading dimension padded (oneDNN pads it, e.g. when G*H is a
 // multiple of 256 floats), or a blocked (brgemm) or packed (GEMM) format.
 std::string format_name(const memory::desc& md) {
-  if (md.data.format_kind == dnnl_format_kind_rnn_packed) return "packed";
-  if (md.data.format_kind != dnnl_blocked || md.data.ndims != 5) return "other";
-  const auto& b = md.data.format_desc.blocking;
-  if (b.inner_nblks != 0) return "blocked";
-  const dnnl_dim_t* d = md.data.dims;
-  const dnnl_dim_t* s = b.strides;
+  const MdLayout m = layout_of(md);
+  if (m.packed) return "packed";
+  if (!m.blocked || m.dims.size() != 5) return "other";
+  if (m.inner_nblks != 0) return "blocked";
+  const memory::dims& d = m.dims;
+  const memory::dims& s = m.strides;
   if (s[4] == 1 && s[3] == d[4] && s[2] >= d[3] * d[4]) return s[2] == d[3] * d[4] ? "ldigo" : "ldigo/padded";
   if (s[2] == 1 && s[4] >= d[2] && s[3] == d[4] * s[4]) return s[4] == d[2] ? "ldgoi" : "ldgoi/padded";
   return "other";
+}
+
+// A primitive descriptor of an RNN primitive Prim from the arguments of its 2.x operation
+// descriptor: 2.x wraps them in Prim::desc, 3.x (which has no operation descriptors) takes the
+// engine first; a backward one also takes its forward's primitive descriptor as a hint.
+template <class Prim, class... A>
+typename Prim::primitive_desc forward_pd(const dnnl::engine& eng, const A&... args) {
+#if DNNL_VERSION_MAJOR >= 3
+  return typename Prim::primitive_desc(eng, args...);
+#else
+  return typename Prim::primitive_desc(typename Prim::desc(args...), eng);
+#endif
+}
+template <class Prim, class Hint, class... A>
+typename Prim::primitive_desc backward_pd(const dnnl::engine& eng, const Hint& hint, const A&... args) {
+#if DNNL_VERSION_MAJOR >= 3
+  return typename Prim::primitive_desc(eng, args..., hint);
+#else
+  return typename Prim::primitive_desc(typename Prim::desc(args...), eng, hint);
+#endif
 }
 
 [[noreturn]] void rethrow(const char* what, const dnnl::error& e) {
@@ -138,6 +195,15 @@ struct Prims {
 }  // namespace
 
 bool onednn_available() { return true; }
+
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         (v->cpu_runtime == DNNL_RUNTIME_OMP   ? " (cpu runtime: OpenMP)"
+          : v->cpu_runtime == DNNL_RUNTIME_TBB ? " (cpu runtime: TBB)"
+          : v->cpu_runtime == DNNL_RUNTIME_SEQ ? " (cpu runtime: sequential)"
+                                               : " (cpu runtime: other)");
+}
 
 void onednn_sgemm(int threads, std::int64_t size, const float* a, const float* b, float* c) {
   const ThreadScope scope(threads);
@@ -244,14 +310,12 @@ struct OnednnRnn::Impl {
     auto build_gru = [&](auto forward, auto backward) {
       using F = typename decltype(forward)::type;
       using B = typename decltype(backward)::type;
-      const typename F::primitive_desc fpd(
-          typename F::desc(fwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter), eng);
+      const auto fpd = forward_pd<F>(eng, fwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter);
       p.fwd_pd = fpd;
       p.fwd = F(fpd);
       if (training()) {
-        const typename B::primitive_desc bpd(typename B::desc(bwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer,
-                                                              iter, src_layer, iter, wl, wi, bias, dst_layer, iter),
-                                             eng, fpd);
+        const auto bpd = backward_pd<B>(eng, fpd, bwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
+                                        src_layer, iter, wl, wi, bias, dst_layer, iter);
         p.bwd_pd = bpd;
         p.bwd = B(bpd);
       }
@@ -266,15 +330,22 @@ struct OnednnRnn::Impl {
         const float alpha = cfg.relu_alpha;  // eltwise_relu's slope below zero
         using F = dnnl::vanilla_rnn_forward;
         using B = dnnl::vanilla_rnn_backward;
-        F::primitive_desc fpd(F::desc(fwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
-                                      dnnl::rnn_flags::undef, alpha),
-                              eng);
+#if DNNL_VERSION_MAJOR >= 3  // no flags argument before alpha
+        const auto fpd = forward_pd<F>(eng, fwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter, alpha);
+#else
+        const auto fpd = forward_pd<F>(eng, fwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
+                                       dnnl::rnn_flags::undef, alpha);
+#endif
         p.fwd_pd = fpd;
         p.fwd = F(fpd);
         if (training()) {
-          B::primitive_desc bpd(B::desc(bwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter, src_layer,
-                                        iter, wl, wi, bias, dst_layer, iter, dnnl::rnn_flags::undef, alpha),
-                                eng, fpd);
+#if DNNL_VERSION_MAJOR >= 3
+          const auto bpd = backward_pd<B>(eng, fpd, bwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
+                                          src_layer, iter, wl, wi, bias, dst_layer, iter, alpha);
+#else
+          const auto bpd = backward_pd<B>(eng, fpd, bwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
+                                          src_layer, iter, wl, wi, bias, dst_layer, iter, dnnl::rnn_flags::undef, alpha);
+#endif
           p.bwd_pd = bpd;
           p.bwd = B(bpd);
         }
@@ -286,14 +357,14 @@ struct OnednnRnn::Impl {
         // Empty peephole and projection descriptors are oneDNN's "none".
         const memory::desc wp = peephole() ? md({1, D, 3, H}, tag::ldgo) : memory::desc();
         const memory::desc wr = projection() ? md({1, D, H, S}, tag::any) : memory::desc();
-        F::primitive_desc fpd(
-            F::desc(fwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, wr, bias, dst_layer, iter, iter_c), eng);
+        const auto fpd =
+            forward_pd<F>(eng, fwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, wr, bias, dst_layer, iter, iter_c);
         p.fwd_pd = fpd;
         p.fwd = F(fpd);
         if (training()) {
-          B::primitive_desc bpd(B::desc(bwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, wr, bias, dst_layer, iter,
-                                        iter_c, src_layer, iter, iter_c, wl, wi, wp, wr, bias, dst_layer, iter, iter_c),
-                                eng, fpd);
+          const auto bpd = backward_pd<B>(eng, fpd, bwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, wr, bias,
+                                          dst_layer, iter, iter_c, src_layer, iter, iter_c, wl, wi, wp, wr, bias,
+                                          dst_layer, iter, iter_c);
           p.bwd_pd = bpd;
           p.bwd = B(bpd);
         }
@@ -627,7 +698,7 @@ struct OnednnRnn::Impl {
         a[DNNL_ARG_DIFF_SRC_ITER_C].set_data_handle(io.dcx.empty() ? dcx_own.data() : io.dcx.data() + l * cell_step);
       }
       for (Reorder& r : ly.bwd_reorders) r.run(strm);
-      // oneDNN 2.x accumulates into the weight gradients.
+      // oneDNN accumulates into the weight gradients (2.x and 3.x alike).
       std::memset(ly.dwl_bwd.get_data_handle(), 0, ly.dwl_bwd.get_desc().get_size());
       std::memset(ly.dwi_bwd.get_data_handle(), 0, ly.dwi_bwd.get_desc().get_size());
       std::memset(ly.dbias.get_data_handle(), 0, ly.dbias.get_desc().get_size());
@@ -643,13 +714,7 @@ struct OnednnRnn::Impl {
 
   PeerRun info() const {
     PeerRun r;
-    const dnnl_version_t* v = dnnl_version();
-    r.library = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                std::to_string(v->patch) +
-                (v->cpu_runtime == DNNL_RUNTIME_OMP   ? " (cpu runtime: OpenMP)"
-                 : v->cpu_runtime == DNNL_RUNTIME_TBB ? " (cpu runtime: TBB)"
-                 : v->cpu_runtime == DNNL_RUNTIME_SEQ ? " (cpu runtime: sequential)"
-                                                      : " (cpu runtime: other)");
+    r.library = onednn_version();
     r.isa = isa_name(dnnl::get_effective_cpu_isa());
     if (bf16) r.library += ", bf16 data and weights";
     r.threads = threads > 0 ? threads : ThreadScope::current();

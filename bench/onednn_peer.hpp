@@ -1,4 +1,4 @@
-// rnnjit bench: oneDNN (2.x) as a peer, so that the benchmark can time the same network through
+// rnnjit bench: oneDNN (2.x or 3.x) as a peer, so that the benchmark can time the same network through
 // oneDNN's fused RNN primitives. Optional at configure time: without oneDNN the library
 // rnnjit_bench_peers is built from bench/onednn_peer_none.cpp, onednn_available() is false and
 // constructing an OnednnRnn throws rnnjit::Error. No oneDNN type appears in this header.
@@ -31,16 +31,16 @@
 //
 // What a timed call does:
 //   inference forward: one forward_inference primitive execution per layer on weights already
-//     reordered (at setup) into the format oneDNN picked from format_tag::any (2.6.3 on AVX-512:
-//     brgemm-blocked for vanilla RNN and LSTM; ldigo with a padded leading dimension for lbr_gru,
-//     which runs its gemm-based "ref" implementation).
+//     reordered (at setup) into the format oneDNN picked from format_tag::any (2.6.3 and 3.2
+//     alike on AVX-512: brgemm-blocked for vanilla RNN and LSTM; ldigo, its leading dimension
+//     padded for some sizes, for both GRUs, which run the gemm-based "ref" implementation).
 //   training forward: per layer, the reorder of the weights from oneDNN's user layout (dense ldigo)
 //     into the forward_training primitive's format when that differs (weights change every step;
 //     oneDNN usually pads the leading dimension, so it does), then forward_training (writes the
 //     workspace kept for backward).
 //   backward: per layer, top to bottom: reorder of the weights into the backward primitive's format
-//     (ldgoi), zeroing of the weight gradients (oneDNN 2.x accumulates into them; there is no
-//     overwrite flag before 3.0), the backward primitive, and the reorder of the weight gradients
+//     (ldgoi), zeroing of the weight gradients (oneDNN accumulates into them: 2.x has no
+//     overwrite flag, and 3.x's rnn_flags::diff_weights_overwrite is not in its C++ API for LSTM or GRU), the backward primitive, and the reorder of the weight gradients
 //     to ldigo when oneDNN produced another format. So one forward + backward is a full training
 //     step of a framework that keeps its master weights in oneDNN's layout. The conversion between
 //     rnnjit's canonical layout and oneDNN's (gate permutation, transposition, bias sums) is not part
@@ -66,6 +66,11 @@ namespace rnnjit::bench {
 // True when this build has the oneDNN peer (oneDNN was found at configure time).
 bool onednn_available();
 
+// The oneDNN that runs, from dnnl_version() at run time: "oneDNN 3.2.0 (cpu runtime: OpenMP)";
+// empty without the peer. The build may be against Debian's oneDNN 2.6.3 or another named by
+// RNNJIT_ONEDNN_ROOT (CMakeLists.txt, tools/onednn3.sh).
+std::string onednn_version();
+
 // C = A B for row-major size x size matrices through oneDNN's dnnl_sgemm on `threads` threads
 // (0: OpenMP's default), for the FP32 GEMM ceiling (bench/gemm_ceiling.hpp). Throws Error
 // when oneDNN was not found at build time or the call fails.
@@ -73,7 +78,7 @@ void onednn_sgemm(int threads, std::int64_t size, const float* a, const float* b
 
 // What an OnednnRnn runs, for the benchmark's report.
 struct PeerRun {
-  std::string library;           // "oneDNN 2.6.3 (cpu runtime: OpenMP)"
+  std::string library;           // onednn_version(), + ", bf16 data and weights" for the bf16 peer
   int threads = 0;               // threads oneDNN runs with (0: unknown, the runtime is not OpenMP)
   std::string isa;               // oneDNN's effective CPU ISA, e.g. "avx512_core_amx"
   std::string forward_impl;      // oneDNN's implementation of the forward primitives: "brgemm", "ref"

@@ -5,6 +5,7 @@
 namespace rnnjit::bench {
 
 bool onednn_available() { return false; }
+std::string onednn_version() { return {}; }
 
 struct OnednnRnn::Impl {
   RnnConfig config;

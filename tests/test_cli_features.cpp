@@ -321,6 +321,40 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
   }
 }
 
+// bench --compare onednn names the oneDNN that ran (dnnl_version() at run time: Debian's 2.6.3,
+// or the 3.x of a build with RNNJIT_ONEDNN_ROOT), in the text and in the JSON; with --fpmath
+// bf16 an inference times oneDNN's bf16 primitives too (onednn_bf16), or says why not.
+TEST_F(CliFeatures, BenchNamesTheOneDnnVersionAndAddsItsBf16Peer) {
+  const std::vector<std::string> base = {"bench", "--cell", "gru", "--input-size", "8", "--hidden-size", "16", "--seq",
+                                         "3", "--batch", "2", "--reps", "1", "--warmup", "0", "--compare", "onednn"};
+  const test::CliResult text = cli(base);
+  if (text.status != 0) GTEST_SKIP() << "rnn-jit was built without oneDNN";
+  EXPECT_NE(text.out.find("  onednn: oneDNN "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(cpu runtime: "), std::string::npos) << text.out;
+  std::vector<std::string> json = base;
+  json.push_back("--json");
+  const nlohmann::json j = nlohmann::json::parse(cli(json).out);
+  const std::string version = j.value("onednn_version", "");
+  EXPECT_EQ(version.rfind("oneDNN ", 0), 0u) << j.dump();
+  EXPECT_EQ(j["peers"]["onednn"].value("library", ""), version) << j.dump();
+  EXPECT_NE(text.out.find("  onednn: " + version), std::string::npos) << text.out;
+
+  std::vector<std::string> bf16 = json;
+  bf16.insert(bf16.end(), {"--fpmath", "bf16"});
+  const test::CliResult b = cli(bf16);
+  ASSERT_EQ(b.status, 0) << b.err;
+  const nlohmann::json jb = nlohmann::json::parse(b.out);
+  if (jb["peers"].contains("onednn_bf16"))
+    EXPECT_EQ(jb["peers"]["onednn_bf16"].value("library", ""), version + ", bf16 data and weights") << b.out;
+  else
+    EXPECT_NE(b.err.find("oneDNN's bf16 peer (onednn_bf16) left out: "), std::string::npos) << b.err;
+  EXPECT_TRUE(jb["peers"].contains("onednn")) << b.out;
+  // Training stays FP32 in rnnjit (bf16 is an inference permission): no bf16 peer is added.
+  bf16.insert(bf16.end(), {"--mode", "train"});
+  const nlohmann::json jt = nlohmann::json::parse(cli(bf16).out);
+  EXPECT_FALSE(jt["peers"].contains("onednn_bf16")) << jt.dump();
+}
+
 // bench --peak also measures the weight-streaming bound of the recurrence: every step reads its
 // layer's recurrent weights (and backward data reads them again; the first forward step, from
 // h0 = 0, and the last backward one, without dhx, only W_hr), at the rate the threads read their

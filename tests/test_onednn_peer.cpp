@@ -417,7 +417,7 @@ TEST(OnednnPeerBuffers, ThreadsAndRunInfo) {
   EXPECT_THROW(OnednnRnn(cfg, shape, Mode::training, rc.w, -1), Error);
   OnednnRnn peer(cfg, shape, Mode::training, rc.w, 1);
   const bench::PeerRun info = peer.run_info();
-  EXPECT_NE(info.library.find("oneDNN"), std::string::npos) << info.summary();
+  EXPECT_EQ(info.library, bench::onednn_version()) << info.summary();
   EXPECT_FALSE(info.isa.empty());
   EXPECT_FALSE(info.forward_impl.empty());
   EXPECT_FALSE(info.backward_impl.empty());
@@ -428,6 +428,18 @@ TEST(OnednnPeerBuffers, ThreadsAndRunInfo) {
   const Tensors want = rc.reference(true), got = run_peer(peer, rc);
   expect_forward(got, want, rc);
   expect_backward(got, want, rc);
+}
+
+// The peer runs the oneDNN that CMake found (Debian's 2.6.3, or the one RNNJIT_ONEDNN_ROOT named),
+// not another libdnnl found at run time.
+TEST(OnednnPeerBuffers, RunsTheVersionItWasBuiltAgainst) {
+  if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
+#ifdef RNNJIT_TEST_ONEDNN_VERSION
+  EXPECT_EQ(bench::onednn_version().rfind(std::string("oneDNN ") + RNNJIT_TEST_ONEDNN_VERSION + " (cpu runtime: ", 0), 0)
+      << bench::onednn_version();
+#else
+  FAIL() << "the peer is built but CMake passed no oneDNN version";
+#endif
 }
 
 // Without oneDNN: the stub says so and refuses to build a peer, with the documented message.
@@ -444,6 +456,7 @@ TEST(OnednnPeerStub, ThrowsWithoutOnednn) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "oneDNN was not found at build time");
   }
+  EXPECT_EQ(bench::onednn_version(), "");
 }
 
 }  // namespace

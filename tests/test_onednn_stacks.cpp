@@ -56,6 +56,17 @@ memory::desc md(const memory::dims& dims, tag t) { return memory::desc(dims, mem
 // u,r,o = z,r,n.
 int torch_gate(CellKind cell, int g) { return is_gru(cell) && g < 2 ? 1 - g : g; }
 
+// Prim's forward primitive descriptor: oneDNN 2.x builds it from an operation descriptor, 3.x
+// (which has none) from the engine and the same arguments.
+template <class Prim, class... A>
+typename Prim::primitive_desc forward_pd(const dnnl::engine& eng, const A&... args) {
+#if DNNL_VERSION_MAJOR >= 3
+  return typename Prim::primitive_desc(eng, args...);
+#else
+  return typename Prim::primitive_desc(typename Prim::desc(args...), eng);
+#endif
+}
+
 TEST_P(OnednnStacks, ForwardMatchesReference) {
   const StackCase& c = GetParam();
   const i64 L = c.layers, D = 2, H = c.hidden, T = c.seq_len, N = c.batch, G = gate_count(c.cell);
@@ -105,22 +116,21 @@ TEST_P(OnednnStacks, ForwardMatchesReference) {
     case CellKind::rnn_relu:
     case CellKind::rnn_tanh: {
       const auto act = c.cell == CellKind::rnn_relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_tanh;
-      dnnl::vanilla_rnn_forward::primitive_desc pd(
-          dnnl::vanilla_rnn_forward::desc(kind, act, dir, src, iter, wl_md, wi_md, b_md, dst, iter), eng);
+      const auto pd =
+          forward_pd<dnnl::vanilla_rnn_forward>(eng, kind, act, dir, src, iter, wl_md, wi_md, b_md, dst, iter);
       dnnl::vanilla_rnn_forward(pd).execute(strm, args);
       break;
     }
     case CellKind::lstm: {
       args[DNNL_ARG_SRC_ITER_C] = memory(iter, eng, cx.data());
       args[DNNL_ARG_DST_ITER_C] = memory(iter, eng, cy.data());
-      dnnl::lstm_forward::primitive_desc pd(
-          dnnl::lstm_forward::desc(kind, dir, src, iter, iter, wl_md, wi_md, b_md, dst, iter, iter), eng);
+      const auto pd =
+          forward_pd<dnnl::lstm_forward>(eng, kind, dir, src, iter, iter, wl_md, wi_md, b_md, dst, iter, iter);
       dnnl::lstm_forward(pd).execute(strm, args);
       break;
     }
     case CellKind::gru_reset_before: {
-      dnnl::gru_forward::primitive_desc pd(
-          dnnl::gru_forward::desc(kind, dir, src, iter, wl_md, wi_md, b_md, dst, iter), eng);
+      const auto pd = forward_pd<dnnl::gru_forward>(eng, kind, dir, src, iter, wl_md, wi_md, b_md, dst, iter);
       dnnl::gru_forward(pd).execute(strm, args);
       break;
     }

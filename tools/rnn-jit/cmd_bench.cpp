@@ -73,6 +73,8 @@ struct Contender {
   std::function<void()> iteration;
   FpMath fpmath = FpMath::strict;  // rnnjit on the CPU: the GEMM math its plan runs
   Bf16Unit bf16_unit = Bf16Unit::amx;  // with fpmath bf16: the unit that runs it
+  std::string library;             // a library's peer: which version runs (oneDNN's dnnl_version())
+  std::string about;               // and what it runs, in one line (OnednnRnn's run_info())
 };
 
 struct Data {
@@ -148,10 +150,13 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
                        "are supported)");
     if (bf16 && config.proj_size > 0) throw UsageError("--compare onednn_bf16: the bf16 peer runs no --proj-size");
     auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads, bf16);
-    return {name, [dnnl, mode, &d] {
+    const bench::PeerRun info = dnnl->run_info();
+    return {name,
+            [dnnl, mode, &d] {
               dnnl->forward({.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy});
               if (mode == Mode::training) dnnl->backward({.dy = d.dy, .dx = d.dx});
-            }};
+            },
+            FpMath::strict, Bf16Unit::amx, info.library, info.summary()};
   }
   if (name == "baseline")  // MXNet's CPU design: OpenBLAS GEMMs and plain C++ gate loops
     return rnnjit_contender(name, config, shape, mode, {Backend::jit, Isa::reference}, d);
@@ -217,6 +222,17 @@ int bench(const BenchFlags& f) {
                              : rnnjit_contender("rnnjit", config, shape, mode, options, d)};
   const int threads = Rnn(config, options).options().threads;
   for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, options, threads, d, device));
+  // With --fpmath bf16, an inference's --compare onednn times oneDNN's bf16 primitives as well
+  // (onednn_bf16, beside its FP32 ones): left out, with a note, where oneDNN runs no bf16 RNN here.
+  const auto named = [&](const char* p) { return std::find(f.compare.begin(), f.compare.end(), p) != f.compare.end(); };
+  if (options.fpmath == FpMath::bf16 && mode == Mode::inference && device == Device::cpu && named("onednn") &&
+      !named("onednn_bf16")) {
+    try {
+      contenders.push_back(peer("onednn_bf16", config, shape, mode, options, threads, d, device));
+    } catch (const std::runtime_error& e) {  // rnnjit::Error (oneDNN's refusal) or UsageError
+      fmt::print(stderr, "bench: --fpmath bf16: oneDNN's bf16 peer (onednn_bf16) left out: {}\n", e.what());
+    }
+  }
 
   const bool progress = !f.json && isatty(STDERR_FILENO);
   std::vector<Timings> timings;
@@ -277,10 +293,15 @@ int bench(const BenchFlags& f) {
     if (bound_ms > 0)
       j.update({{"weights_read_gbps", read_gbps}, {"weights_bound_ms", bound_ms},
                 {"weights_bound_fraction", bound_ms / ours.median()}});
-    for (std::size_t i = 1; i < timings.size(); ++i)
-      j["peers"][timings[i].name] = {{"median_ms", timings[i].median()}, {"min_ms", timings[i].min()},
-                                     {"gflops", flops / (timings[i].median() * 1e6)},
-                                     {"ratio", timings[i].median() / ours.median()}};
+    for (std::size_t i = 1; i < timings.size(); ++i) {
+      nlohmann::json& p = j["peers"][timings[i].name];
+      p = {{"median_ms", timings[i].median()}, {"min_ms", timings[i].min()},
+           {"gflops", flops / (timings[i].median() * 1e6)}, {"ratio", timings[i].median() / ours.median()}};
+      if (!contenders[i].library.empty()) p.update({{"library", contenders[i].library}, {"run", contenders[i].about}});
+    }
+    // The oneDNN that ran (dnnl_version() at run time), whichever of its peers ran.
+    for (const Contender& c : contenders)
+      if (c.name.starts_with("onednn")) j["onednn_version"] = bench::onednn_version();
     fmt::print("{}\n", j.dump());
     return kExitOk;
   }
@@ -309,8 +330,10 @@ int bench(const BenchFlags& f) {
                "GB/s measured now: {:.2f} ms; rnnjit runs at {:.0f}% of it\n",
                step_bytes * 1e-6, static_cast<double>(share) * 1e-6, read_gbps, bound_ms,
                100.0 * bound_ms / ours.median());
+  for (const Contender& c : contenders)
+    if (!c.about.empty()) fmt::print("  {}: {}\n", c.name, c.about);
   for (const Timings& t : timings)
-    fmt::print("  {:<10} median {:9.2f} ms  min {:9.2f} ms  {:7.1f} GFLOPS{}\n", t.name, t.median(), t.min(),
+    fmt::print("  {:<12} median {:9.2f} ms  min {:9.2f} ms  {:7.1f} GFLOPS{}\n", t.name, t.median(), t.min(),
                flops / (t.median() * 1e6),
                &t == &ours ? std::string() : fmt::format("  ratio {}/rnnjit {:.2f}", t.name, t.median() / ours.median()));
   return kExitOk;
@@ -336,7 +359,7 @@ CommandAction setup_bench(CLI::App& sub) {
       ->needs(mixed);
   sub.add_option("--compare", f->compare,
                  "peers timed in the same run: onednn, onednn_bf16 (its RNN primitives on bf16 data and weights, "
-                 "inference), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
+                 "inference; with --fpmath bf16, onednn in inference times it too), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
                  "with FP32 GEMMs, beside --fpmath bf16); cudnn (cuDNN's standard algorithm) and cudnn_persistent (its "
                  "persistent kernels) with --device cuda")
       ->delimiter(',');
