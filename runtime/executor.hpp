@@ -136,6 +136,13 @@ class Executor {
   float* timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col = 0) const;
   void forward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;
   void backward_recurrence(const RecurrenceStep& r, const Bindings& b, int tid, int threads) const;
+  // The named steps behind them: run_lane's dispatch over Step (runtime/executor.cpp), a
+  // thread's walk of a generated GEMM's tiles (executor_gemm.cpp), a thread's part of a forward
+  // or backward recurrence (executor_recurrence.cpp).
+  struct StepRunner;
+  struct GemmWalk;
+  struct ForwardRecurrence;
+  struct BackwardRecurrence;
 
   std::shared_ptr<const Plan> plan_;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels_;

@@ -1,0 +1,493 @@
+// rnnjit: ONNX's RNN, GRU and LSTM operators over the C++ API: the attributes as a one-layer
+// network (onnx_node), ONNX's weights in rnnjit's layout (import_weights), and a node's forward
+// with its tensors converted from and to ONNX's layouts (forward).
+#include "runtime/onnx_adapter.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rnnjit::onnx {
+namespace {
+
+using c_api::buffer;
+using c_api::bytes;
+using c_api::check_size;
+using c_api::invalid;
+using c_api::unsupported;
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// ---- the attributes ----
+
+// attrs.op: the operator's name and its cell before the other attributes refine it.
+OnnxNode node_of_op(const rnnjit_onnx_attributes_t& a) {
+  OnnxNode node;
+  switch (a.op) {
+    case RNNJIT_ONNX_RNN: node.op_name = "RNN"; node.config.cell = CellKind::rnn_tanh; break;
+    case RNNJIT_ONNX_GRU: node.op_name = "GRU"; node.config.cell = CellKind::gru; break;
+    case RNNJIT_ONNX_LSTM: node.op_name = "LSTM"; node.config.cell = CellKind::lstm; break;
+    default:
+      invalid(fmt::format("attrs.op is {}, not one of RNNJIT_ONNX_RNN, _GRU, _LSTM", a.op));
+  }
+  return node;
+}
+
+// ONNX's default activations of an operator (attrs.op, checked), those of one direction.
+std::vector<std::string_view> default_activations(const rnnjit_onnx_attributes_t& a) {
+  if (a.op == RNNJIT_ONNX_RNN) return {"Tanh"};
+  if (a.op == RNNJIT_ONNX_GRU) return {"Sigmoid", "Tanh"};
+  return {"Sigmoid", "Tanh", "Tanh"};
+}
+
+// hidden_size and direction (and the input size the caller gives), one layer.
+void set_sizes(const rnnjit_onnx_attributes_t& a, std::int64_t input_size, OnnxNode& node) {
+  const char* op = node.op_name;
+  if (a.hidden_size <= 0) invalid(fmt::format("ONNX {}: hidden_size must be positive, got {}", op, a.hidden_size));
+  node.config.hidden_size = a.hidden_size;
+  node.config.input_size = input_size;
+  node.config.num_layers = 1;
+  const std::string_view direction = a.direction ? a.direction : "forward";
+  if (direction == "forward") {
+    node.config.bidirectional = false;
+  } else if (direction == "bidirectional") {
+    node.config.bidirectional = true;
+  } else if (direction == "reverse") {
+    node.config.reverse = true;
+  } else {
+    invalid(fmt::format("ONNX {}: direction must be \"forward\", \"reverse\" or \"bidirectional\", got \"{}\"", op,
+                        direction));
+  }
+}
+
+// layout, linear_before_reset, input_forget, has_peepholes and clip.
+void set_flags(const rnnjit_onnx_attributes_t& a, OnnxNode& node) {
+  const char* op = node.op_name;
+  if (a.layout != 0 && a.layout != 1) invalid(fmt::format("ONNX {}: layout must be 0 or 1, got {}", op, a.layout));
+  node.layout = static_cast<int>(a.layout);
+
+  if (a.linear_before_reset != 0 && a.linear_before_reset != 1)
+    invalid(fmt::format("ONNX {}: linear_before_reset must be 0 or 1, got {}", op, a.linear_before_reset));
+  if (a.op != RNNJIT_ONNX_GRU && a.linear_before_reset != 0)
+    invalid(fmt::format("ONNX {}: linear_before_reset is an attribute of GRU only", op));
+  // linear_before_reset=1 is PyTorch's and cuDNN's GRU; 0 (ONNX's default) applies r before W_hn.
+  if (a.op == RNNJIT_ONNX_GRU && a.linear_before_reset == 0) node.config.cell = CellKind::gru_reset_before;
+
+  if (a.input_forget != 0 && a.input_forget != 1)
+    invalid(fmt::format("ONNX {}: input_forget must be 0 or 1, got {}", op, a.input_forget));
+  if (a.op != RNNJIT_ONNX_LSTM && a.input_forget != 0)
+    invalid(fmt::format("ONNX {}: input_forget is an attribute of LSTM only", op));
+  node.config.input_forget = a.input_forget == 1;
+
+  if (a.op != RNNJIT_ONNX_LSTM && a.has_peepholes)
+    invalid(fmt::format("ONNX {}: has_peepholes: P is an input of LSTM only", op));
+  node.config.peephole = a.has_peepholes != 0;
+
+  if (a.has_clip) {
+    if (!(a.clip > 0.0f) || std::isinf(a.clip))
+      invalid(fmt::format("ONNX {}: clip must be a finite value > 0, got {}", op, a.clip));
+    node.config.gate_clip = a.clip;
+  }
+}
+
+// The activation lists' pointers and sizes (per_direction names a direction, D directions);
+// returns the activations given, as text.
+std::string check_activation_lists(const rnnjit_onnx_attributes_t& a, const char* op, std::size_t per_direction,
+                                   int D) {
+  if (a.activation_alpha_count > 0 && !a.activation_alpha)
+    invalid(fmt::format("ONNX {}: activation_alpha is NULL but its size is {}", op, a.activation_alpha_count));
+  if (a.activation_beta_count > 0 && !a.activation_beta)
+    invalid(fmt::format("ONNX {}: activation_beta is NULL but its size is {}", op, a.activation_beta_count));
+  if (a.activations_count > 0 && !a.activations)
+    invalid(fmt::format("ONNX {}: activations is NULL but its size is {}", op, a.activations_count));
+  if (a.activations_count != 0 && a.activations_count != per_direction &&
+      a.activations_count != per_direction * static_cast<std::size_t>(D))
+    invalid(fmt::format("ONNX {}: activations has {} entries, expected {} per direction ({} directions)", op,
+                        a.activations_count, per_direction, D));
+  std::string given;
+  for (std::size_t i = 0; i < a.activations_count; ++i) {
+    if (!a.activations[i]) invalid(fmt::format("ONNX {}: activations[{}] is NULL", op, i));
+    given += fmt::format("{}{}", i ? ", " : "", a.activations[i]);
+  }
+  return given;
+}
+
+// Whether every activation given is `name` (false where none is given).
+bool all_are(const rnnjit_onnx_attributes_t& a, const char* name) {
+  bool all = a.activations_count > 0;
+  for (std::size_t i = 0; i < a.activations_count; ++i) all = all && iequals(a.activations[i], name);
+  return all;
+}
+
+// An RNN's activation, the same for every direction, picks its cell (LeakyRelu: with alpha);
+// the other operators take their defaults only. Returns whether it is LeakyRelu.
+bool set_activation_cell(const rnnjit_onnx_attributes_t& a, OnnxNode& node,
+                         const std::vector<std::string_view>& defaults, const std::string& given) {
+  const char* op = node.op_name;
+  const std::size_t per_direction = defaults.size();
+  bool all_default = true;
+  for (std::size_t i = 0; i < a.activations_count; ++i)
+    all_default = all_default && iequals(a.activations[i], defaults[i % per_direction]);
+  const bool leaky = a.op == RNNJIT_ONNX_RNN && all_are(a, "LeakyRelu");
+  if (a.op == RNNJIT_ONNX_RNN && all_are(a, "Relu")) {
+    node.config.cell = CellKind::rnn_relu;
+  } else if (a.op == RNNJIT_ONNX_RNN && all_are(a, "Sigmoid")) {
+    node.config.cell = CellKind::rnn_sigmoid;
+  } else if (leaky) {
+    node.config.cell = CellKind::rnn_relu;
+    node.config.relu_alpha = 0.01f;  // ONNX's LeakyRelu default
+  } else if (!all_default) {
+    std::string expected;
+    for (std::size_t i = 0; i < per_direction; ++i) expected += fmt::format("{}{}", i ? ", " : "", defaults[i]);
+    unsupported(fmt::format("ONNX {}: activations [{}] are not supported (only the defaults [{}]{})", op, given,
+                            expected,
+                            a.op == RNNJIT_ONNX_RNN ? " and one of Relu, Sigmoid, LeakyRelu for every direction" : ""));
+  }
+  return leaky;
+}
+
+// activation_alpha (LeakyRelu's only) and activation_beta (none).
+void set_activation_parameters(const rnnjit_onnx_attributes_t& a, OnnxNode& node, bool leaky) {
+  const char* op = node.op_name;
+  if (a.activation_alpha_count > 0 && !leaky)
+    unsupported(fmt::format("ONNX {}: activation_alpha is not supported (of the supported activations only LeakyRelu "
+                            "takes one)", op));
+  if (a.activation_alpha_count > 0) {  // LeakyRelu's: one per activation, the same for every direction
+    if (a.activation_alpha_count != a.activations_count)
+      invalid(fmt::format("ONNX {}: activation_alpha has {} entries, expected {} (one per LeakyRelu)", op,
+                          a.activation_alpha_count, a.activations_count));
+    for (std::size_t i = 0; i < a.activation_alpha_count; ++i) {
+      const float alpha = a.activation_alpha[i];
+      if (!(alpha >= 0.0f) || std::isinf(alpha))
+        unsupported(fmt::format("ONNX {}: LeakyRelu alpha {} is not supported (only finite values >= 0)", op, alpha));
+      if (alpha != a.activation_alpha[0])
+        unsupported(fmt::format("ONNX {}: activation_alpha differs between the directions ({} and {})", op,
+                                a.activation_alpha[0], alpha));
+    }
+    node.config.relu_alpha = a.activation_alpha[0];
+  }
+  if (a.activation_beta_count > 0)
+    unsupported(fmt::format("ONNX {}: activation_beta is not supported (no supported activation takes one)", op));
+}
+
+// ---- the weights ----
+
+// onnx_gate[g]: the ONNX gate that rnnjit's (PyTorch's) gate g is.
+// LSTM: rnnjit i,f,g,o <- ONNX i,o,f,c. GRU: rnnjit r,z,n <- ONNX z,r,h. RNN: one gate.
+std::span<const int> onnx_gate_of(CellKind cell) {
+  static constexpr int lstm[] = {0, 2, 3, 1};
+  static constexpr int gru[] = {1, 0, 2};
+  static constexpr int rnn[] = {0};
+  switch (cell) {
+    case CellKind::lstm: return lstm;
+    case CellKind::gru:
+    case CellKind::gru_reset_before: return gru;
+    default: return rnn;
+  }
+}
+
+// ONNX's P [D, 3*H] has rows i, o, f; weight_peephole [3, H] rows i, f, o.
+constexpr int kOnnxPeepholeRow[3] = {0, 2, 1};  // canonical row r <- ONNX row kOnnxPeepholeRow[r]
+
+// The first element of P that is nonzero, as "P[d][k] = v" (ONNX's indexing), or "" if none.
+std::string first_nonzero(std::span<const float> P, std::int64_t per_direction) {
+  for (std::size_t k = 0; k < P.size(); ++k)
+    if (P[k] != 0.0f)
+      return fmt::format("P[{}][{}] = {}", static_cast<std::int64_t>(k) / per_direction,
+                         static_cast<std::int64_t>(k) % per_direction, P[k]);
+  return "";
+}
+
+// The sizes of W, R, B and P, and P against attrs.has_peepholes.
+void check_weights(const OnnxNode& node, const OnnxWeights& w, const std::string& what) {
+  const RnnConfig& c = node.config;
+  const std::int64_t D = c.directions(), G = c.gates(), H = c.hidden_size, I = c.input_size;
+  check_size(w.W.size(), D * G * H * I, "W", what);
+  check_size(w.R.size(), D * G * H * H, "R", what);
+  if (!w.B.empty()) check_size(w.B.size(), D * 2 * G * H, "B", what);
+  if (!w.P.empty()) {
+    if (c.cell != CellKind::lstm) invalid(fmt::format("ONNX {}: P is an input of LSTM only", node.op_name));
+    check_size(w.P.size(), D * 3 * H, "P", what);
+    if (!c.peephole) {
+      const std::string nonzero = first_nonzero(w.P, 3 * H);
+      if (!nonzero.empty())
+        invalid(fmt::format("ONNX LSTM: P is nonzero ({}) but attrs.has_peepholes is not set (the network "
+                            "would have no peepholes)", nonzero));
+    }
+  } else if (c.peephole) {
+    invalid("ONNX LSTM: attrs.has_peepholes is set but P is not given (NULL, 0): the peepholes are imported "
+            "with the weights");
+  }
+}
+
+// Direction d's blocks of the canonical weights from ONNX's.
+void import_direction(const OnnxNode& node, const OnnxWeights& w, const WeightLayout& layout, int d,
+                      std::span<float> out) {
+  const RnnConfig& c = node.config;
+  const std::int64_t G = c.gates(), H = c.hidden_size, I = c.input_size;
+  const std::span<const int> onnx_gate = onnx_gate_of(c.cell);
+  // Rows of gate g (H rows of `cols` each) come from ONNX gate onnx_gate[g].
+  auto permute = [&](const float* src, ParamKind kind, std::int64_t cols) {
+    float* dst = out.data() + layout.block(0, d, kind).offset;
+    for (std::int64_t g = 0; g < G; ++g)
+      std::memcpy(dst + g * H * cols, src + onnx_gate[static_cast<std::size_t>(g)] * H * cols,
+                  static_cast<std::size_t>(H * cols) * sizeof(float));
+  };
+  permute(w.W.data() + d * G * H * I, ParamKind::weight_ih, I);
+  permute(w.R.data() + d * G * H * H, ParamKind::weight_hh, H);
+  if (w.B.empty()) {
+    for (ParamKind kind : {ParamKind::bias_ih, ParamKind::bias_hh}) {
+      const ParamBlock& block = layout.block(0, d, kind);
+      std::fill_n(out.data() + block.offset, block.size, 0.0f);
+    }
+  } else {
+    permute(w.B.data() + d * 2 * G * H, ParamKind::bias_ih, 1);          // Wb
+    permute(w.B.data() + d * 2 * G * H + G * H, ParamKind::bias_hh, 1);  // Rb
+  }
+  if (c.peephole) {
+    float* dst = out.data() + layout.block(0, d, ParamKind::weight_peephole).offset;
+    for (int row = 0; row < 3; ++row)
+      std::memcpy(dst + row * H, w.P.data() + (d * 3 + kOnnxPeepholeRow[row]) * H,
+                  static_cast<std::size_t>(H) * sizeof(float));
+  }
+}
+
+// ---- a node's forward ----
+
+// [A, B, C] -> [B, A, C] (C contiguous elements per row).
+void swap_outer(const float* src, float* dst, std::int64_t A, std::int64_t B, std::int64_t C) {
+  for (std::int64_t a = 0; a < A; ++a)
+    for (std::int64_t b = 0; b < B; ++b)
+      std::memcpy(dst + (b * A + a) * C, src + (a * B + b) * C, static_cast<std::size_t>(C) * sizeof(float));
+}
+
+template <typename T>
+T* grow(std::vector<T>& v, std::int64_t n) {
+  if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
+  return v.data();
+}
+
+// One forward call of a node: its sizes and the caller's tensors in ONNX's layouts (empty: not
+// given).
+struct OnnxCall {
+  const char* op = "";
+  std::int64_t T = 0, N = 0, I = 0, H = 0, D = 0;
+  std::int64_t states = 0;  // D * N * H
+  bool lstm = false, batch_first = false;
+  std::string shape_text;
+  std::span<const float> X, h0, c0, P;
+  std::span<const std::int32_t> seq;
+  std::span<float> Y, Yh, Yc;
+  std::span<const std::byte> packed;
+};
+
+// The call's tensors in rnnjit's layouts: x [T, N, I], y [T, N, D*H], hx/cx/hy/cy [D, N, H].
+struct RnnjitTensors {
+  std::span<const float> x, hx, cx;
+  std::span<float> y, hy, cy;
+  bool y_direct = false;  // y is Y
+};
+
+// The execution against the node, then the caller's tensors: X's size first, then each in turn.
+OnnxCall bind_call(const rnnjit_execution& e, const OnnxNode& node, const rnnjit_onnx_io_t& io) {
+  const RnnConfig& config = e.ex.config();
+  OnnxCall c;
+  c.op = node.op_name;
+  if (!(config == node.config))
+    invalid(fmt::format("ONNX {}: the execution is for {}, the attributes describe {}", c.op, describe(config),
+                        describe(node.config)));
+  c.T = e.ex.shape().seq_len, c.N = e.ex.shape().batch, c.I = config.input_size, c.H = config.hidden_size,
+  c.D = config.directions();
+  c.lstm = config.cell == CellKind::lstm, c.batch_first = node.layout == 1;
+  c.shape_text =
+      fmt::format("for ONNX {} T={} N={} I={} H={} D={} layout={}", c.op, c.T, c.N, c.I, c.H, c.D, node.layout);
+  c.states = c.D * c.N * c.H;
+  c.X = buffer(io.X, io.X_size, "X");
+  check_size(c.X.size(), c.T * c.N * c.I, "X", c.shape_text);
+  c.seq = buffer(io.sequence_lens, io.sequence_lens_size, "sequence_lens");
+  c.h0 = buffer(io.initial_h, io.initial_h_size, "initial_h");
+  c.c0 = buffer(io.initial_c, io.initial_c_size, "initial_c");
+  c.P = buffer(io.P, io.P_size, "P");
+  c.Y = buffer(io.Y, io.Y_size, "Y");
+  c.Yh = buffer(io.Y_h, io.Y_h_size, "Y_h");
+  c.Yc = buffer(io.Y_c, io.Y_c_size, "Y_c");
+  c.packed = bytes(io.packed_weights, io.packed_weights_bytes, "packed_weights");
+  return c;
+}
+
+// P is part of the weights; a P given here must agree with them. (A weight buffer of the wrong
+// size is left to Execution::forward, which names it.)
+void check_peepholes(const OnnxCall& c, const RnnConfig& config, std::span<const float> weights) {
+  const std::int64_t D = c.D, H = c.H;
+  check_size(c.P.size(), D * 3 * H, "P", c.shape_text);
+  if (!config.peephole) {
+    const std::string nonzero = first_nonzero(c.P, 3 * H);
+    if (!nonzero.empty())
+      invalid(fmt::format("ONNX LSTM: P is nonzero ({}) but the network has no peepholes: set attrs.has_peepholes "
+                          "and pass P to rnnjit_onnx_import_weights (rnnjit_onnx_forward does not read P)",
+                          nonzero));
+    return;
+  }
+  const WeightLayout layout(config);
+  if (static_cast<std::int64_t>(weights.size()) != layout.total_elements()) return;
+  for (std::int64_t d = 0; d < D; ++d) {
+    const float* imported = weights.data() + layout.block(0, static_cast<int>(d), ParamKind::weight_peephole).offset;
+    for (int r = 0; r < 3; ++r)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::int64_t k = kOnnxPeepholeRow[r] * H + h;
+        const float given = c.P[static_cast<std::size_t>(d * 3 * H + k)], held = imported[r * H + h];
+        if (!(given == held))
+          invalid(fmt::format("ONNX LSTM: P[{}][{}] = {} differs from the peepholes in the weights ({}): P goes "
+                              "to rnnjit_onnx_import_weights (rnnjit_onnx_forward does not read P)",
+                              d, k, given, held));
+      }
+  }
+}
+
+// The sizes of the tensors given, and LSTM's tensors given to LSTM only.
+void check_tensors(const OnnxCall& c, const RnnConfig& config, std::span<const float> weights) {
+  if (!c.h0.empty()) check_size(c.h0.size(), c.states, "initial_h", c.shape_text);
+  if (!c.Y.empty()) check_size(c.Y.size(), c.T * c.D * c.N * c.H, "Y", c.shape_text);
+  if (!c.Yh.empty()) check_size(c.Yh.size(), c.states, "Y_h", c.shape_text);
+  if (!c.lstm) {
+    if (!c.c0.empty()) invalid(fmt::format("ONNX {}: initial_c is an input of LSTM only", c.op));
+    if (!c.Yc.empty()) invalid(fmt::format("ONNX {}: Y_c is an output of LSTM only", c.op));
+    if (!c.P.empty()) invalid(fmt::format("ONNX {}: P is an input of LSTM only", c.op));
+    return;
+  }
+  if (!c.c0.empty()) check_size(c.c0.size(), c.states, "initial_c", c.shape_text);
+  if (!c.Yc.empty()) check_size(c.Yc.size(), c.states, "Y_c", c.shape_text);
+  if (!c.P.empty()) check_peepholes(c, config, weights);
+}
+
+// sequence_lens, each in [0, T]. An element of length 0 has all-zero Y, Y_h and Y_c
+// (onnxruntime's behaviour): it runs one step like any other (its length 1 in e.lengths, which
+// c.seq then is) and its outputs are zeroed afterwards. Returns those elements.
+std::vector<std::int64_t> bind_lengths(rnnjit_execution& e, OnnxCall& c) {
+  std::vector<std::int64_t> empty_rows;
+  if (c.seq.empty()) return empty_rows;
+  check_size(c.seq.size(), c.N, "sequence_lens", c.shape_text);
+  for (std::size_t n = 0; n < c.seq.size(); ++n) {
+    if (c.seq[n] < 0 || c.seq[n] > c.T)
+      invalid(fmt::format("ONNX {}: sequence_lens[{}] = {} is outside [0, T = {}]", c.op, n, c.seq[n], c.T));
+    if (c.seq[n] == 0) empty_rows.push_back(static_cast<std::int64_t>(n));
+  }
+  if (!empty_rows.empty()) {
+    e.lengths.assign(c.seq.begin(), c.seq.end());
+    for (std::int64_t n : empty_rows) e.lengths[static_cast<std::size_t>(n)] = 1;
+    c.seq = {e.lengths.data(), e.lengths.size()};
+  }
+  return empty_rows;
+}
+
+// Inputs in rnnjit's layout: as they are for layout 0, else copies in the execution's scratch.
+void bind_inputs(rnnjit_execution& e, const OnnxCall& c, RnnjitTensors& t) {
+  const std::int64_t T = c.T, N = c.N, I = c.I, D = c.D, H = c.H, states = c.states;
+  t.x = c.X, t.hx = c.h0, t.cx = c.c0;
+  if (!c.batch_first) return;
+  swap_outer(c.X.data(), grow(e.x, T * N * I), N, T, I);
+  t.x = {e.x.data(), static_cast<std::size_t>(T * N * I)};
+  if (!c.h0.empty()) {
+    swap_outer(c.h0.data(), grow(e.hx, states), N, D, H);
+    t.hx = {e.hx.data(), static_cast<std::size_t>(states)};
+  }
+  if (!c.c0.empty()) {
+    swap_outer(c.c0.data(), grow(e.cx, states), N, D, H);
+    t.cx = {e.cx.data(), static_cast<std::size_t>(states)};
+  }
+}
+
+// Outputs: y [T, N, D*H] goes straight into Y when the layouts agree (layout 0, D = 1); hy/cy
+// [D, N, H] straight into Y_h/Y_c for layout 0; the others into the execution's scratch.
+void bind_outputs(rnnjit_execution& e, const OnnxCall& c, RnnjitTensors& t) {
+  const std::int64_t T = c.T, N = c.N, D = c.D, H = c.H, states = c.states;
+  t.y_direct = !c.Y.empty() && !c.batch_first && D == 1;
+  t.y = t.y_direct ? c.Y : std::span<float>(grow(e.y, T * N * D * H), static_cast<std::size_t>(T * N * D * H));
+  t.hy = c.Yh, t.cy = c.Yc;
+  if (c.batch_first && !c.Yh.empty()) t.hy = {grow(e.hy, states), static_cast<std::size_t>(states)};
+  if (c.batch_first && !c.Yc.empty()) t.cy = {grow(e.cy, states), static_cast<std::size_t>(states)};
+}
+
+// The outputs from scratch into ONNX's layouts: Y [T, D, N, H] or [N, T, D, H]; Y_h, Y_c
+// [N, D, H] for layout 1.
+void write_outputs(const OnnxCall& c, const RnnjitTensors& t) {
+  const std::int64_t T = c.T, N = c.N, D = c.D, H = c.H;
+  if (!c.Y.empty() && !t.y_direct) {
+    if (c.batch_first) {
+      swap_outer(t.y.data(), c.Y.data(), T, N, D * H);  // [N, T, D, H]
+    } else {
+      for (std::int64_t s = 0; s < T; ++s)  // [T, D, N, H]
+        swap_outer(t.y.data() + s * N * D * H, c.Y.data() + s * D * N * H, N, D, H);
+    }
+  }
+  if (c.batch_first && !c.Yh.empty()) swap_outer(t.hy.data(), c.Yh.data(), D, N, H);
+  if (c.batch_first && !c.Yc.empty()) swap_outer(t.cy.data(), c.Yc.data(), D, N, H);
+}
+
+// Rows of length 0, in ONNX's layouts: Y [T, D, N, H] or [N, T, D, H]; Y_h, Y_c [D, N, H] or [N, D, H].
+void zero_empty_rows(const OnnxCall& c, const std::vector<std::int64_t>& empty_rows) {
+  const std::int64_t T = c.T, N = c.N, D = c.D, H = c.H;
+  const bool batch_first = c.batch_first;
+  auto zero = [H](std::span<float> a, std::int64_t row) { std::fill_n(a.begin() + row * H, H, 0.0f); };
+  for (std::int64_t n : empty_rows)
+    for (std::int64_t d = 0; d < D; ++d) {
+      for (std::int64_t t = 0; t < T && !c.Y.empty(); ++t)
+        zero(c.Y, batch_first ? (n * T + t) * D + d : (t * D + d) * N + n);
+      if (!c.Yh.empty()) zero(c.Yh, batch_first ? n * D + d : d * N + n);
+      if (!c.Yc.empty()) zero(c.Yc, batch_first ? n * D + d : d * N + n);
+    }
+}
+
+}  // namespace
+
+OnnxNode onnx_node(const rnnjit_onnx_attributes_t* attrs_ptr, std::int64_t input_size) {
+  const rnnjit_onnx_attributes_t& a = c_api::deref(attrs_ptr, "attrs");
+  OnnxNode node = node_of_op(a);
+  const std::vector<std::string_view> defaults = default_activations(a);
+  set_sizes(a, input_size, node);
+  set_flags(a, node);
+  const std::string given = check_activation_lists(a, node.op_name, defaults.size(), node.config.directions());
+  const bool leaky = set_activation_cell(a, node, defaults, given);
+  set_activation_parameters(a, node, leaky);
+  validate(node.config);  // input_size, sizes
+  return node;
+}
+
+void import_weights(const OnnxNode& node, const OnnxWeights& w, std::span<float> out) {
+  const RnnConfig& c = node.config;
+  const WeightLayout layout(c);
+  const std::string what = fmt::format("for ONNX {} I={} H={} D={}", node.op_name, c.input_size, c.hidden_size,
+                                       c.directions());
+  check_weights(node, w, what);
+  check_size(out.size(), layout.total_elements(), "weights", what);
+  for (int d = 0; d < c.directions(); ++d) import_direction(node, w, layout, d, out);
+}
+
+void forward(rnnjit_execution& e, const OnnxNode& node, std::span<const float> weights, const rnnjit_onnx_io_t& io) {
+  OnnxCall c = bind_call(e, node, io);
+  check_tensors(c, e.ex.config(), weights);
+  const std::vector<std::int64_t> empty_rows = bind_lengths(e, c);
+  RnnjitTensors t;
+  bind_inputs(e, c, t);
+  bind_outputs(e, c, t);
+  e.ex.forward(weights, {.x = t.x,
+                         .hx = t.hx,
+                         .cx = t.cx,
+                         .y = t.y,
+                         .hy = t.hy,
+                         .cy = t.cy,
+                         .packed_weights = c.packed,
+                         .seq_lengths = c.seq});
+  write_outputs(c, t);
+  zero_empty_rows(c, empty_rows);
+}
+
+}  // namespace rnnjit::onnx
