@@ -100,8 +100,10 @@ class Executor {
   // The same on AMX-BF16 tiles (g.blocking.bf16; runtime/executor_bf16.cpp): A is first rounded
   // to bf16 rows in call.a_panels, by all threads together (shared) or each into its own copy.
   void bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int threads, bool shared) const;
-  // Packs W^T into bf16 tiles (PackStep with a bf16 blocking).
-  void pack_bf16(const PackStep& p, const float* w, float* out, int tid, int threads) const;
+  // Packs B into bf16 tiles (PackStep with a bf16 blocking): W^T, or B's own rows (those past
+  // a sequence's length, with PackStep::sequences, as zeros).
+  void pack_bf16(const PackStep& p, const float* w, float* out, const std::int32_t* lengths, int tid,
+                 int threads) const;
   // A product through OpenBLAS (every row: blocks of finished rows are computed too).
   static void blas_gemm(const GemmStep& g, const GemmCall& call);
   // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads

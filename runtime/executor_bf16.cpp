@@ -1,6 +1,6 @@
 // rnnjit: the executor's bf16 GEMMs (Plan::fpmath bf16), on AMX-BF16 tiles or AVX512_BF16 dot
-// products (Plan::bf16_unit; both read the same operands): packing W^T into bf16 tiles,
-// rounding A to bf16 rows, and walking the tiles. Sizes and kernels all come from the plan
+// products (Plan::bf16_unit; both read the same operands): packing B (W^T, or W or another
+// plain matrix) into bf16 tiles, rounding A to bf16 rows, and walking the tiles. Sizes and kernels all come from the plan
 // (codegen/gemm_blocking.hpp: choose_bf16_blocking, bf16_packed_offset).
 #include <immintrin.h>
 
@@ -10,12 +10,13 @@
 #include "codegen/kernel_args.hpp"
 #include "kernels/bf16.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/executor_util.hpp"
 #include "runtime/thread_team.hpp"
 
 namespace rnnjit {
 namespace {
 
-// dst[r][0:k_pad] = bf16(src[r][0:k]) then zeros, for r in [r0, r1): to_bf16 (kernels/bf16.hpp)
+// dst[r][0:k_pad] = bf16(op(A)[r][0:k]) then zeros, for r in [r0, r1): to_bf16 (kernels/bf16.hpp)
 // 16 lanes at a time, since a recurrence rounds all of h on every thread at every step. GCC 12
 // takes the undefined pass-through operand inside its shift and narrowing intrinsics for a read
 // of uninitialised memory (GCC bug 105593); every value here is written before it is read.
@@ -23,24 +24,53 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+// 16 floats rounded to bf16 as to_bf16 rounds them (to nearest even; NaN stays a quiet NaN).
+__attribute__((target("avx512f,avx512bw"))) __m256i bf16_lanes(__m512 x) {
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i high = _mm512_srli_epi32(u, 16);
+  __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))), 16);
+  rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_or_si512(high, quiet));
+  return _mm512_cvtepi32_epi16(rounded);
+}
+
+__mmask16 first_lanes(std::int64_t n) {
+  n = std::clamp<std::int64_t>(n, 0, 16);
+  return static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
+}
+
+// A read as is: row r of op(A) is A's row r, lda apart.
 __attribute__((target("avx512f,avx512bw"))) void round_rows(std::uint16_t* dst, std::int64_t k_pad, const float* src,
                                                             std::int64_t lda, std::int64_t k, std::int64_t r0,
                                                             std::int64_t r1) {
-  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
   for (std::int64_t r = r0; r < r1; ++r) {
     std::uint16_t* out = dst + r * k_pad;
     const float* in = src + r * lda;
-    for (std::int64_t kk = 0; kk < k_pad; kk += 16) {
-      const std::int64_t n = std::clamp<std::int64_t>(k - kk, 0, 16);
-      const auto lanes = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
-      const __m512 x = _mm512_maskz_loadu_ps(lanes, in + kk);  // zeros past k
-      const __m512i u = _mm512_castps_si512(x);
-      const __m512i high = _mm512_srli_epi32(u, 16);
-      __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))), 16);
-      rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_or_si512(high, quiet));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + kk), _mm512_cvtepi32_epi16(rounded));
-    }
+    for (std::int64_t kk = 0; kk < k_pad; kk += 16)  // zeros past k
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + kk), bf16_lanes(_mm512_maskz_loadu_ps(first_lanes(k - kk), in + kk)));
   }
+}
+
+// A transposed (a weight gradient's dgates^T): row r of op(A) is A's column r, so 16 x 16
+// blocks go through registers (executor_util::transpose_16x16). 128 of A's rows at a time, all
+// of this thread's columns of them, so that their pages stay in the TLB while the strips of 16
+// columns go by (a strip at a time down all of K would walk a new page at every row of A).
+__attribute__((target("avx512f,avx512bw"))) void round_columns(std::uint16_t* dst, std::int64_t k_pad,
+                                                               const float* src, std::int64_t lda, std::int64_t k,
+                                                               std::int64_t r0, std::int64_t r1) {
+  constexpr std::int64_t kRowsOfA = 128;
+  for (std::int64_t kb = 0; kb < k_pad; kb += kRowsOfA)
+    for (std::int64_t i0 = r0; i0 < r1; i0 += 16) {
+      const __mmask16 columns = first_lanes(r1 - i0);
+      for (std::int64_t kk0 = kb; kk0 < std::min(k_pad, kb + kRowsOfA); kk0 += 16) {
+        __m512 block[16];
+        for (std::int64_t j = 0; j < 16; ++j)
+          block[j] = kk0 + j < k ? _mm512_maskz_loadu_ps(columns, src + (kk0 + j) * lda + i0) : _mm512_setzero_ps();
+        executor_util::transpose_16x16(block);
+        for (std::int64_t i = 0; i < std::min<std::int64_t>(16, r1 - i0); ++i)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (i0 + i) * k_pad + kk0), bf16_lanes(block[i]));
+      }
+    }
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -56,17 +86,27 @@ void release_amx_tiles() {
   configured_kernel = nullptr;
 }
 
-void Executor::pack_bf16(const PackStep& p, const float* w, float* out, int tid, int threads) const {
+void Executor::pack_bf16(const PackStep& p, const float* w, float* out, const std::int32_t* lengths, int tid,
+                         int threads) const {
   const GemmBlocking& k = p.blocking;
   const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns(), k_pad = bf16_k(p.k);
   const auto [q0, q1] = share(p.groups * ppg, tid, threads);
   for (std::int64_t q = q0; q < q1; ++q) {
-    const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc, width = std::min(pc, k.group - col0);
+    const std::int64_t grp = q / ppg, col0 = grp * k.group + (q % ppg) * pc;
+    const std::int64_t width = std::min(pc, k.group - (q % ppg) * pc);
     auto* panel = reinterpret_cast<std::uint16_t*>(out) + q * k_pad * pc;
     std::memset(panel, 0, static_cast<std::size_t>(k_pad * pc) * sizeof(std::uint16_t));
-    for (std::int64_t c = 0; c < width; ++c) {
-      const float* row = w + (grp * k.group + col0 + c) * p.k;  // W's row: B's column c
-      for (std::int64_t kk = 0; kk < p.k; ++kk) panel[bf16_packed_offset(k.n_r, kk, c)] = to_bf16(row[kk]);
+    if (p.transpose) {  // W's row col0 + c is B's column c
+      for (std::int64_t c = 0; c < width; ++c) {
+        const float* row = w + (col0 + c) * p.k;
+        for (std::int64_t kk = 0; kk < p.k; ++kk) panel[bf16_packed_offset(k.n_r, kk, c)] = to_bf16(row[kk]);
+      }
+      continue;
+    }
+    for (std::int64_t kk = 0; kk < p.k; ++kk) {  // B's own rows; those of finished sequences stay zeros
+      if (p.sequences > 0 && executor_util::row_past_end(lengths, p.sequences, kk)) continue;
+      const float* row = w + kk * p.ld + col0;
+      for (std::int64_t c = 0; c < width; ++c) panel[bf16_packed_offset(k.n_r, kk, c)] = to_bf16(row[c]);
     }
   }
 }
@@ -81,11 +121,11 @@ void Executor::bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
   ThreadTeam& team = ThreadTeam::instance();
   if (shared) {
     const auto [r0, r1] = share(a_rows, tid, threads);
-    round_rows(a_bf16, k_pad, call.a, g.lda, g.k, r0, r1);
+    (g.trans_a ? round_columns : round_rows)(a_bf16, k_pad, call.a, g.lda, g.k, r0, r1);
     if (threads > 1) team.barrier();
   } else {
     a_bf16 += static_cast<std::int64_t>(tid) * g.m * k_pad;
-    round_rows(a_bf16, k_pad, call.a, g.lda, g.k, 0, a_rows);
+    (g.trans_a ? round_columns : round_rows)(a_bf16, k_pad, call.a, g.lda, g.k, 0, a_rows);
   }
   // Row block rb times panel p of group grp, all of K at once.
   const bool use_beta = call.beta != 0.0f;

@@ -23,37 +23,13 @@ __attribute__((target("avx512f"))) void copy_panel_row(float* dst, const float* 
     _mm512_storeu_ps(dst + j, _mm512_maskz_loadu_ps(first_lanes(std::max<std::int64_t>(width - j, 0)), src + j));
 }
 
-// In-register transpose of 16 rows of 16 floats: r[i][j] <- r[j][i]. Four shuffle stages
-// (pairs of floats, of pairs, of 128-bit lanes, of 256-bit halves). GCC 12 takes the
-// undefined pass-through operand inside its shuffle intrinsics for a read of uninitialised
-// memory (GCC bug 105593); every r and t here is written before it is read.
+using executor_util::transpose_16x16;
+
+// GCC bug 105593 (see transpose_16x16) for the registers here too.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-__attribute__((target("avx512f"))) void transpose_16x16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-  }
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-    }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
-
 // dst[kk][c] = rows[c][kk] for c < pc (zeros from `width` on), kk < k: a panel of W^T, 16 x 16
 // blocks at a time through registers (rows are k floats apart in W, dst rows pc apart).
 __attribute__((target("avx512f"))) void pack_transposed_panel(float* dst, const float* rows, std::int64_t k,
@@ -112,6 +88,41 @@ void pack_transposed(const PackStep& p, const float* w, float* out, int tid, int
 
 }  // namespace
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // out of line, GCC 12 says so outright
+#endif
+// Four shuffle stages (pairs of floats, of pairs, of 128-bit lanes, of 256-bit halves). GCC 12 takes the
+// undefined pass-through operand inside its shuffle intrinsics for a read of uninitialised
+// memory (GCC bug 105593); every r and t here is written before it is read.
+__attribute__((target("avx512f"))) void executor_util::transpose_16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 // Copies rows [kk0, kk1) of a k block of A^T into its row-block panels: 32 rows at a time and
 // within them panel by panel, so the 32 rows stay in L1 while every panel takes its m_r floats
 // of each and each panel's writes stay sequential. 32, not 64: the DS2 LSTM's dG rows lie 12800
@@ -145,7 +156,7 @@ __attribute__((target("avx512f"))) void executor_util::pack_a_panels(float* pane
 void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) const {
   const float* w = resolve(p.src, b);
   float* out = resolve(p.dst, b);
-  if (p.blocking.bf16) return pack_bf16(p, w, out, tid, threads);
+  if (p.blocking.bf16) return pack_bf16(p, w, out, b.lengths, tid, threads);
   if (!p.transpose) pack_rows(p, w, out, b.lengths, tid, threads);
   else pack_transposed(p, w, out, tid, threads);
 }

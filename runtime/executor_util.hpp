@@ -2,6 +2,8 @@
 // interface of the library includes it.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -25,5 +27,8 @@ inline bool row_past_end(const std::int32_t* lengths, std::int64_t sequences, st
 __attribute__((target("avx512f"))) void pack_a_panels(float* panels, const float* a, std::int64_t lda, std::int64_t m,
                                                        std::int64_t m_r, std::int64_t kn, std::int64_t kk0,
                                                        std::int64_t kk1);
+
+// In-register transpose of 16 rows of 16 floats: r[i][j] <- r[j][i] (runtime/executor_pack.cpp).
+__attribute__((target("avx512f"))) void transpose_16x16(__m512 r[16]);
 
 }  // namespace rnnjit::executor_util

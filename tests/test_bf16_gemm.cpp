@@ -2,7 +2,8 @@
 // against a naive loop over the same bf16-rounded operands, through the planner's tiling and the
 // executor's loops: tails in every dimension (M, N, K in {1, 2, 15, 16, 17, 31, 32, 33, 63, 64,
 // 65, 800}), one and several column groups, beta 0 and 1, 1 and 2 threads (sharing tiles, A
-// rounded together), and a recurrence's per-thread tiles. The products of bf16 values are exact
+// rounded together), a recurrence's per-thread tiles, and training's operands (B a plain matrix,
+// A transposed). The products of bf16 values are exact
 // in FP32, so only the FP32 sums may differ from the loop's. Each unit's cases skip where the
 // CPU (or OS) does not run it.
 #include <gtest/gtest.h>
@@ -29,19 +30,25 @@ struct Bf16Case {
   std::int64_t groups;
   Bf16Unit unit = Bf16Unit::amx;
   bool recurrent = false;  // a recurrence's step: each thread its own panels and its own copy of A
+  // The training GEMMs' operands: B a plain [k, n] matrix (W in backward data, x or h in a weight
+  // gradient) rather than W^T, and A^T [k, m] (a weight gradient's gate gradients) rather than A.
+  bool plain_b = false;
+  bool trans_a = false;
 };
 
 bool runs(Bf16Unit unit) { return unit == Bf16Unit::amx ? amx_bf16_usable() : avx512_bf16_usable(); }
 #define SKIP_UNLESS_RUNS(unit) \
   if (!runs(unit)) GTEST_SKIP() << "this CPU (or OS) does not run " << to_string(unit)
 
-// C = A W^T (+ beta C) through a one-stage plan: W [n, k] packed as bf16 tiles, A [m, lda].
+// C = op(A) B (+ beta C) through a one-stage plan: B (W^T of W [n, k], or plain [k, ldb]) packed
+// as bf16 tiles, A [m, lda] (or A^T [k, lda]).
 std::vector<float> run(const Bf16Case& c, const std::vector<float>& a, std::int64_t lda, const std::vector<float>& w,
-                       std::vector<float> out, std::int64_t ldc) {
+                       std::int64_t ldb, std::vector<float> out, std::int64_t ldc) {
   Plan plan;
   plan.threads = c.threads;
-  GemmStep g{"test", false, true, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, {Buffer::y, -1, 0},
-             lda, c.k, ldc, c.beta, {}};
+  GemmStep g{.what = "test", .trans_a = c.trans_a, .trans_b = !c.plain_b, .m = c.m, .n = c.n, .k = c.k,
+             .a = {Buffer::x, -1, 0}, .b = {Buffer::weights, -1, 0}, .c = {Buffer::y, -1, 0}, .lda = lda, .ldb = ldb,
+             .ldc = ldc, .beta = c.beta};
   g.blocking.packed_b = true;
   g.blocking.bf16 = true;
   g.blocking.bf16_unit = c.unit;
@@ -54,7 +61,8 @@ std::vector<float> run(const Bf16Case& c, const std::vector<float>& a, std::int6
   std::vector<float> packed(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
   const int region = plan.workspace.add("packed", Space::packed, packed.size() * sizeof(float));
   plan.pack_weights.push_back(
-      Stage{{{PackStep{"pack", {Buffer::weights, -1, 0}, {Buffer::packed, region, 0}, c.k, c.groups, g.blocking}}}});
+      Stage{{{PackStep{.what = "pack", .src = {Buffer::weights, -1, 0}, .dst = {Buffer::packed, region, 0}, .k = c.k,
+                       .groups = c.groups, .blocking = g.blocking, .transpose = !c.plain_b, .ld = ldb}}}});
   g.b = {Buffer::packed, region, 0};
   plan.forward.push_back(Stage{{{g}}});
   std::vector<std::shared_ptr<const CompiledKernel>> kernels;
@@ -74,15 +82,17 @@ std::vector<float> run(const Bf16Case& c, const std::vector<float>& a, std::int6
 
 void check(const Bf16Case& c) {
   SKIP_UNLESS_RUNS(c.unit);
-  const std::int64_t lda = c.k + 3, ldc = c.n + 1;
-  const std::vector<float> a = test::uniform(c.m * lda, 1), w = test::uniform(c.n * c.k, 2);
+  const std::int64_t lda = (c.trans_a ? c.m : c.k) + 3, ldb = c.plain_b ? c.n + 5 : c.k, ldc = c.n + 1;
+  const std::vector<float> a = test::uniform((c.trans_a ? c.k : c.m) * lda, 1);
+  const std::vector<float> w = test::uniform(c.plain_b ? c.k * ldb : c.n * c.k, 2);
   const std::vector<float> c0 = test::uniform(c.m * ldc, 4);
-  const std::vector<float> out = run(c, a, lda, w, c0, ldc);
+  const std::vector<float> out = run(c, a, lda, w, ldb, c0, ldc);
 
   test::expect_gemm_within_bound(out, c0, c.m, c.n, c.k, ldc, c.beta, [&](std::int64_t i, std::int64_t j,
                                                                           std::int64_t k) {
-    return static_cast<double>(round_to_bf16(a[static_cast<std::size_t>(i * lda + k)])) *
-           round_to_bf16(w[static_cast<std::size_t>(j * c.k + k)]);
+    const std::int64_t ai = c.trans_a ? k * lda + i : i * lda + k, bi = c.plain_b ? k * ldb + j : j * c.k + k;
+    return static_cast<double>(round_to_bf16(a[static_cast<std::size_t>(ai)])) *
+           round_to_bf16(w[static_cast<std::size_t>(bi)]);
   });
 }
 
@@ -113,6 +123,18 @@ std::vector<Bf16Case> sweep() {
   out.push_back({1, 4 * 115, 33, 0.0f, 2, 4, Bf16Unit::amx, true});
   out.push_back({40, 3 * 50, 70, 1.0f, 1, 3, Bf16Unit::amx, true});
   out.push_back({7, 1024, 65, 0.0f, 2, 1, Bf16Unit::amx, true});
+  // Training: backward data's dgates W (B plain, one-shot and per step), a weight gradient's
+  // dgates^T x (A transposed too: columns of A rounded 16 at a time, in blocks of 128 rows).
+  for (std::int64_t m : {1, 17, 33, 130})
+    for (std::int64_t n : {1, 16, 31, 65})
+      for (std::int64_t k : {2, 17, 64, 300}) {
+        const int threads = 1 + static_cast<int>((m + n + k) % 2);
+        out.push_back({m, n, k, (m + k) % 2 ? 1.0f : 0.0f, threads, 1, Bf16Unit::amx, false, true, true});
+        if (m < 130) out.push_back({m, n, k, 0.0f, threads, 1, Bf16Unit::amx, false, true, false});
+      }
+  out.push_back({20, 800, 3200, 1.0f, 2, 1, Bf16Unit::amx, true, true});       // DS2's recurrent gradient
+  out.push_back({70, 800, 3200, 0.0f, 2, 1, Bf16Unit::amx, false, true});      // an input gradient
+  out.push_back({3200 / 8, 160, 600, 0.0f, 2, 2, Bf16Unit::amx, false, true, true});  // a dW, 2 groups
   const std::size_t per_unit = out.size();
   for (std::size_t i = 0; i < per_unit; ++i) {
     out.push_back(out[i]);
@@ -123,8 +145,9 @@ std::vector<Bf16Case> sweep() {
 
 INSTANTIATE_TEST_SUITE_P(Sweep, Bf16Gemm, testing::ValuesIn(sweep()), [](const auto& info) {
   const Bf16Case& c = info.param;
-  return fmt::format("{}_m{}_n{}_k{}_beta{}_th{}_g{}{}", to_string(c.unit), c.m, c.n, c.k, static_cast<int>(c.beta),
-                     c.threads, c.groups, c.recurrent ? "_step" : "");
+  return fmt::format("{}_m{}_n{}_k{}_beta{}_th{}_g{}{}{}{}", to_string(c.unit), c.m, c.n, c.k,
+                     static_cast<int>(c.beta), c.threads, c.groups, c.recurrent ? "_step" : "",
+                     c.plain_b ? "_plainB" : "", c.trans_a ? "_transA" : "");
 });
 
 // The executor rounds A as to_bf16 does, ties and special values included: W = [1], so each C
@@ -137,7 +160,7 @@ TEST_P(Bf16Rounding, RoundsANearestEvenKeepingNaNAndInfinity) {
                                 std::numeric_limits<float>::max(), std::numeric_limits<float>::quiet_NaN(),
                                 std::bit_cast<float>(0x7f800001u), -0.0f, 3.0e-39f};
   const Bf16Case c{static_cast<std::int64_t>(a.size()), 1, 1, 0.0f, 1, 1, GetParam()};
-  const std::vector<float> out = run(c, a, 1, {1.0f}, std::vector<float>(a.size(), 7.0f), 1);
+  const std::vector<float> out = run(c, a, 1, {1.0f}, 1, std::vector<float>(a.size(), 7.0f), 1);
   for (std::size_t i = 0; i < a.size(); ++i) {
     const float want = std::fpclassify(a[i]) == FP_SUBNORMAL ? 0.0f : round_to_bf16(a[i]);
     if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[i])) << i << ": " << out[i];

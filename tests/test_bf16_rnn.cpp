@@ -5,8 +5,8 @@
 // by batch rows), against the double-precision reference. bf16 keeps 8 bits of each GEMM input,
 // so the tolerance is bf16's (test_bf16_gemm checks the GEMM itself to FP32's); each case also
 // checks that its plan ran on its unit and that its results do differ from the strict plan's (a
-// plan that silently stayed FP32 fails). Training too: bf16 forward GEMMs, FP32 backward, every
-// gradient against the reference. Other ISAs stay FP32: checked here too.
+// plan that silently stayed FP32 fails). Training too: every GEMM bf16, every gradient against
+// the reference. Other ISAs stay FP32: checked here too.
 // A unit's cases skip where the CPU (or OS) does not run it.
 #include <gtest/gtest.h>
 
@@ -39,6 +39,18 @@ bool runs_on(const Plan& plan, Bf16Unit unit) {
   for (const KernelDesc& d : plan.kernels)
     if (d.kind_of() == kind) return true;
   return false;
+}
+
+// Whether every generated GEMM of these stages (one-shot, and a recurrence's per step) is bf16.
+bool every_gemm_bf16(const std::vector<Stage>& stages) {
+  auto bf16 = [](const GemmStep& g) { return !g.blocking.generated() || g.blocking.bf16; };
+  for (const Stage& stage : stages)
+    for (const auto& lane : stage.lanes)
+      for (const Step& step : lane) {
+        if (const auto* g = std::get_if<GemmStep>(&step); g && !bf16(*g)) return false;
+        if (const auto* r = std::get_if<RecurrenceStep>(&step); r && !bf16(r->gemm)) return false;
+      }
+  return true;
 }
 
 // RNNJIT_BF16_UNIT for one scope (bf16_unit() reads it at every prepare).
@@ -119,15 +131,16 @@ std::vector<Bf16Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Bf16Rnn, testing::ValuesIn(cases()), [](const auto& info) { return info.param.name; });
 
-// Training with fpmath bf16: the forward GEMMs on the weights read bf16 (the reserve keeps what
-// they produced, in FP32), backward data and backward weights stay FP32 on the FP32 master
-// weights. Outputs and every gradient against the double-precision reference, to bf16's
-// precision carried through the forward pass and back (the gradients also sum over N).
+// Training with fpmath bf16: every GEMM reads bf16 copies of its operands (forward and backward
+// data on the weights, and the weight gradients), with FP32 sums, FP32 master weights and FP32
+// gradients; the reserve keeps what forward produced, in FP32. Outputs and every gradient against
+// the double-precision reference, to bf16's precision carried through the forward pass and back
+// (the gradients also sum over N).
 TEST_P(Bf16Rnn, TrainingMatchesTheReferenceToBf16Precision) {
   const Bf16Case& c = GetParam();
   // ReLU's derivative jumps at 0: a pre-activation that bf16 moves across 0 changes its
   // gradient by O(1) (measured: dW off by 1.3 where the bound is 0.5), so no bf16 tolerance
-  // bounds it. Its bf16 forward is checked by the inference cases; its backward is FP32's.
+  // bounds it. Its bf16 forward is checked by the inference cases, its GEMMs by test_bf16_gemm.
   if (c.config.cell == CellKind::rnn_relu) GTEST_SKIP() << "ReLU's gradient is discontinuous where bf16 moves it";
   if (!(c.unit == Bf16Unit::amx ? amx_bf16_usable() : avx512_bf16_usable()))
     GTEST_SKIP() << "this CPU (or OS) does not run " << to_string(c.unit);
@@ -138,7 +151,9 @@ TEST_P(Bf16Rnn, TrainingMatchesTheReferenceToBf16Precision) {
   Execution ex = Rnn(c.config, {.backend = Backend::jit, .threads = c.threads, .fpmath = FpMath::bf16})
                      .prepare(c.shape, Mode::training);
   ASSERT_TRUE(runs_on(ex.plan(), c.unit)) << ex.plan_text();
-  EXPECT_NE(ex.plan_text().find("backward data and backward weights stay FP32"), std::string::npos);
+  EXPECT_NE(ex.plan_text().find("and the weight gradients read bf16 copies"), std::string::npos);
+  for (const auto* stages : {&ex.plan().forward, &ex.plan().backward_data, &ex.plan().backward_weights})
+    EXPECT_TRUE(every_gemm_bf16(*stages)) << ex.plan_text();
   const Tensors got = rc.run(ex);
   // As for inference; the gradients also sum over the batch's rows.
   const double width = static_cast<double>(std::max(c.config.input_size, c.config.output_size()) +

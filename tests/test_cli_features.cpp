@@ -418,7 +418,8 @@ TEST_F(CliFeatures, BenchSaysWhatFpmathBf16CameTo) {
   const std::string on = *unit == Bf16Unit::amx ? "AMX tiles" : "AVX512_BF16 dot products";
   EXPECT_EQ(line({}), "fpmath bf16: the GEMMs on the weights take bf16 inputs on " + on);
   EXPECT_EQ(line({"--mode", "train"}),
-            "fpmath bf16: the forward GEMMs on the weights take bf16 inputs on " + on + "; backward stays FP32");
+            "fpmath bf16: every GEMM, forward and backward, takes bf16 inputs on " + on +
+                "; weights and gradients stay FP32");
   // The weight-streaming bound: W_hh [4*800, 800] in bf16 a step (10.24 MB in FP32).
   const test::CliResult peak =
       cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--peak", "--fpmath", "bf16"});

@@ -69,7 +69,7 @@ std::vector<Step> Planner::input_gradient_lane(std::int64_t l) {
                   .c = shifted(dx_of_layer(l), config_.layer_input_column(l, d)), .lda = s.R, .ldb = in,
                   .ldc = ld_input(l), .beta = first ? 0.0f : 1.0f};
       skip_finished_rows(dx, true);
-      lane.push_back(generated(dx, in, plan_.threads, false, 0, &lane));
+      lane.push_back(generated(with_fpmath(dx), in, plan_.threads, false, 0, &lane));
       first = false;
     }
   }
@@ -128,17 +128,18 @@ void Planner::plan_recurrent_gradients(RecurrenceStep& r, std::vector<Step>& lan
     // d(r * h_prev) = dn W_hn first (W_hh's n rows), then dh_carry += [dr, dz] W_hh[r,z rows].
     r.d_reset_h = region_operand(plan_.workspace, regions_.d_reset_h[d], n0 * s.H);
     r.kernel_n = add_kernel_desc(gate_desc(Pass::backward, l, 1));
-    r.gemm_n = generated(GemmStep{.what = "reset gradient d(r * h_prev) = dn W_hn" + rows_note, .m = rows, .n = s.H,
-                                  .k = s.H, .b = shifted(w_hh, 2 * s.H * s.S), .c = r.d_reset_h, .lda = s.R,
-                                  .ldb = s.S, .ldc = s.H},
+    r.gemm_n = generated(with_fpmath({.what = "reset gradient d(r * h_prev) = dn W_hn" + rows_note, .m = rows,
+                                     .n = s.H, .k = s.H, .b = shifted(w_hh, 2 * s.H * s.S), .c = r.d_reset_h,
+                                     .lda = s.R, .ldb = s.S, .ldc = s.H}),
                          s.H, threads, true, lane_index, &lane, true);
-    r.gemm = generated(GemmStep{.what = "recurrent gradient r,z" + rows_note, .m = rows, .n = s.S, .k = 2 * s.H,
-                                .b = w_hh, .c = r.dh_carry, .lda = s.R, .ldb = s.S, .ldc = s.S, .beta = 1.0f},
+    r.gemm = generated(with_fpmath({.what = "recurrent gradient r,z" + rows_note, .m = rows, .n = s.S, .k = 2 * s.H,
+                                   .b = w_hh, .c = r.dh_carry, .lda = s.R, .ldb = s.S, .ldc = s.S, .beta = 1.0f}),
                        s.S, threads, true, lane_index, &lane);
     split_gate_kernel(r, Pass::backward, r.gemm_n, 1);
   } else {
-    r.gemm = generated(GemmStep{.what = "recurrent gradient" + rows_note, .m = rows, .n = s.S, .k = s.GH, .b = w_hh,
-                                .c = r.dh_carry, .lda = s.R, .ldb = s.S, .ldc = s.S, .beta = s.gru ? 1.0f : 0.0f},
+    r.gemm = generated(with_fpmath({.what = "recurrent gradient" + rows_note, .m = rows, .n = s.S, .k = s.GH,
+                                   .b = w_hh, .c = r.dh_carry, .lda = s.R, .ldb = s.S, .ldc = s.S,
+                                   .beta = s.gru ? 1.0f : 0.0f}),
                        s.S, threads, true, lane_index, &lane);
   }
   if (s.P) {
@@ -148,10 +149,10 @@ void Planner::plan_recurrent_gradients(RecurrenceStep& r, std::vector<Step>& lan
     r.zeros = region_operand(plan_.workspace, regions_.zeros[d], n0 * s.H);
     lane.push_back(CopyStep{.what = fmt::format("zeros d{}{}", d, rows_note), .dst = r.zeros, .rows = rows,
                             .cols = s.H, .ld_src = s.H, .ld_dst = s.H});
-    r.projection_grad =
-        generated(GemmStep{.what = "projection gradient" + rows_note, .m = rows, .n = s.H, .k = s.P,
-                           .b = weight(l, d, ParamKind::weight_hr), .c = r.dcell, .lda = s.P, .ldb = s.H, .ldc = s.H},
-                  s.H, threads, true, lane_index, &lane, true);
+    r.projection_grad = generated(with_fpmath({.what = "projection gradient" + rows_note, .m = rows, .n = s.H,
+                                              .k = s.P, .b = weight(l, d, ParamKind::weight_hr), .c = r.dcell,
+                                              .lda = s.P, .ldb = s.H, .ldc = s.H}),
+                                  s.H, threads, true, lane_index, &lane, true);
   }
   split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : s.reset_before ? r.gemm_n : r.gemm);
 }

@@ -49,6 +49,8 @@ std::vector<Step> Planner::weight_gradient_lane(std::int64_t l, int d, bool one_
 // A weight gradient's GEMM on the lane's threads and scratch, or (one_lane) on all threads with lane 0's.
 GemmStep Planner::weight_gradient_gemm(GemmStep g, std::int64_t group, int d, bool one_lane,
                                        std::vector<Step>* pack_into) {
+  g = with_fpmath(std::move(g));
+  if (g.blocking.bf16) g.h0 = {};  // bf16 tiles sum over all of K: a zero h0's rows add zeros
   return one_lane ? generated(std::move(g), group, plan_.threads, false, 0, pack_into)
                   : generated(std::move(g), group, 0, false, d, pack_into);
 }

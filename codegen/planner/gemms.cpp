@@ -94,12 +94,11 @@ void add_gemm_kernels(GemmStep& g, std::int64_t group, KernelKind kind, std::vec
     }
 }
 
-// An AMX-BF16 GEMM (GemmBlocking::bf16): its blocking and a kernel per row tail, column tail and
-// beta. B must be packed weights (W^T) and A read as is (not transposed).
+// A bf16 GEMM (GemmBlocking::bf16): its blocking and a kernel per row tail, column tail and
+// beta. B must be packed; op(A) is rounded into bf16 rows whether A is transposed or not.
 GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels, bool shared,
                         const CacheSizes& caches) {
-  if (g.trans_a || !g.blocking.packed_b)
-    throw Error(fmt::format("gemm '{}': bf16 runs only on packed weights and a plain A", g.what));
+  if (!g.blocking.packed_b) throw Error(fmt::format("gemm '{}': bf16 runs only on a packed B", g.what));
   GemmBlocking& b = g.blocking;
   const Bf16Unit unit = b.bf16_unit;
   b = choose_bf16_blocking(g.m, g.k, group, threads, caches, shared, unit);
@@ -160,7 +159,9 @@ std::string cuts_suffix(const std::vector<std::int64_t>& cuts) {
 GemmStep Planner::generated(GemmStep g, std::int64_t group, int threads, bool recurrent, int lane,
                             std::vector<Step>* pack_into, bool own_panels) {
   if (!generate_gemms()) return g;
-  const bool pack_b = pack_into && !g.blocking.packed_b && g.k >= kMinPackedK;
+  // bf16 tiles read B only from packed panels: packed here whatever K.
+  const bool pack_b = pack_into && !g.blocking.packed_b && (g.k >= kMinPackedK || g.blocking.bf16);
+  if (!pack_b && !g.blocking.packed_b) g.blocking.bf16 = false;
   g.blocking.packed_b = g.blocking.packed_b || pack_b;
   g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent,
                           plan_.caches);
@@ -183,6 +184,15 @@ GemmStep Planner::generated(GemmStep g, std::int64_t group, int threads, bool re
   return g;
 }
 
+// A GEMM that fpmath bf16 runs on bf16 copies of its operands: those on the weights (W^T
+// forward, W in backward data) and the weight gradients, as oneDNN's bf16 RNN training does.
+// Its sums and C stay FP32, as do the master weights and their gradients.
+GemmStep Planner::with_fpmath(GemmStep g) const {
+  g.blocking.bf16 = plan_.fpmath == FpMath::bf16;
+  g.blocking.bf16_unit = plan_.bf16_unit;
+  return g;
+}
+
 // A forward GEMM whose B is W^T: the weights are packed once into panels, grouped by gate
 // (`groups` column groups of `group`: G of H for W_ih and W_hh, one of P for W_hr). `threads`:
 // the threads that share it (0: the lane's); `lane`: whose scratch (bf16 A panels) it uses,
@@ -193,9 +203,8 @@ GemmStep Planner::with_packed_weights(GemmStep g, const std::string& name, bool 
                                       std::int64_t groups, int threads, int lane) {
   if (!generate_gemms()) return g;
   if (group == 0) group = s_.H, groups = s_.G;
+  g = with_fpmath(std::move(g));
   g.blocking.packed_b = true;
-  g.blocking.bf16 = plan_.fpmath == FpMath::bf16;
-  g.blocking.bf16_unit = plan_.bf16_unit;
   g = generated(g, group, threads, recurrent, lane);
   const PackedWeights key{g.b, g.k, groups, group, g.blocking.n_r, g.blocking.bf16, g.blocking.cuts(), -1};
   auto same = std::find_if(packed_weights_.begin(), packed_weights_.end(),
@@ -239,7 +248,8 @@ GemmStep Planner::input_projection(GemmStep g, const std::string& name, std::int
 void Planner::share_a_panels(GemmStep& first, GemmStep& second, int lane) {
   const GemmBlocking &a = first.blocking, &b = second.blocking;
   const bool same_a = first.a == second.a && first.m == second.m && first.k == second.k && first.lda == second.lda;
-  if (!same_a || !a.pack_a || !b.pack_a || a.m_r != b.m_r || a.k_c != b.k_c)
+  // (bf16 rows of A are rounded by each GEMM for itself.)
+  if (!same_a || !a.pack_a || !b.pack_a || a.bf16 || b.bf16 || a.m_r != b.m_r || a.k_c != b.k_c)
     first.a_panels_use = second.a_panels_use = GemmStep::APanels::per_k_block;
   for (GemmStep* g : {&first, &second})
     if (g->blocking.pack_a)

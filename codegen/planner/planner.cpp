@@ -55,8 +55,9 @@ Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa
       plan_.fpmath = FpMath::bf16;
       plan_.bf16_unit = bf16_unit;
       if (mode == Mode::training)
-        plan_.notes.push_back("fpmath bf16 in training: the forward GEMMs on the weights read bf16 copies of their "
-                              "operands; backward data and backward weights stay FP32");
+        plan_.notes.push_back("fpmath bf16 in training: the GEMMs on the weights (forward and backward data) and "
+                              "the weight gradients read bf16 copies of their operands; the weights, their "
+                              "gradients and every sum stay FP32");
     }
   }
 }

@@ -131,6 +131,7 @@ class Planner {
 
   // --- GEMMs (gemms.cpp) ---
   bool generate_gemms() const { return plan_.isa == Isa::avx512; }
+  GemmStep with_fpmath(GemmStep g) const;
   GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false, int lane = 0,
                      std::vector<Step>* pack_into = nullptr, bool own_panels = false);
   GemmStep with_packed_weights(GemmStep g, const std::string& name, bool recurrent, std::int64_t group = 0,

@@ -221,7 +221,7 @@ ProjectionGemm build_projection_gemm(const std::string& value) {
 
 void add_fpmath_flag(CLI::App& app, std::string& value) {
   app.add_option("--fpmath", value,
-                 "strict (FP32 GEMMs) or bf16 (inference GEMMs on the weights may round their inputs to bf16 and "
+                 "strict (FP32 GEMMs) or bf16 (the GEMMs, inference and training, may round their inputs to bf16 and "
                  "run on AMX-BF16 tiles or AVX512_BF16 dot products, summing in FP32; FP32 where the CPU has neither)")
       ->capture_default_str();
 }

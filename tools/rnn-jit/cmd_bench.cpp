@@ -177,8 +177,9 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
 const char* fpmath_outcome(const Contender& ours, const Options& options, Mode mode, Device device) {
   if (ours.fpmath == FpMath::bf16 && mode == Mode::training)
     return ours.bf16_unit == Bf16Unit::amx
-               ? "the forward GEMMs on the weights take bf16 inputs on AMX tiles; backward stays FP32"
-               : "the forward GEMMs on the weights take bf16 inputs on AVX512_BF16 dot products; backward stays FP32";
+               ? "every GEMM, forward and backward, takes bf16 inputs on AMX tiles; weights and gradients stay FP32"
+               : "every GEMM, forward and backward, takes bf16 inputs on AVX512_BF16 dot products; weights and "
+                 "gradients stay FP32";
   if (ours.fpmath == FpMath::bf16)
     return ours.bf16_unit == Bf16Unit::amx ? "the GEMMs on the weights take bf16 inputs on AMX tiles"
                                            : "the GEMMs on the weights take bf16 inputs on AVX512_BF16 dot products";
