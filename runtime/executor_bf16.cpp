@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "codegen/kernel_args.hpp"
-#include "kernels/bf16.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/executor_util.hpp"
 #include "runtime/thread_team.hpp"
@@ -16,15 +15,16 @@
 namespace rnnjit {
 namespace {
 
-// dst[r][0:k_pad] = bf16(op(A)[r][0:k]) then zeros, for r in [r0, r1): to_bf16 (kernels/bf16.hpp)
-// 16 lanes at a time, since a recurrence rounds all of h on every thread at every step. GCC 12
-// takes the undefined pass-through operand inside its shift and narrowing intrinsics for a read
-// of uninitialised memory (GCC bug 105593); every value here is written before it is read.
+// FP32 operands rounded to bf16 as the GEMMs read them: A into rows of bf16_k(K) (dst[r][0:k_pad]
+// = bf16(op(A)[r][0:k]) then zeros, for r in [r0, r1)) and a plain B into panels, 16 lanes at a
+// time (a recurrence rounds all of h on every thread at every step). GCC 12 takes the undefined
+// pass-through operand inside its shift and narrowing intrinsics for a read of uninitialised
+// memory (GCC bug 105593); every value here is written before it is read.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// 16 floats rounded to bf16 as to_bf16 rounds them (to nearest even; NaN stays a quiet NaN).
+// 16 floats rounded to bf16 as to_bf16 (kernels/bf16.hpp) rounds them (to nearest even; NaN stays a quiet NaN).
 __attribute__((target("avx512f,avx512bw"))) __m256i bf16_lanes(__m512 x) {
   const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
   const __m512i u = _mm512_castps_si512(x);
@@ -46,8 +46,10 @@ __attribute__((target("avx512f,avx512bw"))) void round_rows(std::uint16_t* dst, 
   for (std::int64_t r = r0; r < r1; ++r) {
     std::uint16_t* out = dst + r * k_pad;
     const float* in = src + r * lda;
-    for (std::int64_t kk = 0; kk < k_pad; kk += 16)  // zeros past k
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + kk), bf16_lanes(_mm512_maskz_loadu_ps(first_lanes(k - kk), in + kk)));
+    for (std::int64_t kk = 0; kk < k_pad; kk += 16) {  // zeros past k
+      const __m512 x = _mm512_maskz_loadu_ps(first_lanes(k - kk), in + kk);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + kk), bf16_lanes(x));
+    }
   }
 }
 
@@ -72,6 +74,53 @@ __attribute__((target("avx512f,avx512bw"))) void round_columns(std::uint16_t* ds
       }
     }
 }
+
+// Rows kk and kk + 1 of B at 16 columns (x0, x1) as one row of a tile: the 16 columns' pairs of
+// bf16 (bf16_packed_offset), 64 bytes.
+__attribute__((target("avx512f,avx512bw"))) void store_pair(std::uint16_t* at, __m512 x0, __m512 x1) {
+  const __m512i even = _mm512_cvtepu16_epi32(bf16_lanes(x0)), odd = _mm512_cvtepu16_epi32(bf16_lanes(x1));
+  _mm512_storeu_si512(at, _mm512_or_si512(even, _mm512_slli_epi32(odd, 16)));
+}
+
+// A panel of a plain B (PackStep::transpose false): B's rows kk and kk + 1 (zeros past K, and
+// for the rows of finished sequences) rounded 16 columns at a time and interleaved, as a tile row
+// of k pairs (bf16_packed_offset): one 64-byte store per 16 columns of a row pair. Backward packs
+// W and the weight gradients their x or h at every call.
+__attribute__((target("avx512f,avx512bw"))) void pack_plain_panel(std::uint16_t* panel, const float* b,
+                                                                  const PackStep& p, std::int64_t width,
+                                                                  const std::int32_t* lengths) {
+  auto zeros = [&](std::int64_t kk) {
+    return kk >= p.k || (p.sequences > 0 && executor_util::row_past_end(lengths, p.sequences, kk));
+  };
+  for (std::int64_t kk = 0; kk < p.k; kk += 2) {
+    const bool zero[2] = {zeros(kk), zeros(kk + 1)};
+    for (std::int64_t c = 0; c < width; c += 16) {
+      const __mmask16 lanes = first_lanes(width - c);
+      const __m512 x0 = _mm512_maskz_loadu_ps(zero[0] ? 0 : lanes, b + kk * p.ld + c);
+      const __m512 x1 = _mm512_maskz_loadu_ps(zero[1] ? 0 : lanes, b + (kk + 1) * p.ld + c);
+      store_pair(panel + bf16_packed_offset(p.blocking.n_r, kk, c), x0, x1);
+    }
+  }
+}
+
+// A panel of W^T (PackStep::transpose): W's rows col0 + c, k floats long, are B's columns, so
+// 16 x 16 blocks go through registers (executor_util::transpose_16x16) into rows of B, then pairs
+// of them into tile rows as for a plain B. Training packs the weights at every call.
+__attribute__((target("avx512f,avx512bw"))) void pack_transposed_panel(std::uint16_t* panel, const float* w,
+                                                                       const PackStep& p, std::int64_t width) {
+  for (std::int64_t kk0 = 0; kk0 < p.k; kk0 += 16) {
+    const __mmask16 ks = first_lanes(p.k - kk0);
+    for (std::int64_t c = 0; c < width; c += 16) {
+      __m512 block[16];
+      for (std::int64_t j = 0; j < 16; ++j)
+        block[j] = c + j < width ? _mm512_maskz_loadu_ps(ks, w + (c + j) * p.k + kk0) : _mm512_setzero_ps();
+      executor_util::transpose_16x16(block);  // block[j]: B's row kk0 + j, columns c..c + 15
+      for (std::int64_t j = 0; j < 16 && kk0 + j < p.k; j += 2)
+        store_pair(panel + bf16_packed_offset(p.blocking.n_r, kk0 + j, c), block[j], block[j + 1]);
+    }
+  }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -96,18 +145,8 @@ void Executor::pack_bf16(const PackStep& p, const float* w, float* out, const st
     const std::int64_t width = std::min(pc, k.group - (q % ppg) * pc);
     auto* panel = reinterpret_cast<std::uint16_t*>(out) + q * k_pad * pc;
     std::memset(panel, 0, static_cast<std::size_t>(k_pad * pc) * sizeof(std::uint16_t));
-    if (p.transpose) {  // W's row col0 + c is B's column c
-      for (std::int64_t c = 0; c < width; ++c) {
-        const float* row = w + (col0 + c) * p.k;
-        for (std::int64_t kk = 0; kk < p.k; ++kk) panel[bf16_packed_offset(k.n_r, kk, c)] = to_bf16(row[kk]);
-      }
-      continue;
-    }
-    for (std::int64_t kk = 0; kk < p.k; ++kk) {  // B's own rows; those of finished sequences stay zeros
-      if (p.sequences > 0 && executor_util::row_past_end(lengths, p.sequences, kk)) continue;
-      const float* row = w + kk * p.ld + col0;
-      for (std::int64_t c = 0; c < width; ++c) panel[bf16_packed_offset(k.n_r, kk, c)] = to_bf16(row[c]);
-    }
+    if (p.transpose) pack_transposed_panel(panel, w + col0 * p.k, p, width);
+    else pack_plain_panel(panel, w + col0, p, width, lengths);
   }
 }
 
