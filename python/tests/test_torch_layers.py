@@ -121,3 +121,37 @@ def test_packed_output_keeps_the_input_order_and_indices():
     assert torch.equal(y.unsorted_indices, ry.unsorted_indices)
     torch.testing.assert_close(y.data, ry.data, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(h, rh, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh"])
+def test_medium_matmul_precision_trains_on_bf16(cell):
+    """torch.set_float32_matmul_precision('medium') lets rnnjit's GEMMs round their inputs to bf16,
+    as it lets torch's matmuls: outputs and gradients then match float64 to bf16's precision and
+    differ from the FP32 ('highest') run."""
+    if rnnjit.bf16_unit() is None:
+        pytest.skip("this CPU (or OS) runs neither AMX-BF16 nor AVX512_BF16")
+    case = dict(cell=cell, input_size=24, hidden_size=40, num_layers=2, bidirectional=True, batch_first=False,
+                bias=True, seq_len=6, batch=5, packed=False, given_state=True, proj_size=0)
+    torch.manual_seed(7)
+    ours, reference = make_layers(case)
+    x = torch.rand(6, 5, 24) - 0.5
+    states = [torch.rand(4, 5, 40) - 0.5] + ([torch.rand(4, 5, 40) - 0.5] if cell == "lstm" else [])
+    want_out, want_grads = run(reference, case, x, states, None, torch.float64)
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        got_out, got_grads = run(ours, case, x, states, None, torch.float32)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    for p in ours.parameters():
+        p.grad = None
+    strict_out, _ = run(ours, case, x, states, None, torch.float32)
+    # bf16 keeps 8 significant bits of each GEMM input: 2^-9 relative, summed over the GEMM's
+    # width and carried through T steps and L layers (and, for gradients, over the batch).
+    depth = (2 * 40 + 40) * 6 * 2  # width (2 directions of input + H) x T x L
+    tol, gtol = 2**-9 * depth**0.5, 2**-9 * (depth * (2 + 5))**0.5
+    for got, want in zip(got_out, want_out):
+        assert_close(got, want, tol, f"{cell} bf16 output")
+    for got, want in zip(got_grads, want_grads):
+        assert_close(got, want, gtol, f"{cell} bf16 gradient")
+    assert np.abs(got_out[0] - strict_out[0]).max() > 1e-5, "bf16 output equals FP32's: was bf16 used?"

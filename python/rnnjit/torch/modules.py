@@ -15,6 +15,13 @@ from rnnjit.torch._function import Call, RnnFunction, order_after_torch, run_for
 from rnnjit.torch._pool import ExecutionPool
 
 
+def _fpmath():
+    """rnnjit's fpmath for torch's float32 matmul precision: 'medium' lets torch's matmuls run
+    on bf16 inputs (torch.set_float32_matmul_precision), and so rnnjit's GEMMs (where the CPU has
+    a bf16 unit; elsewhere the plan stays FP32)."""
+    return "bf16" if torch.get_float32_matmul_precision() == "medium" else "strict"
+
+
 class _RnnjitLayer:
     """What LSTM, GRU and RNN share; mixed in before their torch.nn base class."""
 
@@ -56,12 +63,12 @@ class _RnnjitLayer:
                                 dropout=dropout)
 
     def _rnnjit_rnn(self, key):
-        """The rnnjit.Rnn of (batch_first, dropout, device), made once per module."""
+        """The rnnjit.Rnn of (batch_first, dropout, device, fpmath), made once per module."""
         rnns = self.__dict__.setdefault("_rnnjit_rnns", {})
         rnn = rnns.get(key)
         if rnn is None:
-            batch_first, dropout, device = key
-            options = rnnjit.Options(device="cuda" if device.type == "cuda" else "cpu")
+            batch_first, dropout, device, fpmath = key
+            options = rnnjit.Options(device="cuda" if device.type == "cuda" else "cpu", fpmath=fpmath)
             rnn = rnns[key] = rnnjit.Rnn(self._rnnjit_config(batch_first, dropout), options)
         return rnn
 
@@ -106,7 +113,7 @@ class _RnnjitLayer:
                                             (hx is not None and hx.requires_grad) or
                                             (cx is not None and cx.requires_grad))
         mode = "training" if grad or dropout > 0 else "inference"
-        key = (batch_first, dropout, x.device)
+        key = (batch_first, dropout, x.device, _fpmath())
         rnn = self._rnnjit_rnn(key)
         lease = self._rnnjit_pool().acquire((key, seq_len, batch, mode), rnn, (seq_len, batch), mode)
         out_width = directions * state
