@@ -23,6 +23,7 @@ struct PlanCase {
   Mode mode;
   Isa isa;
   int threads;
+  FpMath fpmath = FpMath::strict;
 };
 
 std::vector<PlanCase> cases() {
@@ -37,6 +38,11 @@ std::vector<PlanCase> cases() {
           // K = T*N over one k block and dW_ih, dW_hh tiled apart: no shared A panels.
           out.push_back({cell, 300, 64, 1, bi, 60, 37, mode, isa, 2});
           out.push_back({cell, 1, 1, 1, bi, 1, 1, mode, isa, 1});
+          if (isa != Isa::avx512) continue;
+          // bf16: every GEMM's A rounded into panels, B packed into bf16 tiles (training too).
+          out.push_back({cell, 5, 17, 3, bi, 4, 3, mode, isa, 2, FpMath::bf16});
+          out.push_back({cell, 40, 100, 2, bi, 30, 37, mode, isa, 2, FpMath::bf16});
+          out.push_back({cell, 300, 64, 1, bi, 60, 37, mode, isa, 2, FpMath::bf16});
         }
   return out;
 }
@@ -45,7 +51,7 @@ class PlanTest : public testing::TestWithParam<PlanCase> {
  protected:
   Plan plan() const {
     const PlanCase& c = GetParam();
-    return make_plan({c.cell, c.I, c.H, c.L, c.bi}, {c.T, c.N}, c.mode, c.isa, c.threads);
+    return make_plan({c.cell, c.I, c.H, c.L, c.bi}, {c.T, c.N}, c.mode, c.isa, c.threads, {}, {}, c.fpmath);
   }
 };
 
@@ -202,8 +208,9 @@ TEST(PlanJson, DescriptorsNameTheFeatures) {
 
 INSTANTIATE_TEST_SUITE_P(Plans, PlanTest, testing::ValuesIn(cases()), [](const auto& info) {
   const PlanCase& c = info.param;
-  return fmt::format("{}_i{}_h{}_l{}_d{}_t{}_n{}_{}_{}_th{}", to_string(c.cell), c.I, c.H, c.L, c.bi ? 2 : 1, c.T, c.N,
-                     c.mode == Mode::training ? "train" : "infer", to_string(c.isa), c.threads);
+  return fmt::format("{}_i{}_h{}_l{}_d{}_t{}_n{}_{}_{}_th{}{}", to_string(c.cell), c.I, c.H, c.L, c.bi ? 2 : 1, c.T,
+                     c.N, c.mode == Mode::training ? "train" : "infer", to_string(c.isa), c.threads,
+                     c.fpmath == FpMath::bf16 ? "_bf16" : "");
 });
 
 TEST(Planner, RejectsBadInput) {
