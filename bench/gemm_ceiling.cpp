@@ -117,8 +117,9 @@ GemmCeiling measure_gemm_ceiling(int threads, std::int64_t size) {
     r.onednn = best_gflops([&] { onednn_sgemm(threads, size, a.data(), b.data(), c.data()); }, flops);
   wait_for_quiet_cores();
   if (detect_isa() == Isa::avx512) {
-    const GemmStep g{"GEMM ceiling", false, true, size, size, size, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0},
-                     {Buffer::y, -1, 0}, size, size, size, 0.0f, {}};
+    const GemmStep g{.what = "GEMM ceiling", .trans_b = true, .m = size, .n = size, .k = size,
+                     .a = {.buffer = Buffer::x}, .b = {.buffer = Buffer::weights}, .c = {.buffer = Buffer::y},
+                     .lda = size, .ldb = size, .ldc = size};
     const GemmTimes t = time_projection(g, size, threads, detect_caches());
     r.rnnjit = 2.0 * static_cast<double>(t.rows) * static_cast<double>(size) * static_cast<double>(size) /
                (t.generated_ms * 1e6);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -73,6 +74,35 @@ struct RowBlock {
   std::int64_t rows = 0, cols = 0, ld = 0;
 };
 
+// Variable lengths: which rows of a GEMM belong to finished sequences and are left out. Rows
+// are (t, n) pairs, sequence-major: row t * sequences + n.
+struct VariableLengths {
+  // C's row blocks made only of rows of finished sequences are not computed. Either nothing
+  // reads those rows (an input projection: the gate kernel's results there are replaced by the
+  // carried state), or, with rows_zero, A's rows there are zero (gate gradients) and so are
+  // C's: stored as zeros where C is overwritten, left where C is added to (an input gradient).
+  bool rows_skipped = false;
+  bool rows_zero = false;
+  // Weight gradients: the sum over k runs over (t, n) rows, laid out as above, and the rows of
+  // finished sequences add nothing. B there holds whatever the caller left past a length (x's
+  // padding, NaN included: zero gate gradients times NaN are NaN), so it is never read: B is
+  // zeroed there as it is packed (PackStep::sequences) or, unpacked, copied into b_masked
+  // (laid out as B) with those rows zeroed.
+  bool k_rows_skipped = false;
+  Operand b_masked;
+  std::int64_t sequences = 0;  // N, with rows_skipped or k_rows_skipped
+};
+
+// dW_hh sums over h_prev, whose rows of h0 [block.rows, block.cols] are the first block.rows
+// rows of K (a forward direction), or the last (`last`: a reversed direction; at T = 1 they are
+// all of K): where h0 is all zeros (a call without hx), the sum leaves them out, and C is zeros
+// where K is then empty. Leading rows are left out only where the GEMM reads A in place or
+// packs it itself (not from panels another GEMM packed for all of K).
+struct H0Rows {
+  RowBlock block;  // rows 0: none left out
+  bool last = false;
+};
+
 // Row-major C = op(A) op(B) + beta C with op(X) = X or X^T; alpha is always 1.
 struct GemmStep {
   std::string what;  // e.g. "input projection l0 d0"
@@ -88,14 +118,8 @@ struct GemmStep {
   // same m_r and k_c (dW_hh after dW_ih: both sum over the gate gradients) and packs nothing.
   enum class APanels : std::uint8_t { per_k_block, keep_for_next, packed_before };
   APanels a_panels_use = APanels::per_k_block;
-  // Variable lengths: C's row blocks made only of rows of finished sequences are not computed.
-  // Either nothing reads those rows (an input projection: the gate kernel's results there are
-  // replaced by the carried state), or, with finished_rows_zero, A's rows there are zero (gate
-  // gradients) and so are C's: stored as zeros where C is overwritten, left where C is added
-  // to (an input gradient). Rows are (t, n) pairs, sequence-major: row t * sequences + n.
-  bool finished_rows_skipped = false;
-  std::int64_t sequences = 0;  // N, with finished_rows_skipped or finished_k_rows_skipped
-  bool finished_rows_zero = false;
+  // Variable lengths: the rows of finished sequences this GEMM leaves out (none by default).
+  VariableLengths finished;
   // C's rows have room for the last panel's whole vectors (one group, ldc >= n rounded up to
   // 16): its tiles write them all, the columns past n as zeros (B's packed panels are zero
   // there), so that no tile needs a masked tail and C can be streamed (a padded gx).
@@ -105,20 +129,8 @@ struct GemmStep {
   // Where element (i, k) of op(A) lies in A, read in place: i * a_row_step() + k * a_k_step().
   std::int64_t a_row_step() const { return trans_a ? 1 : lda; }
   std::int64_t a_k_step() const { return trans_a ? lda : 1; }
-  // Variable lengths, weight gradients: the sum over k runs over (t, n) rows, laid out as
-  // above, and the rows of finished sequences add nothing. B there holds whatever the caller
-  // left past a length (x's padding, NaN included: zero gate gradients times NaN are NaN), so
-  // it is never read: B is zeroed there as it is packed (PackStep::sequences) or, unpacked,
-  // copied into b_masked (laid out as B) with those rows zeroed.
-  bool finished_k_rows_skipped = false;
-  Operand b_masked;
-  // dW_hh sums over h_prev, whose rows of h0 [h0.rows, h0.cols] are the first h0.rows rows of K
-  // (a forward direction), or the last (h0_rows_last: a reversed direction; at T = 1 they are
-  // all of K): where h0 is all zeros (a call without hx), the sum leaves them out, and C is
-  // zeros where K is then empty. Leading rows are left out only where this GEMM reads A in
-  // place or packs it itself (not from panels another GEMM packed for all of K).
-  RowBlock h0;
-  bool h0_rows_last = false;
+  // dW_hh: the rows of K that h0 makes (left out where h0 is all zeros; none by default).
+  H0Rows h0;
 };
 
 // Floats of a GEMM's A panels (blocking.pack_a): one k block, or all of K where they are shared.
@@ -137,7 +149,7 @@ struct PackStep {
   bool transpose = true;
   std::int64_t ld = 0;    // row stride of a plain (not transposed) src
   // Variable lengths: a plain src's row kk is (t, n) = (kk / sequences, kk % sequences), and
-  // the rows of finished sequences are packed as zeros (GemmStep::finished_k_rows_skipped); 0: none.
+  // the rows of finished sequences are packed as zeros (VariableLengths::k_rows_skipped); 0: none.
   std::int64_t sequences = 0;
 };
 
@@ -191,15 +203,53 @@ struct ColumnSumStep {
   Operand also_dst;
 };
 
+// A recurrence's gate kernel and its split across threads: every step, thread i runs the gate
+// kernel thread_kernels[i] (-1: none) on the hidden units from thread_units[i] (its share of the
+// GEMM that produces or consumes the gate kernel's columns). OpenBLAS plans: one thread, all H
+// units.
+struct GateSplit {
+  int kernel = -1;  // over all rows and units: index into Plan::kernels
+  std::vector<int> thread_kernels;
+  std::vector<std::int64_t> thread_units;
+};
+
+// LSTM with a projection (P < H): the gate kernel's o * tanh(c) is [N, H] and h is projected
+// from it, h = (o * tanh(c)) W_hr^T. One struct serves both passes: `gemm` is the pass's own
+// product, and each pass sets only its own operands (forward cell_out; backward dh_proj,
+// dcell and zeros).
+struct Projection {
+  // Forward, after the gate kernels: h = cell_out W_hr^T (a and c per step). Backward, before
+  // them: dcell = dh_proj W_hr (a per step).
+  GemmStep gemm;
+  // Forward: where the gate kernel writes o * tanh(c) (per step in training, kept for dW_hr).
+  Timed cell_out;
+  // Backward: dh_proj = dh_carry + dy, formed first (per step, kept for dW_hr); its product
+  // dcell feeds the gate kernel as its dy, with `zeros` [N, H] as its dh_carry (h's gradient
+  // reaches the cell only through the projection); the recurrent GEMM then writes the new
+  // dh_carry.
+  Timed dh_proj;
+  Operand dcell, zeros;
+};
+
+// GRU with the reset before: a step is two GEMMs and two gate kernels. Forward: the recurrence's
+// gemm covers the r,z columns of gh and the part-0 kernels write reset_h = r * h_prev and z;
+// after a barrier `gemm` writes gh's n columns from reset_h and the part-1 kernels write h.
+// Backward: the part-0 kernels write dz, dn and dh_carry = dh z; after a barrier `gemm` forms
+// d_reset_h = dn W_hn, the part-1 kernels dr and dh_carry += d_reset_h r; after another, the
+// recurrence's gemm adds [dr, dz] W_hh[r,z rows] into dh_carry.
+struct ResetBefore {
+  GemmStep gemm;      // forward: gh's n columns = reset_h W_hn^T; backward: d_reset_h = dn W_hn
+  GateSplit part1;    // the part-1 kernels, split like `gemm` (backward the part-0 kernels too)
+  Timed reset_h;      // forward: r * h_prev [N, ld_state] (per step in training, kept for dW_hn)
+  Operand z;          // forward: [N, H]
+  Operand d_reset_h;  // backward: [N, H]
+};
+
 // The time loop of one layer and direction. Forward, at processing step s (t = s, or T-1-s
 // when reverse): gh = h_prev W_hh^T (gemm, a = h_prev), then the gate kernel with
 // h_prev/c_prev = h/c at the previous time (h_init/c_init at the first step).
 // Backward walks the steps the other way: the gate kernel, then dh_carry (+)= dgates W_hh.
-//
-// LSTM with projection (projection.n > 0): the gate kernel writes o*tanh(c) to cell_out, and
-// h = cell_out W_hr^T (projection, a and c per step). Backward first forms dh_proj = dh_carry +
-// dy (kept for dW_hr), then dcell = dh_proj W_hr (projection_grad) feeds the gate kernel as its
-// dy, with `zeros` as its dh_carry; the recurrent GEMM then writes the new dh_carry.
+// An LSTM with a projection and the reset-before GRU add the parts of their own.
 struct RecurrenceStep {
   std::string what;
   Pass pass = Pass::forward;
@@ -212,12 +262,9 @@ struct RecurrenceStep {
   std::int64_t state = 0;  // S, the width of h (P with a projection, else H)
   std::int64_t ld_state = 0;  // row stride of h and h_init (D*S: both directions' h side by side)
   std::int64_t ld_dy = 0;     // backward: row stride of dy (D*S; S where the directions are summed)
-  int kernel = -1;         // index into Plan::kernels (OpenBLAS plans: one thread, all H columns)
-  // Every step is split across threads: thread i runs the gate kernel thread_kernels[i] (-1:
-  // none) on the hidden units from thread_units[i] (its share of the GEMM that produces or
-  // consumes the gate kernel's columns). OpenBLAS plans: one thread, all H units.
-  std::vector<int> thread_kernels;
-  std::vector<std::int64_t> thread_units;
+  // The gate kernel (the reset-before GRU's part 0), split like the GEMM whose output columns
+  // are its hidden units: gemm forward; backward gemm, projection->gemm or reset_before->gemm.
+  GateSplit gate;
   GemmStep gemm;           // per step; its a (fwd: h_prev, bwd: gates at t) is filled per step
   Timed gx, h, c, gates, dy;
   Operand gh, bias_ih, bias_hh, h_init, c_init, dh_carry, dc_carry;
@@ -233,22 +280,8 @@ struct RecurrenceStep {
   // from the previous step; backward: the gradients carried unchanged, gate gradients zero).
   // [N, 2H] of scratch for the rows being carried.
   Operand carry_save;
-  GemmStep projection, projection_grad;
-  Timed cell_out, dh_proj;
-  Operand dcell, zeros;
-  // GRU with the reset before (gemm_n.n > 0). Forward: gemm covers the r,z columns of gh and
-  // the part-0 kernels write reset_h = r * h_prev [N, ld_state] (kept per step in training, for
-  // dW_hn) and z [N, H]; after a barrier gemm_n writes gh's n columns from reset_h and the
-  // part-1 kernels (kernel_n, thread_kernels_n on thread_units_n, the split of gemm_n) write h.
-  // Backward: the part-0 kernels write dz, dn and dh_carry = dh z; after a barrier gemm_n forms
-  // d_reset_h = dn W_hn [N, H], the part-1 kernels (both parts split like gemm_n) dr and
-  // dh_carry += d_reset_h r; after another, gemm adds [dr, dz] W_hh[r,z rows] into dh_carry.
-  GemmStep gemm_n;
-  int kernel_n = -1;
-  std::vector<int> thread_kernels_n;
-  std::vector<std::int64_t> thread_units_n;
-  Timed reset_h;
-  Operand z, d_reset_h;
+  std::optional<Projection> projection;     // LSTM with a projection
+  std::optional<ResetBefore> reset_before;  // GRU with the reset before
 };
 
 using Step = std::variant<GemmStep, CopyStep, ColumnSumStep, RecurrenceStep, PackStep, MaskStep, DropoutStep>;

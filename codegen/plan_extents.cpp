@@ -21,31 +21,32 @@ void gemm(const std::function<void(const Extent&)>& fn, const GemmStep& g) {
   matrix(fn, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
   if (g.blocking.packed_b) matrix(fn, g.b, 1, packed_elements(g.blocking, g.n / g.blocking.group, g.k), 0);
   else matrix(fn, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
-  matrix(fn, g.b_masked, g.k, g.n, g.ldb);  // B's copy, laid out as B
+  matrix(fn, g.finished.b_masked, g.k, g.n, g.ldb);  // B's copy, laid out as B
   matrix(fn, g.c, g.m, g.c_columns_written(), g.ldc);
   if (g.blocking.pack_a) matrix(fn, g.a_panels, 1, a_panel_elements(g), 0);
-  matrix(fn, g.h0.at, g.h0.rows, g.h0.cols, g.h0.ld);
+  matrix(fn, g.h0.block.at, g.h0.block.rows, g.h0.block.cols, g.h0.block.ld);
 }
 
 void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, const RecurrenceStep& r) {
-  const KernelDesc& k = p.kernels[static_cast<std::size_t>(r.kernel)];
+  const KernelDesc& k = p.kernels[static_cast<std::size_t>(r.gate.kernel)];
   const std::int64_t H = k.hidden, GH = k.gates() * H, R = k.reserve_gates() * H, N = r.batch, T = r.steps;
   const std::int64_t S = r.state, ldh = r.ld_state;
   const bool lstm = k.cell_kind() == CellKind::lstm;
-  for (GemmStep g : {r.gemm, r.projection, r.projection_grad}) {
-    if (g.n == 0) continue;
-    g.a = {};  // the per-step operands are covered below (the projection's C is h)
-    gemm(fn, g);
-  }
-  if (r.gemm_n.n > 0) {  // GRU with the reset before: A is reset_h (forward) or dn (backward)
-    GemmStep g = r.gemm_n;
+  // A per-step GEMM without its A, which the per-step operands below cover (or, with the
+  // reset before, A is reset_h forward and dn backward; the forward projection's C is h).
+  const auto step_gemm = [&](GemmStep g) {
     g.a = {};
     gemm(fn, g);
+  };
+  step_gemm(r.gemm);
+  if (r.projection) step_gemm(r.projection->gemm);
+  if (const auto& rb = r.reset_before) {
+    step_gemm(rb->gemm);
     if (r.pass == Pass::forward) {
-      matrix(fn, r.reset_h.base, N, S, ldh, r.reset_h.t_stride, T);
-      matrix(fn, r.z, N, H, H);
+      matrix(fn, rb->reset_h.base, N, S, ldh, rb->reset_h.t_stride, T);
+      matrix(fn, rb->z, N, H, H);
     } else {
-      matrix(fn, r.d_reset_h, N, H, H);
+      matrix(fn, rb->d_reset_h, N, H, H);
     }
   }
   matrix(fn, r.h.base, N, S, ldh, r.h.t_stride, T);
@@ -61,15 +62,17 @@ void recurrence(const Plan& p, const std::function<void(const Extent&)>& fn, con
     matrix(fn, r.bias_ih, 1, GH, GH);
     matrix(fn, r.bias_hh, 1, GH, GH);
     if (k.training) matrix(fn, r.gates.base, N, R, R, r.gates.t_stride, T);
-    matrix(fn, r.cell_out.base, N, H, H, r.cell_out.t_stride, T);
+    if (r.projection) matrix(fn, r.projection->cell_out.base, N, H, H, r.projection->cell_out.t_stride, T);
   } else {
     matrix(fn, r.gates.base, N, R, R, r.gates.t_stride, T);
     matrix(fn, r.dy.base, N, S, r.ld_dy, r.dy.t_stride, T);
     matrix(fn, r.dh_carry, N, S, S);
     if (lstm) matrix(fn, r.dc_carry, N, H, H);
-    matrix(fn, r.dh_proj.base, N, S, S, r.dh_proj.t_stride, T);
-    matrix(fn, r.dcell, N, H, H);
-    matrix(fn, r.zeros, N, H, H);
+    if (const auto& pr = r.projection) {
+      matrix(fn, pr->dh_proj.base, N, S, S, pr->dh_proj.t_stride, T);
+      matrix(fn, pr->dcell, N, H, H);
+      matrix(fn, pr->zeros, N, H, H);
+    }
   }
 }
 

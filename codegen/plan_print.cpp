@@ -53,16 +53,16 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
 }
 
 std::string gemm_text(const Plan& p, const GemmStep& g) {
-  std::string skips =
-      g.finished_rows_skipped ? ", skips the rows of finished sequences (variable lengths)" : "";
-  if (g.finished_k_rows_skipped)
-    skips += g.b_masked.buffer != Buffer::none
+  const VariableLengths& f = g.finished;
+  std::string skips = f.rows_skipped ? ", skips the rows of finished sequences (variable lengths)" : "";
+  if (f.k_rows_skipped)
+    skips += f.b_masked.buffer != Buffer::none
                  ? fmt::format(", sums no K row of a finished sequence (variable lengths: B masked into {})",
-                               operand_text(p, g.b_masked))
+                               operand_text(p, f.b_masked))
                  : std::string(", sums no K row of a finished sequence (variable lengths)");
-  if (g.h0.rows > 0)
-    skips += fmt::format(", leaves out K's {} {} rows where h0 ({}) is all zeros", g.h0_rows_last ? "last" : "first",
-                         g.h0.rows, operand_text(p, g.h0.at));
+  if (g.h0.block.rows > 0)
+    skips += fmt::format(", leaves out K's {} {} rows where h0 ({}) is all zeros", g.h0.last ? "last" : "first",
+                         g.h0.block.rows, operand_text(p, g.h0.block.at));
   if (g.a_panels_use == GemmStep::APanels::keep_for_next)
     skips += fmt::format(", A packed for all of K into {} and kept for the next GEMM", operand_text(p, g.a_panels));
   else if (g.a_panels_use == GemmStep::APanels::packed_before)
@@ -77,14 +77,35 @@ nlohmann::json gemm_json(const Plan& p, const GemmStep& g) {
   return {{"kind", "gemm"}, {"what", g.what}, {"trans_a", g.trans_a}, {"trans_b", g.trans_b}, {"m", g.m}, {"n", g.n},
           {"k", g.k}, {"a", operand_json(p, g.a)}, {"b", operand_json(p, g.b)}, {"c", operand_json(p, g.c)},
           {"lda", g.lda}, {"ldb", g.ldb}, {"ldc", g.ldc}, {"beta", g.beta}, {"blocking", blocking_json(p, g.blocking)},
-          {"finished_rows_skipped", g.finished_rows_skipped}, {"finished_k_rows_skipped", g.finished_k_rows_skipped},
-          {"sequences", g.sequences},
-          {"b_masked", operand_json(p, g.b_masked)},
-          {"h0", operand_json(p, g.h0.at)}, {"h0_rows", g.h0.rows}, {"h0_rows_last", g.h0_rows_last},
+          {"finished_rows_skipped", g.finished.rows_skipped}, {"finished_k_rows_skipped", g.finished.k_rows_skipped},
+          {"sequences", g.finished.sequences}, {"b_masked", operand_json(p, g.finished.b_masked)},
+          {"h0", operand_json(p, g.h0.block.at)}, {"h0_rows", g.h0.block.rows}, {"h0_rows_last", g.h0.last},
           {"a_panels", operand_json(p, g.a_panels)},
           {"a_panels_use", g.a_panels_use == GemmStep::APanels::keep_for_next   ? "keep_for_next"
                            : g.a_panels_use == GemmStep::APanels::packed_before ? "packed_before"
                                                                                 : "per_k_block"}};
+}
+
+// The kernels of a gate kernel's threads, by name ("idle" for a thread without one).
+std::string thread_kernels_text(const Plan& p, const GateSplit& split) {
+  std::string kernels;
+  for (int k : split.thread_kernels)
+    kernels += (kernels.empty() ? "" : ", ") +
+               (k < 0 ? std::string("idle") : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
+  return kernels;
+}
+
+std::string recurrence_text(const Plan& p, const RecurrenceStep& r) {
+  std::string part;  // the step's second GEMM (and kernels), where it has one
+  if (r.projection && r.pass == Pass::forward)
+    part = " ; after the gate kernels: " + gemm_text(p, r.projection->gemm);
+  if (r.projection && r.pass == Pass::backward)
+    part = " ; before the gate kernels: " + gemm_text(p, r.projection->gemm);
+  if (r.reset_before)
+    part = " ; after the gate kernels and a barrier: " + gemm_text(p, r.reset_before->gemm) +
+           " ; n kernels per thread: " + thread_kernels_text(p, r.reset_before->part1);
+  return fmt::format("loop {}: {} steps{}, per step: {} ; gate kernels per thread: {}{}", r.what, r.steps,
+                     r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm), thread_kernels_text(p, r.gate), part);
 }
 
 std::string step_text(const Plan& p, const Step& step) {
@@ -117,31 +138,49 @@ std::string step_text(const Plan& p, const Step& step) {
             return fmt::format("colsum {}: [{}x{}] {} (ld {}){} -> {}{}", c.what, c.rows, c.cols, operand_text(p, c.src),
                                c.ld_src, factor, operand_text(p, c.dst), also);
           },
-          [&](const RecurrenceStep& r) {
-            std::string kernels;
-            for (int k : r.thread_kernels)
-              kernels += (kernels.empty() ? "" : ", ") +
-                         (k < 0 ? std::string("idle") : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
-            std::string projection;
-            if (r.projection.n > 0) projection = " ; after the gate kernels: " + gemm_text(p, r.projection);
-            if (r.gemm_n.n > 0) {
-              std::string n_kernels;
-              for (int k : r.thread_kernels_n)
-                n_kernels += (n_kernels.empty() ? "" : ", ") +
-                             (k < 0 ? std::string("idle") : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
-              projection = " ; after the gate kernels and a barrier: " + gemm_text(p, r.gemm_n) +
-                           " ; n kernels per thread: " + n_kernels;
-            }
-            if (r.projection_grad.n > 0) projection = " ; before the gate kernels: " + gemm_text(p, r.projection_grad);
-            return fmt::format("loop {}: {} steps{}, per step: {} ; gate kernels per thread: {}{}", r.what, r.steps,
-                               r.reverse ? " (t = T-1..0)" : "", gemm_text(p, r.gemm), kernels, projection);
-          },
+          [&](const RecurrenceStep& r) { return recurrence_text(p, r); },
           [&](const PackStep& k) {
             return fmt::format("pack {}: W[{}x{}] {} -> B panels {} ({}){}", k.what, k.groups * k.blocking.group, k.k,
                                operand_text(p, k.src), operand_text(p, k.dst), blocking_text(k.blocking),
                                k.sequences > 0 ? ", rows of finished sequences as zeros (variable lengths)" : "");
           }},
       step);
+}
+
+nlohmann::json column_sum_json(const Plan& p, const ColumnSumStep& c) {
+  nlohmann::json j{{"kind", "column_sum"}, {"what", c.what}, {"src", operand_json(p, c.src)},
+                   {"dst", operand_json(p, c.dst)}, {"rows", c.rows}, {"cols", c.cols}, {"ld_src", c.ld_src}};
+  if (c.factor.buffer != Buffer::none) {
+    j["factor"] = operand_json(p, c.factor);
+    j["ld_factor"] = c.ld_factor;
+  }
+  if (c.also_dst.buffer != Buffer::none) j["also_dst"] = operand_json(p, c.also_dst);
+  return j;
+}
+
+nlohmann::json timed_json(const Plan& p, const Timed& t) {
+  nlohmann::json j = operand_json(p, t.base);
+  j["t_stride"] = t.t_stride;
+  return j;
+}
+
+// The projection's GEMM keeps the keys of each pass's product: "projection" forward (h = cell_out
+// W_hr^T), "projection_grad" backward (dcell = dh_proj W_hr); the reset before's is "gemm_n".
+nlohmann::json recurrence_json(const Plan& p, const RecurrenceStep& r) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (int k : r.gate.thread_kernels)
+    kernels.push_back(k < 0 ? std::string() : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
+  const bool forward = r.pass == Pass::forward;
+  const nlohmann::json projection = r.projection ? gemm_json(p, r.projection->gemm) : nlohmann::json();
+  return {{"kind", "recurrence"}, {"what", r.what}, {"thread_kernels", kernels},
+          {"pass", forward ? "forward" : "backward"}, {"layer", r.layer}, {"direction", r.direction},
+          {"reverse", r.reverse}, {"steps", r.steps},
+          {"kernel", kernel_name(p.kernels[static_cast<std::size_t>(r.gate.kernel)])},
+          {"gemm", gemm_json(p, r.gemm)}, {"gx", timed_json(p, r.gx)}, {"h", timed_json(p, r.h)},
+          {"c", timed_json(p, r.c)}, {"gates", timed_json(p, r.gates)}, {"dy", timed_json(p, r.dy)},
+          {"ld_dy", r.ld_dy}, {"projection", forward ? projection : nlohmann::json()},
+          {"gemm_n", r.reset_before ? gemm_json(p, r.reset_before->gemm) : nlohmann::json()},
+          {"projection_grad", forward ? nlohmann::json() : projection}};
 }
 
 nlohmann::json step_json(const Plan& p, const Step& step) {
@@ -167,37 +206,8 @@ nlohmann::json step_json(const Plan& p, const Step& step) {
                                   {"mask", p.workspace.regions[static_cast<std::size_t>(d.mask_region)].name},
                                   {"elements", d.elements}};
           },
-          [&](const ColumnSumStep& c) {
-            nlohmann::json j{{"kind", "column_sum"}, {"what", c.what}, {"src", operand_json(p, c.src)},
-                             {"dst", operand_json(p, c.dst)}, {"rows", c.rows}, {"cols", c.cols},
-                             {"ld_src", c.ld_src}};
-            if (c.factor.buffer != Buffer::none) {
-              j["factor"] = operand_json(p, c.factor);
-              j["ld_factor"] = c.ld_factor;
-            }
-            if (c.also_dst.buffer != Buffer::none) j["also_dst"] = operand_json(p, c.also_dst);
-            return j;
-          },
-          [&](const RecurrenceStep& r) {
-            auto timed = [&](const Timed& t) {
-              nlohmann::json j = operand_json(p, t.base);
-              j["t_stride"] = t.t_stride;
-              return j;
-            };
-            nlohmann::json kernels = nlohmann::json::array();
-            for (int k : r.thread_kernels)
-              kernels.push_back(k < 0 ? std::string() : kernel_name(p.kernels[static_cast<std::size_t>(k)]));
-            return nlohmann::json{{"kind", "recurrence"}, {"what", r.what}, {"thread_kernels", kernels},
-                                  {"pass", r.pass == Pass::forward ? "forward" : "backward"}, {"layer", r.layer},
-                                  {"direction", r.direction}, {"reverse", r.reverse}, {"steps", r.steps},
-                                  {"kernel", kernel_name(p.kernels[static_cast<std::size_t>(r.kernel)])},
-                                  {"gemm", gemm_json(p, r.gemm)}, {"gx", timed(r.gx)}, {"h", timed(r.h)},
-                                  {"c", timed(r.c)}, {"gates", timed(r.gates)}, {"dy", timed(r.dy)}, {"ld_dy", r.ld_dy},
-                                  {"projection", r.projection.n > 0 ? gemm_json(p, r.projection) : nlohmann::json()},
-                                  {"gemm_n", r.gemm_n.n > 0 ? gemm_json(p, r.gemm_n) : nlohmann::json()},
-                                  {"projection_grad",
-                                   r.projection_grad.n > 0 ? gemm_json(p, r.projection_grad) : nlohmann::json()}};
-          },
+          [&](const ColumnSumStep& c) { return column_sum_json(p, c); },
+          [&](const RecurrenceStep& r) { return recurrence_json(p, r); },
           [&](const PackStep& k) {
             return nlohmann::json{{"kind", "pack"}, {"what", k.what}, {"src", operand_json(p, k.src)},
                                   {"dst", operand_json(p, k.dst)}, {"k", k.k}, {"groups", k.groups},

@@ -66,7 +66,7 @@ class Executor {
   void run_lane(const std::vector<Step>& lane, const Bindings& b, bool accumulate, int tid, int threads,
                 const StepProfile* profile = nullptr) const;
   // Variable lengths: the rows of a GEMM that belong to finished sequences
-  // (GemmStep::finished_rows_skipped); without lengths, none.
+  // (GemmStep::finished); without lengths, none.
   struct FinishedRows {
     const std::int32_t* lengths = nullptr;
     std::int64_t sequences = 0;  // row r is (t, n) = (r / sequences, r % sequences)
@@ -83,7 +83,7 @@ class Executor {
     float beta = 0.0f;
     std::int64_t rows = 0, k = 0;
     // Of the row blocks that hold the first `rows` rows, those made only of `finished` rows are
-    // not computed (stored as zeros where GemmStep::finished_rows_zero says the product is zero
+    // not computed (stored as zeros where VariableLengths::rows_zero says the product is zero
     // and C is overwritten).
     FinishedRows finished;
     float* a_panels = nullptr;  // g.blocking.pack_a: A's panels go here

@@ -172,7 +172,7 @@ void Executor::bf16_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
     const std::int64_t r0 = rb * k.m_r, r1 = std::min(g.m, r0 + k.m_r);
     const std::int64_t col0 = grp * k.group + p * pc, width = std::min(pc, k.group - p * pc);
     if (call.finished.all(r0, r1)) {
-      if (g.finished_rows_zero && !use_beta)
+      if (g.finished.rows_zero && !use_beta)
         for (std::int64_t r = r0; r < r1; ++r)
           std::memset(call.c + r * g.ldc + col0, 0, static_cast<std::size_t>(width) * sizeof(float));
       return;

@@ -28,14 +28,14 @@ bool all_zeros(const float* p, const RowBlock& block) {
   return true;
 }
 
-// B with the rows of finished sequences zeroed (GemmStep::b_masked), copied by all threads, a
-// share of the rows each, which then meet: the copy of B that the GEMM reads.
+// B with the rows of finished sequences zeroed (VariableLengths::b_masked), copied by all
+// threads, a share of the rows each, which then meet: the copy of B that the GEMM reads.
 const float* mask_finished_b(const GemmStep& g, const float* b, float* masked, const std::int32_t* lengths, int tid,
                              int threads) {
   const auto [k0, k1] = share(g.k, tid, threads);
   for (std::int64_t kk = k0; kk < k1; ++kk) {
     float* row = masked + kk * g.ldb;
-    if (row_past_end(lengths, g.sequences, kk))
+    if (row_past_end(lengths, g.finished.sequences, kk))
       std::memset(row, 0, static_cast<std::size_t>(g.n) * sizeof(float));
     else
       executor_util::copy_floats(row, b + kk * g.ldb, g.n);
@@ -55,15 +55,16 @@ bool Executor::FinishedRows::all_past_end(std::int64_t r0, std::int64_t r1) cons
 void Executor::gemm_step(const GemmStep& g, const Bindings& bind, float beta, int tid, int threads) const {
   const float* b = resolve(g.b, bind);
   const bool lengths = bind.lengths != nullptr;
-  if (lengths && g.finished_k_rows_skipped && g.b_masked.buffer != Buffer::none)
-    b = mask_finished_b(g, b, resolve(g.b_masked, bind), bind.lengths, tid, threads);
+  if (lengths && g.finished.k_rows_skipped && g.finished.b_masked.buffer != Buffer::none)
+    b = mask_finished_b(g, b, resolve(g.finished.b_masked, bind), bind.lengths, tid, threads);
   GemmCall call{resolve(g.a, bind), b, resolve(g.c, bind), beta, g.m, g.k};
   const bool panels_from_before = g.a_panels_use == GemmStep::APanels::packed_before;
-  if (g.h0.rows > 0 && (g.h0_rows_last || !panels_from_before) && all_zeros(resolve(g.h0.at, bind), g.h0)) {
-    call.k -= g.h0.rows;
-    if (!g.h0_rows_last) {  // the sum starts after them
-      call.a += g.h0.rows * g.a_k_step();
-      call.b += g.h0.rows * (g.blocking.packed_b ? g.blocking.panel_columns() : g.ldb);
+  const RowBlock& h0 = g.h0.block;
+  if (h0.rows > 0 && (g.h0.last || !panels_from_before) && all_zeros(resolve(h0.at, bind), h0)) {
+    call.k -= h0.rows;
+    if (!g.h0.last) {  // the sum starts after them
+      call.a += h0.rows * g.a_k_step();
+      call.b += h0.rows * (g.blocking.packed_b ? g.blocking.panel_columns() : g.ldb);
     }
   }
   if (call.k == 0) {  // every term is zero
@@ -75,7 +76,7 @@ void Executor::gemm_step(const GemmStep& g, const Bindings& bind, float beta, in
     return;
   }
   call.a_panels = resolve(g.a_panels, bind);
-  if (lengths && g.finished_rows_skipped) call.finished = {bind.lengths, g.sequences};
+  if (lengths && g.finished.rows_skipped) call.finished = {bind.lengths, g.finished.sequences};
   if (g.blocking.generated()) gemm(g, call, tid, threads, /*shared=*/true);
   else blas_rows(g, call, threads);
 }
@@ -168,7 +169,7 @@ void Executor::GemmWalk::tiles(std::int64_t kb, std::int64_t grp, std::int64_t p
     const bool row_tail = g.m - r0 < k.m_r;
     const std::int64_t r1 = row_tail ? g.m : r0 + k.m_r;
     if (call.finished.all(r0, r1)) {
-      if (g.finished_rows_zero && !use_beta)  // the product is zero: C's tile is, too
+      if (g.finished.rows_zero && !use_beta)  // the product is zero: C's tile is, too
         for (std::int64_t r = r0; r < r1; ++r)
           std::memset(call.c + r * g.ldc + grp * k.group + c0, 0, static_cast<std::size_t>(width) * sizeof(float));
       continue;

@@ -37,9 +37,10 @@ void barrier(int threads) {
 Executor::GateShare Executor::gate_share(const RecurrenceStep& r, int tid, int part) const {
   const bool generated = r.gemm.blocking.generated();
   const auto i = static_cast<std::size_t>(generated ? tid : 0);
-  const int index = (part ? r.thread_kernels_n : r.thread_kernels)[i];
+  const GateSplit& split = part ? r.reset_before.value().part1 : r.gate;
+  const int index = split.thread_kernels[i];
   const CompiledKernel* kernel = index >= 0 ? kernels_[static_cast<std::size_t>(index)].get() : nullptr;
-  return {kernel, (part ? r.thread_units_n : r.thread_units)[i], kernel ? std::int64_t{kernel->desc().cols} : 0};
+  return {kernel, split.thread_units[i], kernel ? std::int64_t{kernel->desc().cols} : 0};
 }
 
 float* Executor::timed(const Timed& t, std::int64_t time, const Bindings& b, std::int64_t col) const {
@@ -73,7 +74,7 @@ struct Executor::ForwardRecurrence {
   float* at(const Timed& t, std::int64_t time, std::int64_t col) const { return ex.timed(t, time, b, col); }
   // What every gate kernel of this step reads or writes, from hidden unit c0 on.
   GateForwardArgs step_args(const Time& m, std::int64_t c0) const;
-  // A recurrent product of the step (gemm or gemm_n) on this thread's share, or its zeros.
+  // A recurrent product of the step (gemm or reset_before->gemm) on this thread's share, or its zeros.
   void product(const GemmStep& g, const Time& m, const float* a, const float* w, float* c) const;
   void reset_gate(const Time& m) const;  // reset before, part 0: r * h_prev and z
   void new_gate(const Time& m) const;    // reset before, part 1: n's GEMM and kernels, h
@@ -106,14 +107,17 @@ struct Executor::ForwardRecurrence {
 
 Executor::ForwardRecurrence::ForwardRecurrence(const Executor& ex, const RecurrenceStep& r, const Bindings& b,
                                                int tid, int threads)
-    : ex(ex), r(r), b(b), tid(tid), threads(threads), own(ex.gate_share(r, tid)), projected(r.projection.n > 0),
-      reset_before(r.gemm_n.n > 0), n_share(reset_before ? ex.gate_share(r, tid, 1) : GateShare{nullptr, 0, 0}) {
-  std::tie(h0, h1) = projected      ? ex.gemm_columns(r.projection, tid)
+    : ex(ex), r(r), b(b), tid(tid), threads(threads), own(ex.gate_share(r, tid)),
+      projected(r.projection.has_value()), reset_before(r.reset_before.has_value()),
+      n_share(reset_before ? ex.gate_share(r, tid, 1) : GateShare{nullptr, 0, 0}) {
+  std::tie(h0, h1) = projected      ? ex.gemm_columns(r.projection->gemm, tid)
                      : reset_before ? std::pair{n_share.col0, n_share.col0 + n_share.cols}
                                     : std::pair{own.col0, own.col0 + own.cols};
-  z = ex.resolve(r.z, b);
-  gh_n = ex.resolve(r.gemm_n.c, b);
-  w_hn = ex.resolve(r.gemm_n.b, b);
+  if (reset_before) {
+    z = ex.resolve(r.reset_before->z, b);
+    gh_n = ex.resolve(r.reset_before->gemm.c, b);
+    w_hn = ex.resolve(r.reset_before->gemm.b, b);
+  }
   N = r.batch, H = own.kernel ? own.kernel->desc().hidden : 0, ldh = r.ld_state, T = r.steps;
   lengths = b.lengths ? b.lengths + r.batch_begin : nullptr;
   c_in_place = r.c.t_stride == 0;
@@ -122,7 +126,7 @@ Executor::ForwardRecurrence::ForwardRecurrence(const Executor& ex, const Recurre
   h_init = ex.resolve(r.h_init, b);
   c_init = ex.resolve(r.c_init, b);
   w_hh = ex.resolve(r.gemm.b, b);
-  w_hr = ex.resolve(r.projection.b, b);
+  if (projected) w_hr = ex.resolve(r.projection->gemm.b, b);
   bias_ih = ex.resolve(r.bias_ih, b);
   bias_hh = ex.resolve(r.bias_hh, b);
   peephole = ex.resolve(r.peephole, b);
@@ -139,7 +143,7 @@ Executor::ForwardRecurrence::Time Executor::ForwardRecurrence::at_step(std::int6
   m.prev = r.reverse ? m.t + 1 : m.t - 1;
   m.h_prev = s == 0 ? h_init : at(r.h, m.prev, 0);
   m.h_out = at(r.h, m.t, 0);
-  m.reset_h = reset_before ? at(r.reset_h, m.t, 0) : nullptr;
+  m.reset_h = reset_before ? at(r.reset_before->reset_h, m.t, 0) : nullptr;
   m.live = live_rows(lengths, N, m.t);
   m.h_prev_is_zero = s == 0 && starts_at_zero;
   return m;
@@ -182,7 +186,7 @@ void Executor::ForwardRecurrence::reset_gate(const Time& m) const {
 
 void Executor::ForwardRecurrence::new_gate(const Time& m) const {
   barrier(threads);  // every unit's r * h_prev is in
-  product(r.gemm_n, m, m.reset_h, w_hn, gh_n);
+  product(r.reset_before->gemm, m, m.reset_h, w_hn, gh_n);
   if (!n_share.kernel) return;
   GateForwardArgs args = step_args(m, n_share.col0);
   args.c_prev = z + n_share.col0;
@@ -194,7 +198,7 @@ void Executor::ForwardRecurrence::cell(const Time& m) const {
   const std::int64_t col0 = own.col0, cols = own.cols;
   GateForwardArgs args = step_args(m, col0);
   args.c_prev = c_init ? (m.s == 0 ? c_init : at(r.c, m.prev, 0)) + col0 : nullptr;
-  args.h_out = projected ? at(r.cell_out, m.t, col0) : m.h_out + col0;
+  args.h_out = projected ? at(r.projection->cell_out, m.t, col0) : m.h_out + col0;
   args.c_out = at(r.c, m.t, col0);
   args.peephole = peephole ? peephole + col0 : nullptr;
   if (lengths && args.c_out && c_in_place)
@@ -219,7 +223,7 @@ void Executor::ForwardRecurrence::zero_finished(std::int64_t t, float* at_col0, 
 // h = (o * tanh(c)) W_hr^T once every thread's units are in.
 void Executor::ForwardRecurrence::project(const Time& m) const {
   barrier(threads);
-  ex.step_gemm(r.projection, b, m.s, m.live, at(r.cell_out, m.t, 0), w_hr, m.h_out, tid, threads);
+  ex.step_gemm(r.projection->gemm, b, m.s, m.live, at(r.projection->cell_out, m.t, 0), w_hr, m.h_out, tid, threads);
 }
 
 void Executor::ForwardRecurrence::carry_h(const Time& m) const {
@@ -293,9 +297,9 @@ struct Executor::BackwardRecurrence {
 Executor::BackwardRecurrence::BackwardRecurrence(const Executor& ex, const RecurrenceStep& r, const Bindings& b,
                                                  int tid, int threads)
     : ex(ex), r(r), b(b), tid(tid), threads(threads), own(ex.gate_share(r, tid)),
-      projected(r.projection_grad.n > 0), reset_before(r.gemm_n.n > 0),
+      projected(r.projection.has_value()), reset_before(r.reset_before.has_value()),
       n_share(reset_before ? ex.gate_share(r, tid, 1) : GateShare{nullptr, 0, 0}),
-      desc(ex.plan_->kernels[static_cast<std::size_t>(r.kernel)]) {
+      desc(ex.plan_->kernels[static_cast<std::size_t>(r.gate.kernel)]) {
   std::tie(h0, h1) = projected || reset_before ? ex.gemm_columns(r.gemm, tid) : std::pair{own.col0, own.col0 + own.cols};
   N = r.batch, H = desc.hidden, S = r.state, R = desc.reserve_gates() * H, T = r.steps;
   lengths = b.lengths ? b.lengths + r.batch_begin : nullptr;
@@ -304,13 +308,17 @@ Executor::BackwardRecurrence::BackwardRecurrence(const Executor& ex, const Recur
   c_init = ex.resolve(r.c_init, b);
   dh_carry = ex.resolve(r.dh_carry, b);
   dc_carry = ex.resolve(r.dc_carry, b);
-  dcell = ex.resolve(r.dcell, b);
-  zeros = ex.resolve(r.zeros, b);
   w_hh = ex.resolve(r.gemm.b, b);
-  w_hr = ex.resolve(r.projection_grad.b, b);
   peephole = ex.resolve(r.peephole, b);
-  d_reset_h = ex.resolve(r.d_reset_h, b);
-  w_hn = ex.resolve(r.gemm_n.b, b);
+  if (projected) {
+    dcell = ex.resolve(r.projection->dcell, b);
+    zeros = ex.resolve(r.projection->zeros, b);
+    w_hr = ex.resolve(r.projection->gemm.b, b);
+  }
+  if (reset_before) {
+    d_reset_h = ex.resolve(r.reset_before->d_reset_h, b);
+    w_hn = ex.resolve(r.reset_before->gemm.b, b);
+  }
   // The last step's product dh_carry += dgates W_hh is dh_prev of the first forward step: dhx,
   // nothing else. Without dhx in the call it is not computed.
   wants_dhx = r.dhx.buffer != Buffer::dhx || ex.resolve(r.dhx, b) != nullptr;
@@ -340,13 +348,13 @@ void Executor::BackwardRecurrence::step(const Time& m) {
 
 void Executor::BackwardRecurrence::project(const Time& m) const {
   // dh_proj = dh_carry + dy (zero past a row's length), then dcell = dh_proj W_hr.
-  float* const dhp = at(r.dh_proj, m.t, 0);
+  float* const dhp = at(r.projection->dh_proj, m.t, 0);
   const float* const dy = at(r.dy, m.t, 0);
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t j = h0; j < h1; ++j)
       dhp[n * S + j] = past_end(lengths, n, m.t) ? 0.0f : dh_carry[n * S + j] + dy[n * r.ld_dy + j];
   barrier(threads);
-  ex.step_gemm(r.projection_grad, b, m.s, m.live, dhp, w_hr, dcell, tid, threads);
+  ex.step_gemm(r.projection->gemm, b, m.s, m.live, dhp, w_hr, dcell, tid, threads);
 }
 
 void Executor::BackwardRecurrence::cell(const Time& m) {
@@ -367,10 +375,10 @@ void Executor::BackwardRecurrence::cell(const Time& m) {
 }
 
 // d(r * h_prev) = dn W_hn once every dn is in, then dr and its share of dh_{t-1} (both parts
-// split like gemm_n, so each thread reads the d(r * h_prev) columns it computed).
+// split like reset_before->gemm, so each thread reads the d(r * h_prev) columns it computed).
 void Executor::BackwardRecurrence::new_gate(const Time& m) {
   barrier(threads);
-  ex.step_gemm(r.gemm_n, b, m.s, m.live, m.gates + 2 * H, w_hn, d_reset_h, tid, threads);
+  ex.step_gemm(r.reset_before->gemm, b, m.s, m.live, m.gates + 2 * H, w_hn, d_reset_h, tid, threads);
   if (!n_share.kernel) return;
   const std::int64_t c0 = n_share.col0;
   args = {};

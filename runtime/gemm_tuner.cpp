@@ -38,8 +38,9 @@ OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated, co
     const int region = plan.workspace.add(
         "packed", Space::packed,
         static_cast<std::size_t>(packed_elements(g.blocking, g.n / group, g.k)) * sizeof(float));
-    const Operand packed{Buffer::packed, region, 0};
-    plan.pack_weights.push_back(Stage{{{PackStep{"pack W", g.b, packed, g.k, g.n / group, g.blocking}}}});
+    const Operand packed{.buffer = Buffer::packed, .region = region};
+    plan.pack_weights.push_back(Stage{{{PackStep{.what = "pack W", .src = g.b, .dst = packed, .k = g.k,
+                                                 .groups = g.n / group, .blocking = g.blocking}}}});
     g.b = packed;
     g.ldb = g.blocking.panel_columns();
   }
@@ -60,8 +61,9 @@ GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int th
   const std::int64_t rows =
       std::min(projection.m, std::max(static_cast<std::int64_t>(kSampleFlops / per_row), chunked));
   // A plain C = A W^T on buffers of its own (only the sizes matter to the timing).
-  GemmStep g{"timed input projection", false, true, rows, n, k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0},
-             {Buffer::y, -1, 0}, k, k, n, 0.0f, {}};
+  GemmStep g{.what = "timed input projection", .trans_b = true, .m = rows, .n = n, .k = k,
+             .a = {.buffer = Buffer::x}, .b = {.buffer = Buffer::weights}, .c = {.buffer = Buffer::y}, .lda = k,
+             .ldb = k, .ldc = n};
   std::vector<float> a(static_cast<std::size_t>(rows * k), 0.5f), w(static_cast<std::size_t>(n * k), 0.25f),
       c(static_cast<std::size_t>(rows * n));
   const OneGemm generated = one_gemm(g, group, threads, true, caches),

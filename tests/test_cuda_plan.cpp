@@ -58,16 +58,17 @@ TEST(GpuPlan, CublasGemmsAndOneWholeGateKernelPerRecurrence) {
           if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
             ++recurrences;
             EXPECT_FALSE(r->gemm.blocking.generated()) << r->what;
-            EXPECT_EQ(r->gemm_n.n > 0, parts(c.cell) == 2) << r->what;
-            EXPECT_FALSE(r->gemm_n.blocking.generated()) << r->what;
-            for (int kernel : {r->kernel, r->kernel_n}) {
+            EXPECT_EQ(r->reset_before.has_value(), parts(c.cell) == 2) << r->what;
+            if (r->reset_before) EXPECT_FALSE(r->reset_before->gemm.blocking.generated()) << r->what;
+            for (int kernel : {r->gate.kernel, r->reset_before ? r->reset_before->part1.kernel : -1}) {
               if (kernel < 0) continue;
               const KernelDesc& d = plan.kernels[static_cast<std::size_t>(kernel)];
               EXPECT_EQ(d.isa_kind(), Isa::cuda);
               EXPECT_EQ(d.cols, static_cast<std::uint32_t>(H));
               EXPECT_EQ(d.rows, 3u);
             }
-            EXPECT_EQ(r->kernel_n >= 0, parts(c.cell) == 2) << r->what;
+            EXPECT_GE(r->gate.kernel, 0) << r->what;
+            if (r->reset_before) EXPECT_GE(r->reset_before->part1.kernel, 0) << r->what;
           }
         });
         EXPECT_EQ(recurrences, c.num_layers * c.directions() * (mode == Mode::training ? 2 : 1));
@@ -127,28 +128,30 @@ TEST(GpuPlan, ResetBeforeGruSplitsTheStepAtTheResetGate) {
         if (const auto* g = std::get_if<GemmStep>(&s)) dw_hn += g->what.find("dW_hn") == 0;
         const auto* r = std::get_if<RecurrenceStep>(&s);
         if (!r) return;
-        const KernelDesc& k0 = plan.kernels[static_cast<std::size_t>(r->kernel)];
-        const KernelDesc& k1 = plan.kernels[static_cast<std::size_t>(r->kernel_n)];
+        ASSERT_TRUE(r->reset_before.has_value()) << r->what;
+        const ResetBefore& rb = *r->reset_before;
+        const KernelDesc& k0 = plan.kernels[static_cast<std::size_t>(r->gate.kernel)];
+        const KernelDesc& k1 = plan.kernels[static_cast<std::size_t>(rb.part1.kernel)];
         EXPECT_EQ(k0.part, 0);
         EXPECT_EQ(k1.part, 1);
         EXPECT_EQ(k0.pass_kind(), r->pass);
         EXPECT_EQ(k1.pass_kind(), r->pass);
-        EXPECT_EQ(r->thread_kernels_n, std::vector<int>{r->kernel_n});
-        EXPECT_EQ(r->gemm_n.n, H);
-        EXPECT_EQ(r->gemm_n.k, H);
+        EXPECT_EQ(rb.part1.thread_kernels, std::vector<int>{rb.part1.kernel});
+        EXPECT_EQ(rb.gemm.n, H);
+        EXPECT_EQ(rb.gemm.k, H);
         if (r->pass == Pass::forward) {
           ++forward;
           EXPECT_EQ(r->gemm.n, 2 * H);  // r,z
-          EXPECT_TRUE(r->gemm_n.trans_b);
-          EXPECT_EQ(r->reset_h.t_stride, mode == Mode::training ? N * D * H : 0);
-          EXPECT_NE(r->z.buffer, Buffer::none);
+          EXPECT_TRUE(rb.gemm.trans_b);
+          EXPECT_EQ(rb.reset_h.t_stride, mode == Mode::training ? N * D * H : 0);
+          EXPECT_NE(rb.z.buffer, Buffer::none);
           EXPECT_EQ(k0.training, mode == Mode::training);
         } else {
           ++backward;
           EXPECT_EQ(r->gemm.k, 2 * H);  // [dr, dz] W_hh[r,z rows]
           EXPECT_EQ(r->gemm.beta, 1.0f);
-          EXPECT_EQ(r->gemm_n.lda, 3 * H);  // dn, one column block of the gates
-          EXPECT_NE(r->d_reset_h.buffer, Buffer::none);
+          EXPECT_EQ(rb.gemm.lda, 3 * H);  // dn, one column block of the gates
+          EXPECT_NE(rb.d_reset_h.buffer, Buffer::none);
         }
       });
       EXPECT_EQ(forward, 2 * D);
@@ -181,8 +184,8 @@ TEST(GpuPlan, FeaturesPlanLikeOnTheCpu) {
     dropouts += std::holds_alternative<DropoutStep>(s);
     if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
       EXPECT_TRUE(r->reverse);
-      projections += r->projection.n > 0 || r->projection_grad.n > 0;
-      EXPECT_FALSE(r->projection.blocking.generated());
+      projections += r->projection.has_value();
+      if (r->projection) EXPECT_FALSE(r->projection->gemm.blocking.generated());
     }
   });
   EXPECT_EQ(dropouts, 4);     // two layers below the top, forward and backward

@@ -322,7 +322,7 @@ TEST(BatchFirst, RunsTheSequenceMajorGemms) {
         EXPECT_NE(c->src.buffer, Buffer::x) << c->what << ": forward copies x";
       }
       if (const auto* r = std::get_if<RecurrenceStep>(&step))
-        gx_row[r->layer] = plan.kernels[static_cast<std::size_t>(r->kernel)].gx_stride();
+        gx_row[r->layer] = plan.kernels[static_cast<std::size_t>(r->gate.kernel)].gx_stride();
     });
     EXPECT_EQ(gx_row[0], T * gx_row[1]) << "layer 0's gate kernel reads batch-major gx";
     test::for_each_step(bf_ex.plan().backward_weights, [&](const Step& step) {

@@ -53,18 +53,20 @@ void check(const GemmCase& c) {
   Plan plan;
   plan.threads = c.threads;
   // The workspace: (c_streams) C, then A's panels, from a 64-byte boundary as Execution aligns it.
-  Operand c_operand{Buffer::y, -1, 0};
+  Operand c_operand{.buffer = Buffer::y};
   if (c.c_streams)
-    c_operand = {Buffer::workspace, plan.workspace.add("c", Space::workspace, out.size() * sizeof(float)), 0};
-  GemmStep g{"test", c.trans_a, false, c.m, c.n, c.k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0}, c_operand,
-             lda, ldb, ldc, c.beta, {}};
+    c_operand = {.buffer = Buffer::workspace,
+                 .region = plan.workspace.add("c", Space::workspace, out.size() * sizeof(float))};
+  GemmStep g{.what = "test", .trans_a = c.trans_a, .m = c.m, .n = c.n, .k = c.k, .a = {.buffer = Buffer::x},
+             .b = {.buffer = Buffer::weights}, .c = c_operand, .lda = lda, .ldb = ldb, .ldc = ldc, .beta = c.beta};
   g.blocking.packed_b = c.packed_b;
   g.c_whole_vectors = c.whole_vectors;
   g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, false, c.caches);
   EXPECT_EQ(g.blocking.stream_c, c.c_streams) << "the planner's choice of streaming stores for C";
   if (g.blocking.pack_a) {  // transposed A is copied into row-block panels first
     const std::int64_t elements = a_panel_elements(g.blocking, c.m, c.k);
-    g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, elements * sizeof(float)), 0};
+    g.a_panels = {.buffer = Buffer::workspace,
+                  .region = plan.workspace.add("a_panels", Space::workspace, elements * sizeof(float))};
   }
   std::vector<float> workspace(plan.workspace.workspace_bytes / sizeof(float) + 16);
   float* workspace_start = workspace.data();
@@ -79,9 +81,10 @@ void check(const GemmCase& c) {
     // PackStep does.
     packed.resize(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
     const int region = plan.workspace.add("packed", Space::packed, packed.size() * sizeof(float));
-    plan.pack_weights.push_back(Stage{{{PackStep{"pack", {Buffer::weights, -1, 0}, {Buffer::packed, region, 0}, c.k,
-                                                 c.groups, g.blocking, !c.plain_pack, ldb}}}});
-    g.b = {Buffer::packed, region, 0};
+    g.b = {.buffer = Buffer::packed, .region = region};
+    plan.pack_weights.push_back(Stage{{{PackStep{.what = "pack", .src = {.buffer = Buffer::weights}, .dst = g.b,
+                                                 .k = c.k, .groups = c.groups, .blocking = g.blocking,
+                                                 .transpose = !c.plain_pack, .ld = ldb}}}});
     bind.packed = reinterpret_cast<std::byte*>(packed.data());
   }
   plan.forward.push_back(Stage{{{g}}});
@@ -482,8 +485,8 @@ TEST(GemmBlocking, ThreadsGetBalancedShares) {
                                     {20, 800, 800}, {128, 512, 512}, {64, 300, 300}, {32, 136, 136}, {6, 240, 240}})
     for (int threads : {2, 3, 4}) {
       const std::string what = fmt::format("M={} K={} group={} threads={}", m, k, group, threads);
-      GemmStep g{"step", false, false, m, group, k, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0},
-                 {Buffer::y, -1, 0}, k, group, group, 0.0f, {}};
+      GemmStep g{.what = "step", .m = m, .n = group, .k = k, .a = {.buffer = Buffer::x},
+                 .b = {.buffer = Buffer::weights}, .c = {.buffer = Buffer::y}, .lda = k, .ldb = group, .ldc = group};
       g.blocking.packed_b = true;
       std::vector<KernelDesc> kernels;
       g = plan_generated_gemm(g, group, threads, kernels, /*recurrent=*/true, CacheSizes{});

@@ -96,7 +96,7 @@ TEST(JitLarge, Ds2LstmForwardAndBackward) {
 // own with a narrower kernel, and its gate kernel starts mid-panel. Forward
 // and backward against the reference on 2, 3 and 6 threads, variable lengths on one (parts of
 // finished rows are zeroed, not computed); each plan must cut a panel of every step's GEMMs
-// (the recurrent products, with a GRU's reset before also gemm_n's).
+// (the recurrent products, with a GRU's reset before also reset_before->gemm's).
 TEST(JitVectorSplit, CutPanelsMatchTheReference) {
   if (detect_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
   struct Case {
@@ -124,8 +124,8 @@ TEST(JitVectorSplit, CutPanelsMatchTheReference) {
       for_each_step(ex.plan(), [&](const Step& step) {
         const auto* r = std::get_if<RecurrenceStep>(&step);
         if (!r) return;
-        for (const GemmStep* g : {&r->gemm, &r->gemm_n}) {
-          if (g->n == 0) continue;
+        for (const GemmStep* g : {&r->gemm, r->reset_before ? &r->reset_before->gemm : nullptr}) {
+          if (!g) continue;
           ++steps;
           cut += !g->blocking.part_kernels.empty();
           EXPECT_EQ(g->blocking.threads, c.threads) << g->what;
@@ -251,10 +251,10 @@ TEST(JitZeroInitialState, WeightGradientsLeaveOutTheTermsInH0) {
     int with_h0 = 0, last = 0;
     for_each_step(ex.plan().backward_weights, [&](const Step& step) {
       const auto* g = std::get_if<GemmStep>(&step);
-      if (!g || g->h0.rows == 0) return;
+      if (!g || g->h0.block.rows == 0) return;
       ++with_h0;
-      last += g->h0_rows_last;
-      leading += !g->h0_rows_last && g->a_panels_use != GemmStep::APanels::packed_before;
+      last += g->h0.last;
+      leading += !g->h0.last && g->a_panels_use != GemmStep::APanels::packed_before;
     });
     const std::int64_t layers = c.config.num_layers, D = c.config.directions();
     const std::int64_t gemms_per_direction = c.config.cell == CellKind::gru_reset_before ? 2 : 1;  // dW_hh, dW_hn

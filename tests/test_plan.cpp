@@ -317,13 +317,13 @@ TEST(Planner, ThreadsSplitHiddenUnitsWithoutGapsOrOverlap) {
       for (const Step& s : p.forward[0].lanes[0])
         if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
           std::int64_t next = 0;
-          ASSERT_EQ(r->thread_kernels.size(), static_cast<std::size_t>(p.threads));
+          ASSERT_EQ(r->gate.thread_kernels.size(), static_cast<std::size_t>(p.threads));
           for (int t = 0; t < p.threads; ++t) {
             const auto [c0, c1] = r->gemm.blocking.thread_columns(t);
             EXPECT_EQ(c0, next);
             next = c1;
             if (c1 > c0) {
-              EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->thread_kernels[t])].cols, c1 - c0);
+              EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->gate.thread_kernels[t])].cols, c1 - c0);
             }
           }
           EXPECT_EQ(next, H);
@@ -342,8 +342,8 @@ std::vector<std::pair<std::int64_t, std::int64_t>> row_slices(const Plan& p, con
           EXPECT_EQ(stage.lanes.size(), static_cast<std::size_t>(p.threads));
           EXPECT_EQ(r->gemm.blocking.threads, 1) << "a lane's GEMM runs on its one thread";
           EXPECT_EQ(r->gemm.m, r->batch);
-          EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->thread_kernels.at(0))].rows, r->batch);
-          EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->thread_kernels.at(0))].cols, p.config.hidden_size);
+          EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->gate.thread_kernels.at(0))].rows, r->batch);
+          EXPECT_EQ(p.kernels[static_cast<std::size_t>(r->gate.thread_kernels.at(0))].cols, p.config.hidden_size);
           slices.emplace_back(r->batch_begin, r->batch_begin + r->batch);
         }
   return slices;
@@ -430,7 +430,8 @@ TEST(Planner, LanesOfBatchRowsShareTheirPackedWeights) {
     std::map<std::pair<std::int64_t, int>, std::vector<Operand>> panels;
     test::for_each_step(p.forward, [&](const Step& s) {
       if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
-        const std::vector<Operand> b{r->gemm.b, r->gemm_n.b, r->projection.b};
+        const std::vector<Operand> b{r->gemm.b, r->reset_before ? r->reset_before->gemm.b : Operand{},
+                                     r->projection ? r->projection->gemm.b : Operand{}};
         auto [it, first] = panels.emplace(std::pair{r->layer, r->direction}, b);
         if (!first) {
           EXPECT_TRUE(it->second == b) << r->what;

@@ -85,15 +85,17 @@ INSTANTIATE_TEST_SUITE_P(Cells, OpenblasProjection,
 
 TEST(ProjectionGemm, MeasuredTimesBothEngines) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
-  GemmStep g{"input projection", false, true, 600, 4 * 96, 70, {Buffer::x, -1, 0}, {Buffer::weights, -1, 0},
-             {Buffer::y, -1, 0}, 70, 70, 4 * 96, 0.0f, {}};
+  GemmStep g{.what = "input projection", .trans_b = true, .m = 600, .n = 4 * 96, .k = 70,
+             .a = {.buffer = Buffer::x}, .b = {.buffer = Buffer::weights}, .c = {.buffer = Buffer::y}, .lda = 70,
+             .ldb = 70, .ldc = 4 * 96};
   const GemmTimes t = time_projection(g, 96, 2);
   EXPECT_GT(t.generated_ms, 0.0);
   EXPECT_GT(t.openblas_ms, 0.0);
   EXPECT_EQ(t.rows, 600);  // 600 x 384 x 70 is well under a GFLOP: every row is timed
   // 100000 x 1600 x 400 is 128 GFLOP: timed on a GFLOP's worth of rows, or four chunks per
   // thread of OpenBLAS's if that is more.
-  const GemmStep big{"input projection", false, true, 100000, 1600, 400, {}, {}, {}, 400, 400, 1600, 0.0f, {}};
+  const GemmStep big{.what = "input projection", .trans_b = true, .m = 100000, .n = 1600, .k = 400, .lda = 400,
+                     .ldb = 400, .ldc = 1600};
   const std::int64_t gflop_rows = 781, chunked = 4 * 2 * blas_chunk_rows(100000, 2);
   EXPECT_EQ(time_projection(big, 400, 2).rows, std::max(gflop_rows, chunked));
 

@@ -22,11 +22,11 @@ void check_gemm(const GemmStep& g) {
 
 // One gate kernel (of part `part`) over every unit and row, launched whole (no thread split),
 // with the configuration's cell and features.
-void check_gate_kernel(const Plan& plan, const RecurrenceStep& r, int kernel, const std::vector<int>& thread_kernels,
-                       const std::vector<std::int64_t>& thread_units, int part) {
+void check_gate_kernel(const Plan& plan, const RecurrenceStep& r, const GateSplit& split, int part) {
+  const int kernel = split.kernel;
   expect(kernel >= 0 && kernel < static_cast<int>(plan.kernels.size()), r.what, "no gate kernel");
-  const bool whole = thread_kernels.size() == 1 && thread_kernels[0] == kernel &&
-                     thread_units == std::vector<std::int64_t>{0};
+  const bool whole = split.thread_kernels == std::vector<int>{kernel} &&
+                     split.thread_units == std::vector<std::int64_t>{0};
   expect(whole, r.what, "the gate kernel is split across threads");
   const KernelDesc& d = plan.kernels[static_cast<std::size_t>(kernel)];
   expect(d.isa_kind() == Isa::cuda && d.kind_of() == KernelKind::gate && d.cols == d.hidden &&
@@ -47,28 +47,25 @@ void check_step(const Plan& plan, const Step& step) {
            "a column sum has a factor it cannot read");
   if (const auto* r = std::get_if<RecurrenceStep>(&step)) {
     check_gemm(r->gemm);
-    if (r->projection.n > 0) check_gemm(r->projection);
-    if (r->projection_grad.n > 0) check_gemm(r->projection_grad);
+    if (r->projection) check_gemm(r->projection->gemm);
     const RnnConfig& c = plan.config;
-    const bool reset_before = c.cell == CellKind::gru_reset_before;
-    check_gate_kernel(plan, *r, r->kernel, r->thread_kernels, r->thread_units, 0);
+    check_gate_kernel(plan, *r, r->gate, 0);
     // The reset-before GRU's step splits at the reset gate: a second GEMM (gh's n columns on
     // r * h_prev forward, d(r * h_prev) = dn W_hn backward) and a second, part-1 kernel.
-    expect((r->gemm_n.n > 0) == reset_before, r->what, "the second recurrent GEMM does not match the cell");
-    if (reset_before) {
-      check_gemm(r->gemm_n);
-      check_gate_kernel(plan, *r, r->kernel_n, r->thread_kernels_n, r->thread_units_n, 1);
+    expect(r->reset_before.has_value() == (c.cell == CellKind::gru_reset_before), r->what,
+           "the second recurrent GEMM and part-1 gate kernel do not match the cell");
+    if (const auto& rb = r->reset_before) {
+      check_gemm(rb->gemm);
+      check_gate_kernel(plan, *r, rb->part1, 1);
       const bool forward = r->pass == Pass::forward;
       if (forward)
-        expect(r->z.buffer != Buffer::none && r->reset_h.base.buffer != Buffer::none, r->what,
+        expect(rb->z.buffer != Buffer::none && rb->reset_h.base.buffer != Buffer::none, r->what,
                "no z or r * h_prev operand");
       else
-        expect(r->d_reset_h.buffer != Buffer::none, r->what, "no d(r * h_prev) operand");
-      expect(r->gemm.n == (forward ? 2 * c.hidden_size : c.hidden_size) && r->gemm_n.n == c.hidden_size &&
-                 r->gemm_n.k == c.hidden_size,
+        expect(rb->d_reset_h.buffer != Buffer::none, r->what, "no d(r * h_prev) operand");
+      expect(r->gemm.n == (forward ? 2 * c.hidden_size : c.hidden_size) && rb->gemm.n == c.hidden_size &&
+                 rb->gemm.k == c.hidden_size,
              r->what, "the recurrent GEMMs do not split W_hh into its r,z and n rows");
-    } else {
-      expect(r->kernel_n < 0 && r->thread_kernels_n.empty(), r->what, "a part-1 gate kernel on a one-kernel cell");
     }
     // A peephole kernel gets its [3, H] block.
     expect((r->peephole.buffer == Buffer::weights) == c.peephole, r->what,

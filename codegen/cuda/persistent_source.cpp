@@ -83,23 +83,22 @@ std::string persistent_kernel_name(const KernelDesc& d, const PersistentShape& s
   return fmt::format("{}_persistent_b{}_u{}_c{}", kernel_name(d), s.blocks, s.units, s.chunk_rows);
 }
 
-std::string persistent_kernel_source(const KernelDesc& d, const PersistentShape& s) {
-  check_gate_desc(d);
-  const int H = static_cast<int>(d.hidden);
-  if (!whole_forward_step(d))
-    throw Error(fmt::format("{}: no persistent kernel (forward kernels over every unit, not the reset-before GRU)",
-                            kernel_name(d)));
-  if (s.units < 1 || s.blocks != ceil_div(H, s.units) || s.group_rows < 1 || s.chunk_rows < s.group_rows ||
-      s.chunk_rows % s.group_rows || s.threads < 32 || s.threads % 32 ||
-      s.shared_bytes != (static_cast<std::size_t>(d.gates()) * s.units + s.chunk_rows) * H * sizeof(float))
-    throw Error(fmt::format("{}: invalid persistent shape", kernel_name(d)));
-  return fmt::format(R"({prelude}
-struct PersistentForwardArgs {{
+namespace {
+
+// The pieces of the persistent kernel's source, in the order they stand in it.
+
+// The kernel's one argument, laid out as codegen/kernel_args.hpp's PersistentForwardArgs.
+constexpr const char* kArgsStruct = R"(struct PersistentForwardArgs {
   const float* w_hh; long long ld_w; const float* gx; long long gx_t; const float* bias_ih; const float* bias_hh;
   const float* peephole; const float* h_init; const float* c_init; float* h; long long h_t; float* c; long long c_t;
   float* gates; long long gates_t; unsigned* arrived; long long steps; long long reverse;
-}};
-// {describe}
+};
+)";
+
+// The kernel's name and shape, its constants, and W_hh's rows of the block's units copied into
+// shared memory once, for every step.
+std::string kernel_prologue(const KernelDesc& d, const PersistentShape& s) {
+  return fmt::format(R"(// {describe}
 // persistent: all steps in one launch of {blocks} blocks of {threads} threads (all resident); block b
 // keeps the W_hh rows of hidden units [b * {U}, b * {U} + {U}) in shared memory and reads h_{{t-1}} in
 // chunks of {chunk} rows; the blocks meet at a grid barrier after each step.
@@ -120,7 +119,18 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) {name}(PersistentForw
     const int g = i / (U * H), u = i / H % U, k = i % H;
     w_s[i] = u < units ? p.w_hh[(long long)(g * H + u0 + u) * p.ld_w + k] : 0.0f;
   }}
-{gclip}  for (long long s = 0; s < p.steps; ++s) {{
+)",
+                     fmt::arg("describe", describe(d)), fmt::arg("blocks", s.blocks), fmt::arg("threads", s.threads),
+                     fmt::arg("U", s.units), fmt::arg("chunk", s.chunk_rows), fmt::arg("group", s.group_rows),
+                     fmt::arg("name", persistent_kernel_name(d, s)), fmt::arg("H", d.hidden), fmt::arg("G", d.gates()),
+                     fmt::arg("N", d.rows), fmt::arg("GH", d.gates() * d.hidden), fmt::arg("GX", d.gx_stride()),
+                     fmt::arg("R", d.reserve_gates() * d.hidden), fmt::arg("LDH", d.ld_h),
+                     fmt::arg("clip", fmt::format("{:a}f", d.clip())),
+                     fmt::arg("alpha", fmt::format("{:a}f", d.relu_alpha())));
+}
+
+// The time loop opens: step s's operands, as the gate kernel's GateForwardArgs name them.
+constexpr const char* kStepOperands = R"(  for (long long s = 0; s < p.steps; ++s) {
     const long long t = p.reverse ? p.steps - 1 - s : s, prev = p.reverse ? t + 1 : t - 1;
     GateForwardArgs a;
     a.gx = p.gx + t * p.gx_t;
@@ -133,42 +143,52 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) {name}(PersistentForw
     a.c_out = p.c ? p.c + t * p.c_t : nullptr;
     a.gates = p.gates ? p.gates + t * p.gates_t : nullptr;
     a.peephole = p.peephole;
-    for (int n0 = 0; n0 < N; n0 += CHUNK) {{
+)";
+
+// Per chunk of batch rows: the rows of h_{t-1} into shared memory (through L2, 8 loads in flight
+// per thread; float4 where the rows are 16-byte aligned).
+constexpr const char* kChunkOfH = R"(    for (int n0 = 0; n0 < N; n0 += CHUNK) {
       const int rows = N - n0 < CHUNK ? N - n0 : CHUNK;
       const int groups = (rows + GROUP - 1) / GROUP;
       __syncthreads();  // the last chunk's items are done with h_s
-      // Other blocks wrote h_{{t-1}}: read through L2 (ld.global.cg), never a stale L1 line; each
+      // Other blocks wrote h_{t-1}: read through L2 (ld.global.cg), never a stale L1 line; each
       // thread keeps 8 loads in flight (one at a time, L2's latency would be most of a step).
       const int count = groups * GROUP * H;  // the zero rows past the batch included
-      if (VEC && (reinterpret_cast<unsigned long long>(a.h_prev) & 15) == 0) {{
-        for (int base = threadIdx.x; base < count / 4; base += 8 * blockDim.x) {{
+      if (VEC && (reinterpret_cast<unsigned long long>(a.h_prev) & 15) == 0) {
+        for (int base = threadIdx.x; base < count / 4; base += 8 * blockDim.x) {
           float4 v[8];
 #pragma unroll
-          for (int q = 0; q < 8; ++q) {{
+          for (int q = 0; q < 8; ++q) {
             const int i = base + q * blockDim.x, r = 4 * i / H, k = 4 * i % H;
             v[q] = i < count / 4 && r < rows
                        ? __ldcg(reinterpret_cast<const float4*>(a.h_prev + (long long)(n0 + r) * LDH + k))
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          }}
+          }
 #pragma unroll
           for (int q = 0; q < 8; ++q)
             if (base + q * blockDim.x < count / 4) reinterpret_cast<float4*>(h_s)[base + q * blockDim.x] = v[q];
-        }}
-      }} else {{
-        for (int base = threadIdx.x; base < count; base += 8 * blockDim.x) {{
+        }
+      } else {
+        for (int base = threadIdx.x; base < count; base += 8 * blockDim.x) {
           float v[8];
 #pragma unroll
-          for (int q = 0; q < 8; ++q) {{
+          for (int q = 0; q < 8; ++q) {
             const int i = base + q * blockDim.x, r = i / H, k = i % H;
             v[q] = i < count && r < rows ? __ldcg(a.h_prev + (long long)(n0 + r) * LDH + k) : 0.0f;
-          }}
+          }
 #pragma unroll
           for (int q = 0; q < 8; ++q)
             if (base + q * blockDim.x < count) h_s[base + q * blockDim.x] = v[q];
-        }}
-      }}
+        }
+      }
       __syncthreads();
-      for (int item = warp; item < units * groups; item += warps) {{
+)";
+
+// Each warp's items (a unit and a group of rows): the recurrent pre-activations of every gate as
+// dot products over H split across its lanes, summed by a butterfly of shuffles; then one lane a
+// row runs the forward gate kernel's cell math on them (the step's h_t, c_t, gates).
+std::string warp_items(const KernelDesc& d) {
+  return R"(      for (int item = warp; item < units * groups; item += warps) {
         const int u = item % units, r0 = item / units * GROUP;
         float acc[G][GROUP];
 #pragma unroll
@@ -176,7 +196,7 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) {name}(PersistentForw
 #pragma unroll
           for (int b = 0; b < GROUP; ++b) acc[g][b] = 0.0f;
 #pragma unroll 4
-        for (int k = lane; k < H; k += 32) {{
+        for (int k = lane; k < H; k += 32) {
           float w[G], x[GROUP];
 #pragma unroll
           for (int g = 0; g < G; ++g) w[g] = w_s[(g * U + u) * H + k];
@@ -186,51 +206,61 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) {name}(PersistentForw
           for (int g = 0; g < G; ++g)
 #pragma unroll
             for (int b = 0; b < GROUP; ++b) acc[g][b] = fmaf(w[g], x[b], acc[g][b]);
-        }}
+        }
 #pragma unroll
         for (int g = 0; g < G; ++g)
 #pragma unroll
           for (int b = 0; b < GROUP; ++b)
 #pragma unroll
             for (int m = 16; m > 0; m /= 2) acc[g][b] += __shfl_xor_sync(0xffffffffu, acc[g][b], m);
-        if (lane < GROUP && r0 + lane < rows) {{  // lane b runs the cell of row r0 + b
+        if (lane < GROUP && r0 + lane < rows) {  // lane b runs the cell of row r0 + b
           float gh[G];
 #pragma unroll
-          for (int g = 0; g < G; ++g) {{
+          for (int g = 0; g < G; ++g) {
             gh[g] = acc[g][0];
 #pragma unroll
             for (int b = 1; b < GROUP; ++b) gh[g] = lane == b ? acc[g][b] : gh[g];
-          }}
+          }
           const int row = n0 + r0 + lane, j = u0 + u;
-          const auto gh_at = [&](int g) {{ return gh[g]; }};
-{body}        }}
-      }}
-    }}
+          const auto gh_at = [&](int g) { return gh[g]; };
+)" + indent(forward_gate_math(d)) + R"(        }
+      }
+)";
+}
+
+// The chunk loop closes, and the step ends at the grid barrier; the time loop and kernel close.
+constexpr const char* kGridBarrier = R"(    }
     if (s + 1 == p.steps) break;
     // The grid barrier: every block's h_t written (and made visible device-wide) before any
     // block reads it. The counter only grows: step s is done at (s + 1) * gridDim.x arrivals.
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) {{
+    if (threadIdx.x == 0) {
       atomicAdd(p.arrived, 1u);
       const unsigned everyone = (unsigned)(s + 1) * gridDim.x;
-      while (*(volatile unsigned*)p.arrived < everyone) {{
-      }}
+      while (*(volatile unsigned*)p.arrived < everyone) {
+      }
       __threadfence();
-    }}
+    }
     __syncthreads();
-  }}
-}}
-)",
-                     fmt::arg("prelude", cell_math_prelude()), fmt::arg("describe", describe(d)),
-                     fmt::arg("blocks", s.blocks), fmt::arg("threads", s.threads), fmt::arg("U", s.units),
-                     fmt::arg("chunk", s.chunk_rows), fmt::arg("group", s.group_rows),
-                     fmt::arg("name", persistent_kernel_name(d, s)), fmt::arg("H", H), fmt::arg("G", d.gates()),
-                     fmt::arg("N", d.rows), fmt::arg("GH", d.gates() * d.hidden), fmt::arg("GX", d.gx_stride()),
-                     fmt::arg("R", d.reserve_gates() * d.hidden), fmt::arg("LDH", d.ld_h),
-                     fmt::arg("clip", fmt::format("{:a}f", d.clip())),
-                     fmt::arg("alpha", fmt::format("{:a}f", d.relu_alpha())), fmt::arg("gclip", gate_clip_setup(d)),
-                     fmt::arg("body", indent(forward_gate_math(d))));
+  }
+}
+)";
+
+}  // namespace
+
+std::string persistent_kernel_source(const KernelDesc& d, const PersistentShape& s) {
+  check_gate_desc(d);
+  const int H = static_cast<int>(d.hidden);
+  if (!whole_forward_step(d))
+    throw Error(fmt::format("{}: no persistent kernel (forward kernels over every unit, not the reset-before GRU)",
+                            kernel_name(d)));
+  if (s.units < 1 || s.blocks != ceil_div(H, s.units) || s.group_rows < 1 || s.chunk_rows < s.group_rows ||
+      s.chunk_rows % s.group_rows || s.threads < 32 || s.threads % 32 ||
+      s.shared_bytes != (static_cast<std::size_t>(d.gates()) * s.units + s.chunk_rows) * H * sizeof(float))
+    throw Error(fmt::format("{}: invalid persistent shape", kernel_name(d)));
+  return std::string(cell_math_prelude()) + "\n" + kArgsStruct + kernel_prologue(d, s) + gate_clip_setup(d) +
+         kStepOperands + kChunkOfH + warp_items(d) + kGridBarrier;
 }
 
 }  // namespace rnnjit::cuda

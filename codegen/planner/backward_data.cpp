@@ -126,16 +126,17 @@ void Planner::plan_recurrent_gradients(RecurrenceStep& r, std::vector<Step>& lan
   const Operand w_hh = weight(l, d, ParamKind::weight_hh);
   if (s.reset_before) {
     // d(r * h_prev) = dn W_hn first (W_hh's n rows), then dh_carry += [dr, dz] W_hh[r,z rows].
-    r.d_reset_h = region_operand(plan_.workspace, regions_.d_reset_h[d], n0 * s.H);
-    r.kernel_n = add_kernel_desc(gate_desc(Pass::backward, l, 1));
-    r.gemm_n = generated(with_fpmath({.what = "reset gradient d(r * h_prev) = dn W_hn" + rows_note, .m = rows,
-                                     .n = s.H, .k = s.H, .b = shifted(w_hh, 2 * s.H * s.S), .c = r.d_reset_h,
-                                     .lda = s.R, .ldb = s.S, .ldc = s.H}),
-                         s.H, threads, true, lane_index, &lane, true);
+    ResetBefore& rb = r.reset_before.emplace();
+    rb.d_reset_h = region_operand(plan_.workspace, regions_.d_reset_h[d], n0 * s.H);
+    rb.part1.kernel = add_kernel_desc(gate_desc(Pass::backward, l, 1));
+    rb.gemm = generated(with_fpmath({.what = "reset gradient d(r * h_prev) = dn W_hn" + rows_note, .m = rows,
+                                    .n = s.H, .k = s.H, .b = shifted(w_hh, 2 * s.H * s.S), .c = rb.d_reset_h,
+                                    .lda = s.R, .ldb = s.S, .ldc = s.H}),
+                        s.H, threads, true, lane_index, &lane, true);
     r.gemm = generated(with_fpmath({.what = "recurrent gradient r,z" + rows_note, .m = rows, .n = s.S, .k = 2 * s.H,
                                    .b = w_hh, .c = r.dh_carry, .lda = s.R, .ldb = s.S, .ldc = s.S, .beta = 1.0f}),
                        s.S, threads, true, lane_index, &lane);
-    split_gate_kernel(r, Pass::backward, r.gemm_n, 1);
+    split_gate_kernel(r, Pass::backward, rb.gemm, 1);
   } else {
     r.gemm = generated(with_fpmath({.what = "recurrent gradient" + rows_note, .m = rows, .n = s.S, .k = s.GH,
                                    .b = w_hh, .c = r.dh_carry, .lda = s.R, .ldb = s.S, .ldc = s.S,
@@ -144,17 +145,18 @@ void Planner::plan_recurrent_gradients(RecurrenceStep& r, std::vector<Step>& lan
   }
   if (s.P) {
     const std::size_t ld = ld_index(l, d);
-    r.dh_proj = {region_operand(plan_.workspace, regions_.dh_proj[ld], n0 * s.P), s.N * s.P};
-    r.dcell = region_operand(plan_.workspace, regions_.dcell[d], n0 * s.H);
-    r.zeros = region_operand(plan_.workspace, regions_.zeros[d], n0 * s.H);
-    lane.push_back(CopyStep{.what = fmt::format("zeros d{}{}", d, rows_note), .dst = r.zeros, .rows = rows,
+    Projection& pr = r.projection.emplace();
+    pr.dh_proj = {region_operand(plan_.workspace, regions_.dh_proj[ld], n0 * s.P), s.N * s.P};
+    pr.dcell = region_operand(plan_.workspace, regions_.dcell[d], n0 * s.H);
+    pr.zeros = region_operand(plan_.workspace, regions_.zeros[d], n0 * s.H);
+    lane.push_back(CopyStep{.what = fmt::format("zeros d{}{}", d, rows_note), .dst = pr.zeros, .rows = rows,
                             .cols = s.H, .ld_src = s.H, .ld_dst = s.H});
-    r.projection_grad = generated(with_fpmath({.what = "projection gradient" + rows_note, .m = rows, .n = s.H,
-                                              .k = s.P, .b = weight(l, d, ParamKind::weight_hr), .c = r.dcell,
-                                              .lda = s.P, .ldb = s.H, .ldc = s.H}),
-                                  s.H, threads, true, lane_index, &lane, true);
+    pr.gemm = generated(with_fpmath({.what = "projection gradient" + rows_note, .m = rows, .n = s.H, .k = s.P,
+                                    .b = weight(l, d, ParamKind::weight_hr), .c = pr.dcell, .lda = s.P,
+                                    .ldb = s.H, .ldc = s.H}),
+                        s.H, threads, true, lane_index, &lane, true);
   }
-  split_gate_kernel(r, Pass::backward, s.P ? r.projection_grad : s.reset_before ? r.gemm_n : r.gemm);
+  split_gate_kernel(r, Pass::backward, s.P ? r.projection->gemm : s.reset_before ? r.reset_before->gemm : r.gemm);
 }
 
 // What a backward step reads of forward's reserve (h, c and their initial values), dy, and the

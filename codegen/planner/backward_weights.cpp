@@ -66,9 +66,8 @@ std::size_t Planner::plan_input_weight_gradients(std::vector<Step>& lane, std::i
   for (const InputSide& piece : input_side()) {
     GemmStep dw{.what = fmt::format("dW_ih l{} d{}", l, d), .trans_a = true, .m = piece.width, .n = in,
                 .k = s.T * s.N, .a = shifted(gates, piece.col), .b = layer_input(l, d),
-                .c = dweight(l, d, ParamKind::weight_ih, piece.row, in), .lda = s.R, .ldb = ld_input(l), .ldc = in};
-    dw.sequences = s.N;
-    dw.finished_k_rows_skipped = true;
+                .c = dweight(l, d, ParamKind::weight_ih, piece.row, in), .lda = s.R, .ldb = ld_input(l), .ldc = in,
+                .finished = {.k_rows_skipped = true, .sequences = s.N}};
     // Its A panels kept for dW_hh where the two share them (share_a_panels() decides, and gives
     // them their region).
     if (!s.gru) dw.a_panels_use = GemmStep::APanels::keep_for_next;
@@ -85,8 +84,9 @@ std::size_t Planner::plan_input_weight_gradients(std::vector<Step>& lane, std::i
     if (!dw.blocking.packed_b) {
       const int scratch_lane = one_lane ? 0 : d;
       const std::int64_t elements = (dw.k - 1) * dw.ldb + dw.n;  // as B
-      dw.b_masked = region_operand(plan_.workspace, lane_region(regions_.b_panels.at(static_cast<std::size_t>(scratch_lane)),
-                                                                "b_panels", scratch_lane, elements));
+      const int scratch = lane_region(regions_.b_panels.at(static_cast<std::size_t>(scratch_lane)), "b_panels",
+                                      scratch_lane, elements);
+      dw.finished.b_masked = region_operand(plan_.workspace, scratch);
     }
     dw_ih_index = lane.size();
     lane.push_back(std::move(dw));
@@ -115,14 +115,13 @@ void Planner::plan_recurrent_weight_gradients(std::vector<Step>& lane, std::int6
   const Operand gates = region_operand(plan_.workspace, regions_.gates[ld_index(l, d)]);
   const Operand h_prev = shifted(layer_output(l), (config_.reversed(d) ? 1 : -1) * s.N * ldh + d * s.S);
   // A zero h0 leaves its rows out of the sum (GemmStep::h0), of dW_hn's r * h_prev too.
-  const RowBlock h0{h_init_operand(l, d), s.N, s.S, ldh};
-  const bool h0_rows_last = config_.reversed(d) || s.T == 1;
+  const H0Rows h0{.block = {.at = h_init_operand(l, d), .rows = s.N, .cols = s.S, .ld = ldh},
+                  .last = config_.reversed(d) || s.T == 1};
   // The reset-before GRU's n rows multiply r * h_prev, kept per step: one GEMM of their own.
   const std::int64_t h_rows = s.reset_before ? 2 * s.H : s.GH;
   GemmStep dw{.what = fmt::format("dW_hh l{} d{}", l, d), .trans_a = true, .m = h_rows, .n = s.S, .k = s.T * s.N,
-              .a = gates, .b = h_prev, .c = dweight(l, d, ParamKind::weight_hh), .lda = s.R, .ldb = ldh, .ldc = s.S};
-  dw.h0 = h0;
-  dw.h0_rows_last = h0_rows_last;
+              .a = gates, .b = h_prev, .c = dweight(l, d, ParamKind::weight_hh), .lda = s.R, .ldb = ldh, .ldc = s.S,
+              .h0 = h0};
   const bool may_share = std::get<GemmStep>(lane[dw_ih_index]).a_panels_use == GemmStep::APanels::keep_for_next;
   if (may_share) dw.a_panels_use = GemmStep::APanels::packed_before;
   dw = weight_gradient_gemm(std::move(dw), s.S, d, one_lane, &lane);
@@ -132,9 +131,8 @@ void Planner::plan_recurrent_weight_gradients(std::vector<Step>& lane, std::int6
     const Operand reset_h = region_operand(plan_.workspace, regions_.reset_hs[static_cast<std::size_t>(l)]);
     GemmStep dw_hn{.what = fmt::format("dW_hn l{} d{} (on r * h_prev)", l, d), .trans_a = true, .m = s.H, .n = s.S,
                    .k = s.T * s.N, .a = shifted(gates, 2 * s.H), .b = shifted(reset_h, d * s.S),
-                   .c = dweight(l, d, ParamKind::weight_hh, 2 * s.H, s.S), .lda = s.R, .ldb = ldh, .ldc = s.S};
-    dw_hn.h0 = h0;
-    dw_hn.h0_rows_last = h0_rows_last;
+                   .c = dweight(l, d, ParamKind::weight_hh, 2 * s.H, s.S), .lda = s.R, .ldb = ldh, .ldc = s.S,
+                   .h0 = h0};
     lane.push_back(weight_gradient_gemm(std::move(dw_hn), s.S, d, one_lane, &lane));
   }
   if (s.P) {  // dW_hr = sum over (t, n) of dh_proj^T (o * tanh(c))

@@ -143,34 +143,41 @@ void Planner::plan_recurrent_gemms(RecurrenceStep& r, int threads, int lane_inde
                                           .n = 2 * s.H, .k = s.S, .b = w_hh, .c = r.gh, .lda = ldh, .ldb = s.S,
                                           .ldc = s.GH},
                                  fmt::format("w_hh_rz.l{}.d{}", l, d), true, s.H, 2, threads, lane_index);
-    r.reset_h = training() ? Timed{shifted(region_operand(plan_.workspace, regions_.reset_hs[static_cast<std::size_t>(l)]),
-                                           d * s.S + n0 * ldh),
-                                   s.N * ldh}
-                           : Timed{region_operand(plan_.workspace, regions_.reset_h[d], n0 * ldh), 0};
-    r.z = region_operand(plan_.workspace, regions_.z[d], n0 * s.H);
-    r.kernel_n = add_kernel_desc(gate_desc(Pass::forward, l, 1));
-    r.gemm_n = with_packed_weights(GemmStep{.what = "recurrent projection n (on r * h_prev)", .trans_b = true,
-                                            .m = rows, .n = s.H, .k = s.S, .b = shifted(w_hh, 2 * s.H * s.S),
-                                            .c = shifted(r.gh, 2 * s.H), .lda = ldh, .ldb = s.S, .ldc = s.GH},
-                                   fmt::format("w_hh_n.l{}.d{}", l, d), true, s.H, 1, threads, lane_index);
-    split_gate_kernel(r, Pass::forward, r.gemm_n, 1);
+    ResetBefore& rb = r.reset_before.emplace();
+    if (training())
+      rb.reset_h = {.base = shifted(region_operand(plan_.workspace, regions_.reset_hs[static_cast<std::size_t>(l)]),
+                                    d * s.S + n0 * ldh),
+                    .t_stride = s.N * ldh};
+    else
+      rb.reset_h = {.base = region_operand(plan_.workspace, regions_.reset_h[d], n0 * ldh), .t_stride = 0};
+    rb.z = region_operand(plan_.workspace, regions_.z[d], n0 * s.H);
+    rb.part1.kernel = add_kernel_desc(gate_desc(Pass::forward, l, 1));
+    rb.gemm = with_packed_weights(GemmStep{.what = "recurrent projection n (on r * h_prev)", .trans_b = true,
+                                           .m = rows, .n = s.H, .k = s.S, .b = shifted(w_hh, 2 * s.H * s.S),
+                                           .c = shifted(r.gh, 2 * s.H), .lda = ldh, .ldb = s.S, .ldc = s.GH},
+                                  fmt::format("w_hh_n.l{}.d{}", l, d), true, s.H, 1, threads, lane_index);
+    split_gate_kernel(r, Pass::forward, rb.gemm, 1);
   } else {
     r.gemm = with_packed_weights(GemmStep{.what = "recurrent projection", .trans_b = true, .m = rows, .n = s.GH,
                                           .k = s.S, .b = w_hh, .c = r.gh, .lda = ldh, .ldb = s.S, .ldc = s.GH},
                                  fmt::format("w_hh.l{}.d{}", l, d), true, 0, 0, threads, lane_index);
   }
   split_gate_kernel(r, Pass::forward, r.gemm);
-  r.gx = batch_major_gx(l) ? Timed{region_operand(plan_.workspace, regions_.gx[d], n0 * s.T * s.GX), s.GX}
-                           : Timed{region_operand(plan_.workspace, regions_.gx[d], n0 * s.GX), s.N * s.GX};
-  r.h = {shifted(layer_output(l), d * s.S + n0 * ldh), s.N * ldh};
+  r.gx = batch_major_gx(l)
+             ? Timed{.base = region_operand(plan_.workspace, regions_.gx[d], n0 * s.T * s.GX), .t_stride = s.GX}
+             : Timed{.base = region_operand(plan_.workspace, regions_.gx[d], n0 * s.GX), .t_stride = s.N * s.GX};
+  r.h = {.base = shifted(layer_output(l), d * s.S + n0 * ldh), .t_stride = s.N * ldh};
   if (s.P) {
-    r.cell_out = training()
-                     ? Timed{region_operand(plan_.workspace, regions_.cell_out[ld_index(l, d)], n0 * s.H), s.N * s.H}
-                     : Timed{region_operand(plan_.workspace, regions_.cell_state_out[d], n0 * s.H), 0};
-    r.projection = with_packed_weights(GemmStep{.what = "output projection", .trans_b = true, .m = rows, .n = s.P,
-                                                .k = s.H, .b = weight(l, d, ParamKind::weight_hr), .lda = s.H,
-                                                .ldb = s.H, .ldc = ldh},
-                                       fmt::format("w_hr.l{}.d{}", l, d), true, s.P, 1, threads, lane_index);
+    Projection& pr = r.projection.emplace();
+    pr.cell_out =
+        training()
+            ? Timed{.base = region_operand(plan_.workspace, regions_.cell_out[ld_index(l, d)], n0 * s.H),
+                    .t_stride = s.N * s.H}
+            : Timed{.base = region_operand(plan_.workspace, regions_.cell_state_out[d], n0 * s.H), .t_stride = 0};
+    pr.gemm = with_packed_weights(GemmStep{.what = "output projection", .trans_b = true, .m = rows, .n = s.P,
+                                           .k = s.H, .b = weight(l, d, ParamKind::weight_hr), .lda = s.H,
+                                           .ldb = s.H, .ldc = ldh},
+                                  fmt::format("w_hr.l{}.d{}", l, d), true, s.P, 1, threads, lane_index);
   }
 }
 
@@ -184,9 +191,10 @@ void Planner::plan_forward_operands(RecurrenceStep& r, std::int64_t n0) {
   r.bias_hh = bias(l, d, ParamKind::bias_hh);
   if (config_.peephole) r.peephole = weight(l, d, ParamKind::weight_peephole);
   if (s.lstm)
-    r.c = training() ? Timed{region_operand(plan_.workspace, regions_.c[ld], n0 * s.H), s.N * s.H}
-                     : Timed{r.c_init, 0};
-  if (training()) r.gates = {region_operand(plan_.workspace, regions_.gates[ld], n0 * s.R), s.N * s.R};
+    r.c = training() ? Timed{.base = region_operand(plan_.workspace, regions_.c[ld], n0 * s.H), .t_stride = s.N * s.H}
+                     : Timed{.base = r.c_init, .t_stride = 0};
+  if (training())
+    r.gates = {.base = region_operand(plan_.workspace, regions_.gates[ld], n0 * s.R), .t_stride = s.N * s.R};
 }
 
 // y from the top layer's sequence-major output when that is not y itself (training keeps it in

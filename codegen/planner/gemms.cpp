@@ -177,7 +177,7 @@ GemmStep Planner::generated(GemmStep g, std::int64_t group, int threads, bool re
     const Operand panels = region_operand(plan_.workspace, panels_region);
     pack_into->push_back(PackStep{.what = "pack B of " + g.what, .src = g.b, .dst = panels, .k = g.k,
                                   .groups = g.n / group, .blocking = g.blocking, .transpose = false, .ld = g.ldb,
-                                  .sequences = g.finished_k_rows_skipped ? g.sequences : 0});
+                                  .sequences = g.finished.k_rows_skipped ? g.finished.sequences : 0});
     g.b = panels;
     g.ldb = g.blocking.panel_columns();
   }

@@ -108,13 +108,12 @@ KernelDesc Planner::gate_desc(Pass pass, std::int64_t l, int part) const {
 // The gate kernels of a recurrence: one per thread over the hidden units that thread's share of
 // `units` (the GEMM whose output columns are the gate kernel's hidden units: the recurrent GEMM
 // forward, and backward the recurrent gradient or, with a projection, dcell) covers. part 1: the
-// n kernels of a GRU with the reset before, into thread_kernels_n/thread_units_n.
+// n kernels of a GRU with the reset before, into reset_before->part1.
 void Planner::split_gate_kernel(RecurrenceStep& r, Pass pass, const GemmStep& units, int part) {
-  std::vector<int>& kernels = part ? r.thread_kernels_n : r.thread_kernels;
-  std::vector<std::int64_t>& first_units = part ? r.thread_units_n : r.thread_units;
+  GateSplit& split = part ? r.reset_before.value().part1 : r.gate;
   if (!units.blocking.generated()) {
-    kernels = {part ? r.kernel_n : r.kernel};
-    first_units = {0};
+    split.thread_kernels = {split.kernel};
+    split.thread_units = {0};
     return;
   }
   for (int t = 0; t < units.blocking.threads; ++t) {
@@ -122,8 +121,8 @@ void Planner::split_gate_kernel(RecurrenceStep& r, Pass pass, const GemmStep& un
     KernelDesc d = gate_desc(pass, r.layer, part);
     d.rows = static_cast<std::uint32_t>(r.batch);
     d.cols = static_cast<std::uint32_t>(c1 - c0);
-    kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
-    first_units.push_back(c0);
+    split.thread_kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
+    split.thread_units.push_back(c0);
   }
 }
 
@@ -143,16 +142,14 @@ RecurrenceStep Planner::recurrence(Pass pass, std::int64_t l, int d, std::int64_
   r.state = s_.S;
   r.ld_state = s_.W;
   r.carry_save = region_operand(plan_.workspace, regions_.carry_save[d], n0 * 2 * s_.H);
-  r.kernel = add_kernel_desc(gate_desc(pass, l));
+  r.gate.kernel = add_kernel_desc(gate_desc(pass, l));
   return r;
 }
 
 // A GEMM over a layer's T x N rows (of its input or input gradient) skips the rows of finished
-// sequences (GemmStep::finished_rows_skipped).
+// sequences (VariableLengths::rows_skipped).
 void Planner::skip_finished_rows(GemmStep& g, bool rows_of_a_are_zero) const {
-  g.finished_rows_skipped = true;
-  g.sequences = s_.N;
-  g.finished_rows_zero = rows_of_a_are_zero;
+  g.finished = {.rows_skipped = true, .rows_zero = rows_of_a_are_zero, .sequences = s_.N};
 }
 
 }  // namespace planner
@@ -163,7 +160,7 @@ std::string_view to_string(Space s) {
 
 int WorkspacePlan::add(std::string name, Space space, std::size_t bytes) {
   std::size_t& end = this->bytes(space);
-  regions.push_back({std::move(name), space, end, bytes});
+  regions.push_back({.name = std::move(name), .space = space, .offset = end, .size = bytes});
   end = align_to_region(end + bytes);
   return static_cast<int>(regions.size()) - 1;
 }

@@ -69,7 +69,7 @@ struct PackedWeights {
 };
 
 Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset = 0);
-inline Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {b, -1, offset}; }
+inline Operand buffer_operand(Buffer b, std::int64_t offset = 0) { return {.buffer = b, .offset = offset}; }
 inline Operand shifted(Operand o, std::int64_t by) {
   o.offset += by;
   return o;

@@ -9,7 +9,9 @@ namespace rnnjit::planner {
 
 Operand region_operand(const WorkspacePlan& ws, int region, std::int64_t offset) {
   static constexpr Buffer kBuffers[] = {Buffer::workspace, Buffer::reserve, Buffer::packed};
-  return {kBuffers[static_cast<int>(ws.regions[static_cast<std::size_t>(region)].space)], region, offset};
+  return {.buffer = kBuffers[static_cast<int>(ws.regions[static_cast<std::size_t>(region)].space)],
+          .region = region,
+          .offset = offset};
 }
 
 int Planner::region(const std::string& name, bool reserve, std::int64_t elements) {

@@ -113,15 +113,16 @@ void PlanRunner::step(const Step& s, const DeviceBindings& b, DeviceOps& ops, in
 
 const float* PlanRunner::masked_b(const GemmStep& g, const DeviceBindings& b, DeviceOps& ops, int lane) const {
   const float* src = resolve(g.b, b);
-  if (!g.finished_k_rows_skipped || g.b_masked.buffer == Buffer::none) return src;
-  const std::int64_t steps = g.k / g.sequences;
+  const VariableLengths& f = g.finished;
+  if (!f.k_rows_skipped || f.b_masked.buffer == Buffer::none) return src;
+  const std::int64_t steps = g.k / f.sequences;
   if (shortest(b, steps) >= steps) return src;
   if (!b.device_lengths) throw Error("variable lengths without their device copy");
-  float* masked = resolve(g.b_masked, b);
+  float* masked = resolve(f.b_masked, b);
   // Row (t, n) of B: t * N + n.
   ops.copy(lane, CopyCall{src, masked, 1, g.k, g.n, g.ldb, g.ldb, 0, 0});
-  ops.rows_past_end(lane, PastEndCall{b.device_lengths, 0, nullptr, masked, g.sequences, g.n, 0, g.ldb, steps, 0,
-                                      g.sequences * g.ldb});
+  ops.rows_past_end(lane, PastEndCall{b.device_lengths, 0, nullptr, masked, f.sequences, g.n, 0, g.ldb, steps, 0,
+                                      f.sequences * g.ldb});
   return masked;
 }
 
@@ -133,7 +134,7 @@ void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindin
 // Without a projection and with no row past its end, the whole recurrence may go to the device's
 // persistent kernel (persistent_forward). Else per step (t in processing order): gh = h_prev
 // W_hh^T, then the gate kernel; with a projection the kernel writes o * tanh(c) to cell_out and
-// h = cell_out W_hr^T. The reset-before GRU (gemm_n.n > 0) runs two GEMMs and two kernels a
+// h = cell_out W_hr^T. The reset-before GRU (reset_before) runs two GEMMs and two kernels a
 // step: gh's r,z columns from h_prev, the part-0 kernel (r * h_prev into reset_h, z), gh's n
 // columns from reset_h, the part-1 kernel (h). As the CPU executor, less the thread split.
 // Variable lengths, only at steps where some row is past its end: such a row carries its state
@@ -141,13 +142,14 @@ void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindin
 // kernel), by masked row copies after the step, and its kernel outputs that a weight gradient
 // reads (o * tanh(c), r * h_prev) are zeroed.
 void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
-  if (r.gemm_n.n > 0) return forward_reset_before(r, b, ops, lane);
-  const bool projected = r.projection.n > 0;
+  if (r.reset_before) return forward_reset_before(r, b, ops, lane);
+  const Projection* const projection = r.projection ? &*r.projection : nullptr;
+  const bool projected = projection != nullptr;
   float* const gh = resolve(r.gh, b);
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
   const float* const peephole = resolve(r.peephole, b);  // [3, H] from unit 0: the kernel covers every unit
-  const std::int64_t T = r.steps, H = plan_->kernels[static_cast<std::size_t>(r.kernel)].hidden, ldh = r.ld_state;
+  const std::int64_t T = r.steps, H = plan_->kernels[static_cast<std::size_t>(r.gate.kernel)].hidden, ldh = r.ld_state;
   const std::int64_t first_past = shortest(b, T);
   if (!projected && first_past >= T && persistent_forward(r, b, ops, lane)) return;
   const bool c_in_place = r.c.t_stride == 0;  // inference: one c buffer updated in place
@@ -160,16 +162,16 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
     step_gemm(r.gemm, h_prev, b, gh, ops, lane);
     GateForwardArgs args = step_args(r, t, h_prev, b);
     args.c_prev = c_init ? (s == 0 ? c_init : timed(r.c, prev, b)) : nullptr;
-    args.h_out = projected ? timed(r.cell_out, t, b) : h_out;
+    args.h_out = projected ? timed(projection->cell_out, t, b) : h_out;
     args.c_out = timed(r.c, t, b);
     args.peephole = peephole;
     if (carry && args.c_out && c_in_place) past_end(b, ops, lane, t, args.c_out, H, save + H, 2 * H, H);
-    ops.gate_forward(lane, r.kernel, args);
+    ops.gate_forward(lane, r.gate.kernel, args);
     if (carry && args.c_out)
       past_end(b, ops, lane, t, c_in_place ? save + H : args.c_prev, c_in_place ? 2 * H : H, args.c_out, H, H);
     // dW_hr reads o * tanh(c): zero where the kernel made it of x's padding (NaN, maybe).
     if (carry && projected) past_end(b, ops, lane, t, nullptr, 0, args.h_out, H, H);
-    if (projected) step_gemm(r.projection, timed(r.cell_out, t, b), b, h_out, ops, lane);
+    if (projected) step_gemm(projection->gemm, timed(projection->cell_out, t, b), b, h_out, ops, lane);
     if (carry) past_end(b, ops, lane, t, h_prev, ldh, h_out, ldh, r.state);
   }
 }
@@ -197,7 +199,7 @@ bool PlanRunner::persistent_forward(const RecurrenceStep& r, const DeviceBinding
   a.gates_t = r.gates.t_stride;
   a.steps = r.steps;
   a.reverse = r.reverse ? 1 : 0;
-  return ops.persistent_forward(lane, r.kernel, a);
+  return ops.persistent_forward(lane, r.gate.kernel, a);
 }
 
 GateForwardArgs PlanRunner::step_args(const RecurrenceStep& r, std::int64_t t, const float* h_prev,
@@ -214,27 +216,28 @@ GateForwardArgs PlanRunner::step_args(const RecurrenceStep& r, std::int64_t t, c
 
 void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops,
                                       int lane) const {
+  const ResetBefore& rb = r.reset_before.value();
   float* const gh = resolve(r.gh, b);
-  float* const gh_n = resolve(r.gemm_n.c, b);  // gh's n columns
-  float* const z = resolve(r.z, b);
+  float* const gh_n = resolve(rb.gemm.c, b);  // gh's n columns
+  float* const z = resolve(rb.z, b);
   float* const h_init = resolve(r.h_init, b);
   const std::int64_t T = r.steps, first_past = shortest(b, T);
   for (std::int64_t s = 0; s < T; ++s) {
     const std::int64_t t = r.reverse ? T - 1 - s : s, prev = r.reverse ? t + 1 : t - 1;
     const float* h_prev = s == 0 ? h_init : timed(r.h, prev, b);
-    float* const reset_h = timed(r.reset_h, t, b);  // training: this step's, kept for dW_hn
+    float* const reset_h = timed(rb.reset_h, t, b);  // training: this step's, kept for dW_hn
     step_gemm(r.gemm, h_prev, b, gh, ops, lane);
     GateForwardArgs args = step_args(r, t, h_prev, b);
     args.h_out = reset_h;  // r * h_prev
     args.c_out = z;
-    ops.gate_forward(lane, r.kernel, args);
+    ops.gate_forward(lane, r.gate.kernel, args);
     // dW_hn reads r * h_prev: zero where the kernel made it of x's padding (NaN, maybe).
     if (t >= first_past) past_end(b, ops, lane, t, nullptr, 0, reset_h, r.ld_state, r.state);
-    step_gemm(r.gemm_n, reset_h, b, gh_n, ops, lane);
+    step_gemm(rb.gemm, reset_h, b, gh_n, ops, lane);
     args.c_prev = z;
     args.h_out = timed(r.h, t, b);
     args.c_out = nullptr;
-    ops.gate_forward(lane, r.kernel_n, args);
+    ops.gate_forward(lane, rb.part1.kernel, args);
     if (t >= first_past) past_end(b, ops, lane, t, h_prev, r.ld_state, args.h_out, r.ld_state, r.state);
   }
 }
@@ -247,16 +250,17 @@ void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindi
 // gradients (dh_carry, dc_carry saved in carry_save before, restored after the step's GEMM;
 // dh_proj zero) and gets zero gate gradients (after the step's last gate kernel).
 void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
-  if (r.gemm_n.n > 0) return backward_reset_before(r, b, ops, lane);
-  const bool projected = r.projection_grad.n > 0;
+  if (r.reset_before) return backward_reset_before(r, b, ops, lane);
+  const Projection* const projection = r.projection ? &*r.projection : nullptr;
+  const bool projected = projection != nullptr;
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
   float* const dh_carry = resolve(r.dh_carry, b);
   float* const dc_carry = resolve(r.dc_carry, b);
-  float* const dcell = resolve(r.dcell, b);
-  float* const zeros = resolve(r.zeros, b);
+  float* const dcell = projected ? resolve(projection->dcell, b) : nullptr;
+  float* const zeros = projected ? resolve(projection->zeros, b) : nullptr;
   const float* const peephole = resolve(r.peephole, b);
-  const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.kernel)];
+  const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.gate.kernel)];
   const std::int64_t T = r.steps, N = r.batch, S = r.state, H = desc.hidden;
   const std::int64_t R = desc.reserve_gates() * H, first_past = shortest(b, T);
   float* const save = resolve(r.carry_save, b);  // [N, 2H]: dh_carry at 0, dc_carry at H
@@ -267,10 +271,10 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
     float* const gates = timed(r.gates, t, b);
     if (carry) past_end(b, ops, lane, t, dh_carry, S, save, 2 * H, S);
     if (projected) {
-      float* const dhp = timed(r.dh_proj, t, b);
+      float* const dhp = timed(projection->dh_proj, t, b);
       ops.add(lane, dh_carry, S, timed(r.dy, t, b), r.ld_dy, dhp, S, N, S);
       if (carry) past_end(b, ops, lane, t, nullptr, 0, dhp, S, S);
-      step_gemm(r.projection_grad, dhp, b, dcell, ops, lane);
+      step_gemm(projection->gemm, dhp, b, dcell, ops, lane);
     }
     GateBackwardArgs args{};
     args.dy = projected ? dcell : timed(r.dy, t, b);
@@ -283,7 +287,7 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
     args.dc_carry = dc_carry;
     args.peephole = peephole;
     if (carry && dc_carry) past_end(b, ops, lane, t, dc_carry, H, save + H, 2 * H, H);
-    ops.gate_backward(lane, r.kernel, args);
+    ops.gate_backward(lane, r.gate.kernel, args);
     if (carry) {
       if (dc_carry) past_end(b, ops, lane, t, save + H, 2 * H, dc_carry, H, H);
       past_end(b, ops, lane, t, nullptr, 0, gates, R, R);
@@ -297,8 +301,9 @@ void PlanRunner::backward_reset_before(const RecurrenceStep& r, const DeviceBind
                                        int lane) const {
   float* const h_init = resolve(r.h_init, b);
   float* const dh_carry = resolve(r.dh_carry, b);
-  float* const d_reset_h = resolve(r.d_reset_h, b);
-  const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.kernel)];
+  const ResetBefore& rb = r.reset_before.value();
+  float* const d_reset_h = resolve(rb.d_reset_h, b);
+  const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.gate.kernel)];
   const std::int64_t H = desc.hidden, T = r.steps, R = desc.reserve_gates() * H, first_past = shortest(b, T);
   float* const save = resolve(r.carry_save, b);  // [N, 2H]: dh_carry at 0
   for (std::int64_t s = 0; s < T; ++s) {
@@ -312,11 +317,11 @@ void PlanRunner::backward_reset_before(const RecurrenceStep& r, const DeviceBind
     args.h_prev = first ? h_init : timed(r.h, prev, b);
     args.gates = gates;
     args.dh_carry = dh_carry;
-    ops.gate_backward(lane, r.kernel, args);
-    step_gemm(r.gemm_n, gates + 2 * H, b, d_reset_h, ops, lane);  // A: the dn columns
+    ops.gate_backward(lane, r.gate.kernel, args);
+    step_gemm(rb.gemm, gates + 2 * H, b, d_reset_h, ops, lane);  // A: the dn columns
     args.dy = nullptr;  // part 1 reads d(r * h_prev) instead
     args.d_reset_h = d_reset_h;
-    ops.gate_backward(lane, r.kernel_n, args);
+    ops.gate_backward(lane, rb.part1.kernel, args);
     if (carry) past_end(b, ops, lane, t, nullptr, 0, gates, R, R);
     step_gemm(r.gemm, gates, b, dh_carry, ops, lane);
     if (carry) past_end(b, ops, lane, t, save, 2 * H, dh_carry, H, H);

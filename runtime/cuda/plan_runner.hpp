@@ -148,7 +148,7 @@ class PlanRunner {
   // The first time at which some row is past its end (T, or more: none).
   std::int64_t shortest(const DeviceBindings& b, std::int64_t steps) const;
   // A weight gradient's B with the rows of finished sequences zeroed in its b_masked copy
-  // (GemmStep::finished_k_rows_skipped), or B itself when no row is past its end.
+  // (VariableLengths::k_rows_skipped), or B itself when no row is past its end.
   const float* masked_b(const GemmStep& g, const DeviceBindings& b, DeviceOps& ops, int lane) const;
   // ops.rows_past_end over the N rows of one step t (nothing when src and dst are null).
   void past_end(const DeviceBindings& b, DeviceOps& ops, int lane, std::int64_t t, const float* src, std::int64_t ld_src,
