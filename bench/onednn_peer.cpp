@@ -246,9 +246,11 @@ struct OnednnRnn::Impl {
   std::vector<float> dhx_own, dcx_own;       // [D, N, S], [D, N, H]: dhx/dcx when the caller gives none
   bool forward_done = false, backward_done = false;
 
-  // bf16 (inference only): the primitives' data (x, y, h, activations between layers) and weights
-  // are bf16, biases, peepholes and c FP32; each call converts x and hx to bf16 and y and hy back
-  // (rnnjit's --fpmath bf16 takes and gives FP32 too).
+  // bf16: the forward primitives' data (x, y, h, activations between layers) and the weights
+  // are bf16, biases, peepholes and c FP32; each forward converts x and hx to bf16 and y and hy
+  // back (rnnjit's --fpmath bf16 takes and gives FP32 too). Training keeps FP32 master weights,
+  // reordered to bf16 in every forward and backward, and backward runs on FP32 gradients (oneDNN
+  // wants every diff_* tensor of a bf16 RNN in FP32), the weight gradients included.
   bool bf16 = false;
   memory x16, y16, x_user, y_user, h_user;  // bf16 only: x and y, and FP32 views of the caller's
   std::vector<memory> h16_in, h16_out;      // bf16 only: per layer [1, D, N, H]
@@ -256,7 +258,6 @@ struct OnednnRnn::Impl {
   Impl(const RnnConfig& c, const Shape& s, Mode m, int th, bool b16)
       : cfg(c), shape(s), mode(m), threads(th), layout(c), bf16(b16) {
     validate(c, s);
-    if (bf16 && m == Mode::training) throw Error("the oneDNN peer runs bf16 in inference only");
     // What the peer does not model is refused, never silently dropped.
     if (c.clip > 0.0f || c.dropout > 0.0f || c.gate_clip > 0.0f || c.input_forget ||
         (c.independent_stacks && c.num_layers > 1))
@@ -303,6 +304,10 @@ struct OnednnRnn::Impl {
     const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
     const auto wl = data_md({1, D, input, G, H}, tag::any), wi = data_md({1, D, S, G, H}, tag::any);
     const auto bias = md({1, D, GB, H}, tag::ldgo);
+    // The gradients: FP32 always (bf16 data included).
+    const auto diff_src_layer = md({T, N, input}, layer_tag()), diff_dst_layer = md({T, N, Y}, layer_tag());
+    const auto diff_iter = md(iter_dims(), tag::ldnc);
+    const auto diff_wl = md({1, D, input, G, H}, tag::any), diff_wi = md({1, D, S, G, H}, tag::any);
     const auto fwd_kind = training() ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     const auto bwd_kind = dnnl::prop_kind::backward;
     Prims p;
@@ -315,7 +320,7 @@ struct OnednnRnn::Impl {
       p.fwd = F(fpd);
       if (training()) {
         const auto bpd = backward_pd<B>(eng, fpd, bwd_kind, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
-                                        src_layer, iter, wl, wi, bias, dst_layer, iter);
+                                        diff_src_layer, diff_iter, diff_wl, diff_wi, bias, diff_dst_layer, diff_iter);
         p.bwd_pd = bpd;
         p.bwd = B(bpd);
       }
@@ -341,10 +346,12 @@ struct OnednnRnn::Impl {
         if (training()) {
 #if DNNL_VERSION_MAJOR >= 3
           const auto bpd = backward_pd<B>(eng, fpd, bwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
-                                          src_layer, iter, wl, wi, bias, dst_layer, iter, alpha);
+                                          diff_src_layer, diff_iter, diff_wl, diff_wi, bias, diff_dst_layer, diff_iter,
+                                          alpha);
 #else
           const auto bpd = backward_pd<B>(eng, fpd, bwd_kind, act, dir, src_layer, iter, wl, wi, bias, dst_layer, iter,
-                                          src_layer, iter, wl, wi, bias, dst_layer, iter, dnnl::rnn_flags::undef, alpha);
+                                          diff_src_layer, diff_iter, diff_wl, diff_wi, bias, diff_dst_layer, diff_iter,
+                                          dnnl::rnn_flags::undef, alpha);
 #endif
           p.bwd_pd = bpd;
           p.bwd = B(bpd);
@@ -363,8 +370,8 @@ struct OnednnRnn::Impl {
         p.fwd = F(fpd);
         if (training()) {
           const auto bpd = backward_pd<B>(eng, fpd, bwd_kind, dir, src_layer, iter, iter_c, wl, wi, wp, wr, bias,
-                                          dst_layer, iter, iter_c, src_layer, iter, iter_c, wl, wi, wp, wr, bias,
-                                          dst_layer, iter, iter_c);
+                                          dst_layer, iter, iter_c, diff_src_layer, diff_iter, iter_c, diff_wl, diff_wi,
+                                          wp, wr, bias, diff_dst_layer, diff_iter, iter_c);
           p.bwd_pd = bpd;
           p.bwd = B(bpd);
         }
@@ -405,10 +412,10 @@ struct OnednnRnn::Impl {
     zeros.assign(static_cast<std::size_t>(cell_state), 0.0f);  // H >= S: wide enough for h and c
     hy_own.assign(static_cast<std::size_t>(L * state), 0.0f);
     if (lstm()) cy_own.assign(static_cast<std::size_t>(L * cell_state), 0.0f);
-    const auto between = data_md({T, N, Y}, layer_tag());
+    const auto between = data_md({T, N, Y}, layer_tag()), diff_between = md({T, N, Y}, layer_tag());
     for (i64 i = 0; i < (training() ? L - 1 : std::min<i64>(L - 1, 2)); ++i) act.emplace_back(between, eng);
     if (training()) {
-      for (i64 i = 0; i < std::min<i64>(L - 1, 2); ++i) dact.emplace_back(between, eng);
+      for (i64 i = 0; i < std::min<i64>(L - 1, 2); ++i) dact.emplace_back(diff_between, eng);
       dhx_own.assign(static_cast<std::size_t>(state), 0.0f);
       if (lstm()) dcx_own.assign(static_cast<std::size_t>(cell_state), 0.0f);
     }
@@ -438,13 +445,21 @@ struct OnednnRnn::Impl {
       ly.wi_fwd = in_format(ly.wi_user, query(p.fwd_pd, DNNL_ARG_WEIGHTS_ITER), &ly.fwd_reorders, false);
 
       const auto none = [&](const memory::desc& d) { return memory(d, eng, DNNL_MEMORY_NONE); };
-      const auto src_layer = data_md({T, N, in}, layer_tag()), dst_layer = data_md({T, N, Y}, layer_tag());
-      const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
+      const auto src_layer = md({T, N, in}, layer_tag()), dst_layer = md({T, N, Y}, layer_tag());
+      const auto iter = md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
       Args& fa = ly.fwd_args;
-      fa[DNNL_ARG_SRC_LAYER] = none(src_layer);
-      fa[DNNL_ARG_SRC_ITER] = none(iter);
-      fa[DNNL_ARG_DST_LAYER] = none(dst_layer);
-      fa[DNNL_ARG_DST_ITER] = none(iter);
+      if (bf16) {  // the bf16 copies, filled (x, hx) and read (y, hy) by every forward call
+        const auto li = static_cast<std::size_t>(l);
+        fa[DNNL_ARG_SRC_LAYER] = l == 0 ? x16 : act[static_cast<std::size_t>(training() ? l - 1 : (l - 1) % 2)];
+        fa[DNNL_ARG_DST_LAYER] = l == L - 1 ? y16 : act[static_cast<std::size_t>(training() ? l : l % 2)];
+        fa[DNNL_ARG_SRC_ITER] = h16_in[li];
+        fa[DNNL_ARG_DST_ITER] = h16_out[li];
+      } else {  // the caller's buffers, or act's, set by every forward call
+        fa[DNNL_ARG_SRC_LAYER] = none(src_layer);
+        fa[DNNL_ARG_SRC_ITER] = none(iter);
+        fa[DNNL_ARG_DST_LAYER] = none(dst_layer);
+        fa[DNNL_ARG_DST_ITER] = none(iter);
+      }
       if (lstm()) {
         fa[DNNL_ARG_SRC_ITER_C] = none(iter_c);
         fa[DNNL_ARG_DST_ITER_C] = none(iter_c);
@@ -626,7 +641,7 @@ struct OnednnRnn::Impl {
       const std::size_t out = static_cast<std::size_t>(training() ? l : l % 2);
       Args& a = ly.fwd_args;
       float* const hx_l = io.hx.empty() ? zeros.data() : mutable_ptr(io.hx) + l * step;
-      if (bf16) {  // FP32 x and hx to bf16 first
+      if (bf16) {  // FP32 x and hx to bf16 first, into the memories the primitive reads (setup)
         const auto li = static_cast<std::size_t>(l);
         if (l == 0) {
           x_user.set_data_handle(mutable_ptr(io.x));
@@ -634,10 +649,6 @@ struct OnednnRnn::Impl {
         }
         h_user.set_data_handle(hx_l);
         dnnl::reorder(h_user, h16_in[li]).execute(strm, h_user, h16_in[li]);
-        a[DNNL_ARG_SRC_LAYER] = l == 0 ? x16 : act[below];
-        a[DNNL_ARG_DST_LAYER] = l == L - 1 ? y16 : act[out];
-        a[DNNL_ARG_SRC_ITER] = h16_in[li];
-        a[DNNL_ARG_DST_ITER] = h16_out[li];
       } else {
         a[DNNL_ARG_SRC_LAYER].set_data_handle(l == 0 ? mutable_ptr(io.x) : data_of(act[below]));
         a[DNNL_ARG_DST_LAYER].set_data_handle(l == L - 1 ? io.y.data() : data_of(act[out]));
@@ -716,7 +727,7 @@ struct OnednnRnn::Impl {
     PeerRun r;
     r.library = onednn_version();
     r.isa = isa_name(dnnl::get_effective_cpu_isa());
-    if (bf16) r.library += ", bf16 data and weights";
+    if (bf16) r.library += training() ? ", bf16 data and weights, FP32 gradients" : ", bf16 data and weights";
     r.threads = threads > 0 ? threads : ThreadScope::current();
     const Prims& p = prims.front();
     r.forward_impl = p.fwd_pd.impl_info_str();

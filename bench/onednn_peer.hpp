@@ -107,8 +107,9 @@ class OnednnRnn {
   // Validates config and shape, builds the primitives for this shape and mode, and converts the
   // canonical weights (rnnjit/weights.hpp; size checked). threads: see above (negative: Error).
   // Throws Error (also for oneDNN's errors, and when oneDNN was not found at build time).
-  // bf16 (inference only): the primitives run on bf16 data and weights (FP32 biases and c), each
-  // call converting x and hx to bf16 and y and hy back, as rnnjit's --fpmath bf16 is called.
+  // bf16: the primitives run on bf16 data and weights (FP32 biases and c), each forward converting
+  // x and hx to bf16 and y and hy back, as rnnjit's --fpmath bf16 is called; training keeps FP32
+  // master weights and runs backward on FP32 gradients.
   OnednnRnn(const RnnConfig& config, const Shape& shape, Mode mode, std::span<const float> canonical_weights,
             int threads = 0, bool bf16 = false);
   OnednnRnn(OnednnRnn&&) noexcept;

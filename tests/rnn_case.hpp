@@ -152,6 +152,15 @@ inline void expect_close(const std::vector<float>& actual, const std::vector<flo
                         << " vs " << (expected.empty() ? 0.f : expected[at]);
 }
 
+// The largest absolute difference between two results of the same size: how far a bf16 run is
+// from an FP32 one (a check that bf16 really ran).
+inline double worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  return worst;
+}
+
 // Every output a run produces against the oracle's (the gradients too when `train`), with the
 // case's tolerances; `who` prefixes the tensors' names in failures.
 inline void expect_matches(const Tensors& got, const Tensors& want, const RnnCase& rc, bool train,

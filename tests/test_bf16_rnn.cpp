@@ -23,6 +23,7 @@ namespace {
 
 using test::RnnCase;
 using test::Tensors;
+using test::worst_difference;
 
 struct Bf16Case {
   std::string name;
@@ -61,12 +62,6 @@ class ForcedUnit {
   ForcedUnit(const ForcedUnit&) = delete;
   ForcedUnit& operator=(const ForcedUnit&) = delete;
 };
-
-double worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
-  return worst;
-}
 
 class Bf16Rnn : public testing::TestWithParam<Bf16Case> {};
 

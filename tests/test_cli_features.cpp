@@ -323,7 +323,7 @@ TEST_F(CliFeatures, BenchComparesPeepholesWithOneDnn) {
 
 // bench --compare onednn names the oneDNN that ran (dnnl_version() at run time: Debian's 2.6.3,
 // or the 3.x of a build with RNNJIT_ONEDNN_ROOT), in the text and in the JSON; with --fpmath
-// bf16 an inference times oneDNN's bf16 primitives too (onednn_bf16), or says why not.
+// bf16 it times oneDNN's bf16 primitives too (onednn_bf16), inference and training, or says why not.
 TEST_F(CliFeatures, BenchNamesTheOneDnnVersionAndAddsItsBf16Peer) {
   const std::vector<std::string> base = {"bench", "--cell", "gru", "--input-size", "8", "--hidden-size", "16", "--seq",
                                          "3", "--batch", "2", "--reps", "1", "--warmup", "0", "--compare", "onednn"};
@@ -341,18 +341,21 @@ TEST_F(CliFeatures, BenchNamesTheOneDnnVersionAndAddsItsBf16Peer) {
 
   std::vector<std::string> bf16 = json;
   bf16.insert(bf16.end(), {"--fpmath", "bf16"});
-  const test::CliResult b = cli(bf16);
-  ASSERT_EQ(b.status, 0) << b.err;
-  const nlohmann::json jb = nlohmann::json::parse(b.out);
-  if (jb["peers"].contains("onednn_bf16"))
-    EXPECT_EQ(jb["peers"]["onednn_bf16"].value("library", ""), version + ", bf16 data and weights") << b.out;
-  else
-    EXPECT_NE(b.err.find("oneDNN's bf16 peer (onednn_bf16) left out: "), std::string::npos) << b.err;
-  EXPECT_TRUE(jb["peers"].contains("onednn")) << b.out;
-  // Training stays FP32 in rnnjit (bf16 is an inference permission): no bf16 peer is added.
-  bf16.insert(bf16.end(), {"--mode", "train"});
-  const nlohmann::json jt = nlohmann::json::parse(cli(bf16).out);
-  EXPECT_FALSE(jt["peers"].contains("onednn_bf16")) << jt.dump();
+  for (const char* mode : {"infer", "train"}) {
+    SCOPED_TRACE(mode);
+    std::vector<std::string> args = bf16;
+    args.insert(args.end(), {"--mode", mode});
+    const test::CliResult b = cli(args);
+    ASSERT_EQ(b.status, 0) << b.err;
+    const nlohmann::json jb = nlohmann::json::parse(b.out);
+    const std::string library =
+        version + (std::string(mode) == "train" ? ", bf16 data and weights, FP32 gradients" : ", bf16 data and weights");
+    if (jb["peers"].contains("onednn_bf16"))
+      EXPECT_EQ(jb["peers"]["onednn_bf16"].value("library", ""), library) << b.out;
+    else
+      EXPECT_NE(b.err.find("oneDNN's bf16 peer (onednn_bf16) left out: "), std::string::npos) << b.err;
+    EXPECT_TRUE(jb["peers"].contains("onednn")) << b.out;
+  }
 }
 
 // bench --peak also measures the weight-streaming bound of the recurrence: every step reads its

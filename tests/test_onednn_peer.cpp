@@ -32,6 +32,7 @@ using bench::onednn_available;
 using test::expect_close;
 using test::RnnCase;
 using test::Tensors;
+using test::worst_difference;
 
 struct PeerCase {
   CellKind cell;
@@ -189,6 +190,41 @@ TEST_P(OnednnPeer, Bf16InferenceMatchesReferenceToBf16Precision) {
   expect_close(got.y, want.y, tol, "y");
   expect_close(got.hy, want.hy, tol, "hy");
   if (rc.lstm()) expect_close(got.cy, want.cy, tol, "cy");
+}
+
+// Training on the bf16 peer: bf16 data and weights forward, FP32 gradients (oneDNN's bf16 RNN
+// training), against the reference to the tolerance of test_bf16_rnn's training (the gradients
+// also sum over N). ReLU's gradient jumps where bf16 moves a pre-activation across 0: no bf16
+// tolerance bounds it (test_bf16_rnn skips it too).
+TEST_P(OnednnPeer, Bf16TrainingMatchesReferenceToBf16Precision) {
+  const PeerCase& c = GetParam();
+  if (c.cell == CellKind::rnn_relu) GTEST_SKIP() << "ReLU's gradient is discontinuous where bf16 moves it";
+  const RnnCase rc(config_of(c), {c.seq_len, c.batch}, 12);
+  std::unique_ptr<OnednnRnn> peer;
+  try {
+    peer = std::make_unique<OnednnRnn>(rc.config, rc.shape, Mode::training, rc.w, 0, /*bf16=*/true);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "the bf16 peer does not run this case here: " << e.what();
+  }
+  SCOPED_TRACE(peer->run_info().summary());
+  const Tensors want = rc.reference(true);
+  const Tensors got = run_peer(*peer, rc);
+  const double width = static_cast<double>(std::max(rc.config.input_size, rc.config.output_size()) +
+                                           rc.config.hidden_size);
+  const double depth = width * static_cast<double>(c.seq_len * c.layers);
+  const double tol = 0x1p-9 * std::sqrt(depth), gtol = 0x1p-9 * std::sqrt(depth * (2.0 + c.batch));
+  expect_close(got.y, want.y, tol, "y");
+  expect_close(got.hy, want.hy, tol, "hy");
+  expect_close(got.dx, want.dx, gtol, "dx");
+  expect_close(got.dhx, want.dhx, gtol, "dhx");
+  expect_close(got.dw, want.dw, gtol, "dw");
+  if (rc.lstm()) {
+    expect_close(got.cy, want.cy, tol, "cy");
+    expect_close(got.dcx, want.dcx, gtol, "dcx");
+  }
+  // bf16 really ran: the gradients differ from the FP32 peer's.
+  OnednnRnn strict(rc.config, rc.shape, Mode::training, rc.w);
+  EXPECT_GT(worst_difference(got.dw, run_peer(strict, rc).dw), 1e-6) << "bf16 gradients equal FP32's";
 }
 
 TEST_P(OnednnPeer, TrainingMatchesReference) {

@@ -134,7 +134,6 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     if (!bench::onednn_available())
       throw UsageError(fmt::format("--compare {}: oneDNN was not found when rnn-jit was built", name));
     const bool bf16 = name == "onednn_bf16";
-    if (bf16 && mode == Mode::training) throw UsageError("--compare onednn_bf16: the bf16 peer runs inference only");
     RnnConfig plain{config.cell, config.input_size, config.hidden_size, config.num_layers, config.bidirectional};
     plain.peephole = config.peephole;              // oneDNN's peephole LSTM
     plain.sum_directions = config.sum_directions;  // oneDNN's bidirectional_sum
@@ -223,11 +222,10 @@ int bench(const BenchFlags& f) {
                              : rnnjit_contender("rnnjit", config, shape, mode, options, d)};
   const int threads = Rnn(config, options).options().threads;
   for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, options, threads, d, device));
-  // With --fpmath bf16, an inference's --compare onednn times oneDNN's bf16 primitives as well
-  // (onednn_bf16, beside its FP32 ones): left out, with a note, where oneDNN runs no bf16 RNN here.
+  // With --fpmath bf16, --compare onednn times oneDNN's bf16 primitives as well (onednn_bf16,
+  // beside its FP32 ones): left out, with a note, where oneDNN runs no bf16 RNN here.
   const auto named = [&](const char* p) { return std::find(f.compare.begin(), f.compare.end(), p) != f.compare.end(); };
-  if (options.fpmath == FpMath::bf16 && mode == Mode::inference && device == Device::cpu && named("onednn") &&
-      !named("onednn_bf16")) {
+  if (options.fpmath == FpMath::bf16 && device == Device::cpu && named("onednn") && !named("onednn_bf16")) {
     try {
       contenders.push_back(peer("onednn_bf16", config, shape, mode, options, threads, d, device));
     } catch (const std::runtime_error& e) {  // rnnjit::Error (oneDNN's refusal) or UsageError
@@ -359,8 +357,8 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_flag("--unsorted-lengths", f->unsorted_lengths, "with --mixed-lengths: leave the lengths in the order drawn")
       ->needs(mixed);
   sub.add_option("--compare", f->compare,
-                 "peers timed in the same run: onednn, onednn_bf16 (its RNN primitives on bf16 data and weights, "
-                 "inference; with --fpmath bf16, onednn in inference times it too), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
+                 "peers timed in the same run: onednn, onednn_bf16 (its RNN primitives on bf16 data and weights; "
+                 "with --fpmath bf16, onednn times it too), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
                  "with FP32 GEMMs, beside --fpmath bf16); cudnn (cuDNN's standard algorithm) and cudnn_persistent (its "
                  "persistent kernels) with --device cuda")
       ->delimiter(',');
