@@ -280,6 +280,10 @@ struct OnednnRnn::Impl {
   }
 
   bool training() const { return mode == Mode::training; }
+  // Which of `act` holds layer l's input (l > 0) and its output (l < L - 1): training keeps every
+  // layer's output for backward, inference ping-pongs between two.
+  std::size_t act_below(i64 l) const { return static_cast<std::size_t>(training() ? l - 1 : (l - 1) % 2); }
+  std::size_t act_out(i64 l) const { return static_cast<std::size_t>(training() ? l : l % 2); }
   bool lstm() const { return cfg.cell == CellKind::lstm; }
   bool peephole() const { return cfg.peephole; }
   bool projection() const { return cfg.proj_size > 0; }
@@ -450,8 +454,8 @@ struct OnednnRnn::Impl {
       Args& fa = ly.fwd_args;
       if (bf16) {  // the bf16 copies, filled (x, hx) and read (y, hy) by every forward call
         const auto li = static_cast<std::size_t>(l);
-        fa[DNNL_ARG_SRC_LAYER] = l == 0 ? x16 : act[static_cast<std::size_t>(training() ? l - 1 : (l - 1) % 2)];
-        fa[DNNL_ARG_DST_LAYER] = l == L - 1 ? y16 : act[static_cast<std::size_t>(training() ? l : l % 2)];
+        fa[DNNL_ARG_SRC_LAYER] = l == 0 ? x16 : act[act_below(l)];
+        fa[DNNL_ARG_DST_LAYER] = l == L - 1 ? y16 : act[act_out(l)];
         fa[DNNL_ARG_SRC_ITER] = h16_in[li];
         fa[DNNL_ARG_DST_ITER] = h16_out[li];
       } else {  // the caller's buffers, or act's, set by every forward call
@@ -637,8 +641,6 @@ struct OnednnRnn::Impl {
     float* cy = io.cy.empty() ? cy_own.data() : io.cy.data();
     for (i64 l = 0; l < L; ++l) {
       Layer& ly = layers[static_cast<std::size_t>(l)];
-      const std::size_t below = static_cast<std::size_t>(training() ? l - 1 : (l - 1) % 2);
-      const std::size_t out = static_cast<std::size_t>(training() ? l : l % 2);
       Args& a = ly.fwd_args;
       float* const hx_l = io.hx.empty() ? zeros.data() : mutable_ptr(io.hx) + l * step;
       if (bf16) {  // FP32 x and hx to bf16 first, into the memories the primitive reads (setup)
@@ -650,8 +652,8 @@ struct OnednnRnn::Impl {
         h_user.set_data_handle(hx_l);
         dnnl::reorder(h_user, h16_in[li]).execute(strm, h_user, h16_in[li]);
       } else {
-        a[DNNL_ARG_SRC_LAYER].set_data_handle(l == 0 ? mutable_ptr(io.x) : data_of(act[below]));
-        a[DNNL_ARG_DST_LAYER].set_data_handle(l == L - 1 ? io.y.data() : data_of(act[out]));
+        a[DNNL_ARG_SRC_LAYER].set_data_handle(l == 0 ? mutable_ptr(io.x) : data_of(act[act_below(l)]));
+        a[DNNL_ARG_DST_LAYER].set_data_handle(l == L - 1 ? io.y.data() : data_of(act[act_out(l)]));
         a[DNNL_ARG_SRC_ITER].set_data_handle(hx_l);
         a[DNNL_ARG_DST_ITER].set_data_handle(hy + l * step);
       }
