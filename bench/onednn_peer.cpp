@@ -739,6 +739,8 @@ struct OnednnRnn::Impl {
       r.backward_weights = format_name(query(p.bwd_pd, DNNL_ARG_WEIGHTS_LAYER));
     }
     r.primitives = static_cast<int>(prims.size()) * (training() ? 2 : 1);
+    // bf16: x and y, and every layer's hx and hy, converted by a reorder of their own.
+    if (bf16) r.executions_per_forward += 2 + 2 * static_cast<int>(L);
     for (const Layer& ly : layers) {
       r.executions_per_forward += 1 + static_cast<int>(ly.fwd_reorders.size()) * (training() ? 1 : 0);
       if (training())
