@@ -59,7 +59,9 @@ TEST(GpuPlan, CublasGemmsAndOneWholeGateKernelPerRecurrence) {
             ++recurrences;
             EXPECT_FALSE(r->gemm.blocking.generated()) << r->what;
             EXPECT_EQ(r->reset_before.has_value(), parts(c.cell) == 2) << r->what;
-            if (r->reset_before) EXPECT_FALSE(r->reset_before->gemm.blocking.generated()) << r->what;
+            if (r->reset_before) {
+              EXPECT_FALSE(r->reset_before->gemm.blocking.generated()) << r->what;
+            }
             for (int kernel : {r->gate.kernel, r->reset_before ? r->reset_before->part1.kernel : -1}) {
               if (kernel < 0) continue;
               const KernelDesc& d = plan.kernels[static_cast<std::size_t>(kernel)];
@@ -68,7 +70,9 @@ TEST(GpuPlan, CublasGemmsAndOneWholeGateKernelPerRecurrence) {
               EXPECT_EQ(d.rows, 3u);
             }
             EXPECT_GE(r->gate.kernel, 0) << r->what;
-            if (r->reset_before) EXPECT_GE(r->reset_before->part1.kernel, 0) << r->what;
+            if (r->reset_before) {
+              EXPECT_GE(r->reset_before->part1.kernel, 0) << r->what;
+            }
           }
         });
         EXPECT_EQ(recurrences, c.num_layers * c.directions() * (mode == Mode::training ? 2 : 1));
@@ -185,7 +189,9 @@ TEST(GpuPlan, FeaturesPlanLikeOnTheCpu) {
     if (const auto* r = std::get_if<RecurrenceStep>(&s)) {
       EXPECT_TRUE(r->reverse);
       projections += r->projection.has_value();
-      if (r->projection) EXPECT_FALSE(r->projection->gemm.blocking.generated());
+      if (r->projection) {
+        EXPECT_FALSE(r->projection->gemm.blocking.generated());
+      }
     }
   });
   EXPECT_EQ(dropouts, 4);     // two layers below the top, forward and backward
