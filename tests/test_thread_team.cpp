@@ -86,8 +86,11 @@ TEST(ThreadTeam, WorkersRunOffTheCallersCpu) {
     for (int tid = 1; tid < threads; ++tid) {
       const cpu_set_t& m = masks[static_cast<std::size_t>(tid)];
       EXPECT_EQ(CPU_COUNT(&m), CPU_COUNT(&callers) - 1) << "worker " << tid;
-      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-        if (CPU_ISSET(cpu, &m)) EXPECT_TRUE(CPU_ISSET(cpu, &callers)) << "worker " << tid << " on CPU " << cpu;
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &m)) {
+          EXPECT_TRUE(CPU_ISSET(cpu, &callers)) << "worker " << tid << " on CPU " << cpu;
+        }
+      }
     }
   }
   // Confined to one CPU, the caller leaves the workers a CPU to run on.
