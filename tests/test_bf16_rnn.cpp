@@ -189,8 +189,11 @@ TEST(Bf16Plan, ParsesItsNames) {
 // the CPU runs and is an error naming itself for one it does not run or does not know.
 TEST(Bf16Plan, TheUnitFollowsTheCpuAndRnnjitBf16Unit) {
   const std::optional<Bf16Unit> best = bf16_unit();
-  if (amx_bf16_usable()) EXPECT_EQ(best, Bf16Unit::amx);
-  else if (!avx512_bf16_usable()) EXPECT_EQ(best, std::nullopt);
+  if (amx_bf16_usable()) {
+    EXPECT_EQ(best, Bf16Unit::amx);
+  } else if (!avx512_bf16_usable()) {
+    EXPECT_EQ(best, std::nullopt);
+  }
   for (Bf16Unit unit : {Bf16Unit::amx, Bf16Unit::avx512_bf16}) {
     const ForcedUnit forced(unit);
     const bool usable = unit == Bf16Unit::amx ? amx_bf16_usable() : avx512_bf16_usable();
