@@ -136,6 +136,16 @@ struct RnnCase {
     if (gradient) depth *= 2.0 + static_cast<double>(shape.batch);
     return 4.0 * eps * std::sqrt(depth) * std::sqrt(width) + 8.0 * eps;
   }
+
+  // bf16 GEMM inputs keep 8 significant bits (relative error up to 2^-9); the products' errors
+  // sum over a step's width, max(I, output) + H, and are carried through T steps and L layers
+  // (gradients: and back, summing over the batch's rows too).
+  double bf16_tolerance(bool gradient) const {
+    const double width = static_cast<double>(std::max(config.input_size, config.output_size()) + config.hidden_size);
+    double depth = width * static_cast<double>(shape.seq_len * config.num_layers);
+    if (gradient) depth *= 2.0 + static_cast<double>(shape.batch);
+    return 0x1p-9 * std::sqrt(depth);
+  }
 };
 
 inline void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double tol,

@@ -78,11 +78,7 @@ TEST_P(Bf16Rnn, InferenceMatchesTheReferenceToBf16Precision) {
   Execution ex = bf16.prepare(c.shape, Mode::inference);
   ASSERT_TRUE(runs_on(ex.plan(), c.unit)) << ex.plan_text();
   const Tensors got = rc.run(ex);
-  // A GEMM input keeps 8 significant bits (relative error up to 2^-9); its products and their
-  // errors sum over the step's width, and the errors are carried through T steps and L layers.
-  const double width = static_cast<double>(std::max(c.config.input_size, c.config.output_size()) +
-                                           c.config.hidden_size);
-  const double tol = 0x1p-9 * std::sqrt(width * static_cast<double>(c.shape.seq_len * c.config.num_layers));
+  const double tol = rc.bf16_tolerance(false);
   test::expect_close(got.y, want.y, tol, "y");
   test::expect_close(got.hy, want.hy, tol, "hy");
   if (rc.lstm()) test::expect_close(got.cy, want.cy, tol, "cy");
@@ -150,12 +146,7 @@ TEST_P(Bf16Rnn, TrainingMatchesTheReferenceToBf16Precision) {
   for (const auto* stages : {&ex.plan().forward, &ex.plan().backward_data, &ex.plan().backward_weights})
     EXPECT_TRUE(every_gemm_bf16(*stages)) << ex.plan_text();
   const Tensors got = rc.run(ex);
-  // As for inference; the gradients also sum over the batch's rows.
-  const double width = static_cast<double>(std::max(c.config.input_size, c.config.output_size()) +
-                                           c.config.hidden_size);
-  const double depth = width * static_cast<double>(c.shape.seq_len * c.config.num_layers);
-  const double tol = 0x1p-9 * std::sqrt(depth);
-  const double gtol = 0x1p-9 * std::sqrt(depth * (2.0 + static_cast<double>(c.shape.batch)));
+  const double tol = rc.bf16_tolerance(false), gtol = rc.bf16_tolerance(true);
   test::expect_close(got.y, want.y, tol, "y");
   test::expect_close(got.hy, want.hy, tol, "hy");
   test::expect_close(got.dx, want.dx, gtol, "dx");

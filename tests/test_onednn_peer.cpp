@@ -170,23 +170,27 @@ TEST_P(OnednnPeer, InferenceMatchesReference) {
   expect_forward(run_peer(peer, rc), rc.reference(false), rc);
 }
 
-// The bf16 peer (the benchmark's onednn_bf16) computes the same network, to bf16's precision: a
-// GEMM input keeps 8 significant bits (the tolerance of test_bf16_rnn). Skipped where oneDNN
-// has no bf16 RNN for this CPU.
+// The bf16 peer (the benchmark's onednn_bf16) for a case, or nothing and why where oneDNN runs
+// no bf16 RNN of it on this CPU (or the peer refuses it).
+std::unique_ptr<OnednnRnn> bf16_peer(const RnnCase& rc, Mode mode, std::string* why) {
+  try {
+    return std::make_unique<OnednnRnn>(rc.config, rc.shape, mode, rc.w, 0, /*bf16=*/true);
+  } catch (const Error& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
+// The bf16 peer computes the same network, to bf16's precision (the tolerance of test_bf16_rnn).
 TEST_P(OnednnPeer, Bf16InferenceMatchesReferenceToBf16Precision) {
   const PeerCase& c = GetParam();
   const RnnCase rc(config_of(c), {c.seq_len, c.batch}, 11);
-  std::unique_ptr<OnednnRnn> peer;
-  try {
-    peer = std::make_unique<OnednnRnn>(rc.config, rc.shape, Mode::inference, rc.w, 0, /*bf16=*/true);
-  } catch (const Error& e) {
-    GTEST_SKIP() << "the bf16 peer does not run this case here: " << e.what();
-  }
+  std::string why;
+  const std::unique_ptr<OnednnRnn> peer = bf16_peer(rc, Mode::inference, &why);
+  if (!peer) GTEST_SKIP() << "the bf16 peer does not run this case here: " << why;
   SCOPED_TRACE(peer->run_info().summary());
   const Tensors got = run_peer(*peer, rc), want = rc.reference(false);
-  const double width = static_cast<double>(std::max(rc.config.input_size, rc.config.output_size()) +
-                                           rc.config.hidden_size);
-  const double tol = 0x1p-9 * std::sqrt(width * static_cast<double>(c.seq_len * c.layers));
+  const double tol = rc.bf16_tolerance(false);
   expect_close(got.y, want.y, tol, "y");
   expect_close(got.hy, want.hy, tol, "hy");
   if (rc.lstm()) expect_close(got.cy, want.cy, tol, "cy");
@@ -200,19 +204,13 @@ TEST_P(OnednnPeer, Bf16TrainingMatchesReferenceToBf16Precision) {
   const PeerCase& c = GetParam();
   if (c.cell == CellKind::rnn_relu) GTEST_SKIP() << "ReLU's gradient is discontinuous where bf16 moves it";
   const RnnCase rc(config_of(c), {c.seq_len, c.batch}, 12);
-  std::unique_ptr<OnednnRnn> peer;
-  try {
-    peer = std::make_unique<OnednnRnn>(rc.config, rc.shape, Mode::training, rc.w, 0, /*bf16=*/true);
-  } catch (const Error& e) {
-    GTEST_SKIP() << "the bf16 peer does not run this case here: " << e.what();
-  }
+  std::string why;
+  const std::unique_ptr<OnednnRnn> peer = bf16_peer(rc, Mode::training, &why);
+  if (!peer) GTEST_SKIP() << "the bf16 peer does not run this case here: " << why;
   SCOPED_TRACE(peer->run_info().summary());
   const Tensors want = rc.reference(true);
   const Tensors got = run_peer(*peer, rc);
-  const double width = static_cast<double>(std::max(rc.config.input_size, rc.config.output_size()) +
-                                           rc.config.hidden_size);
-  const double depth = width * static_cast<double>(c.seq_len * c.layers);
-  const double tol = 0x1p-9 * std::sqrt(depth), gtol = 0x1p-9 * std::sqrt(depth * (2.0 + c.batch));
+  const double tol = rc.bf16_tolerance(false), gtol = rc.bf16_tolerance(true);
   expect_close(got.y, want.y, tol, "y");
   expect_close(got.hy, want.hy, tol, "hy");
   expect_close(got.dx, want.dx, gtol, "dx");
