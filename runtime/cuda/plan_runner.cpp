@@ -144,14 +144,13 @@ void PlanRunner::step_gemm(const GemmStep& g, const float* a, const DeviceBindin
 void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
   if (r.reset_before) return forward_reset_before(r, b, ops, lane);
   const Projection* const projection = r.projection ? &*r.projection : nullptr;
-  const bool projected = projection != nullptr;
   float* const gh = resolve(r.gh, b);
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
   const float* const peephole = resolve(r.peephole, b);  // [3, H] from unit 0: the kernel covers every unit
   const std::int64_t T = r.steps, H = plan_->kernels[static_cast<std::size_t>(r.gate.kernel)].hidden, ldh = r.ld_state;
   const std::int64_t first_past = shortest(b, T);
-  if (!projected && first_past >= T && persistent_forward(r, b, ops, lane)) return;
+  if (!projection && first_past >= T && persistent_forward(r, b, ops, lane)) return;
   const bool c_in_place = r.c.t_stride == 0;  // inference: one c buffer updated in place
   float* const save = resolve(r.carry_save, b);  // [N, 2H]: h at 0, c at H
   for (std::int64_t s = 0; s < T; ++s) {
@@ -162,7 +161,7 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
     step_gemm(r.gemm, h_prev, b, gh, ops, lane);
     GateForwardArgs args = step_args(r, t, h_prev, b);
     args.c_prev = c_init ? (s == 0 ? c_init : timed(r.c, prev, b)) : nullptr;
-    args.h_out = projected ? timed(projection->cell_out, t, b) : h_out;
+    args.h_out = projection ? timed(projection->cell_out, t, b) : h_out;
     args.c_out = timed(r.c, t, b);
     args.peephole = peephole;
     if (carry && args.c_out && c_in_place) past_end(b, ops, lane, t, args.c_out, H, save + H, 2 * H, H);
@@ -170,8 +169,8 @@ void PlanRunner::forward_recurrence(const RecurrenceStep& r, const DeviceBinding
     if (carry && args.c_out)
       past_end(b, ops, lane, t, c_in_place ? save + H : args.c_prev, c_in_place ? 2 * H : H, args.c_out, H, H);
     // dW_hr reads o * tanh(c): zero where the kernel made it of x's padding (NaN, maybe).
-    if (carry && projected) past_end(b, ops, lane, t, nullptr, 0, args.h_out, H, H);
-    if (projected) step_gemm(projection->gemm, timed(projection->cell_out, t, b), b, h_out, ops, lane);
+    if (carry && projection) past_end(b, ops, lane, t, nullptr, 0, args.h_out, H, H);
+    if (projection) step_gemm(projection->gemm, timed(projection->cell_out, t, b), b, h_out, ops, lane);
     if (carry) past_end(b, ops, lane, t, h_prev, ldh, h_out, ldh, r.state);
   }
 }
@@ -252,13 +251,12 @@ void PlanRunner::forward_reset_before(const RecurrenceStep& r, const DeviceBindi
 void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindings& b, DeviceOps& ops, int lane) const {
   if (r.reset_before) return backward_reset_before(r, b, ops, lane);
   const Projection* const projection = r.projection ? &*r.projection : nullptr;
-  const bool projected = projection != nullptr;
   float* const h_init = resolve(r.h_init, b);
   float* const c_init = resolve(r.c_init, b);
   float* const dh_carry = resolve(r.dh_carry, b);
   float* const dc_carry = resolve(r.dc_carry, b);
-  float* const dcell = projected ? resolve(projection->dcell, b) : nullptr;
-  float* const zeros = projected ? resolve(projection->zeros, b) : nullptr;
+  float* const dcell = projection ? resolve(projection->dcell, b) : nullptr;
+  float* const zeros = projection ? resolve(projection->zeros, b) : nullptr;
   const float* const peephole = resolve(r.peephole, b);
   const KernelDesc& desc = plan_->kernels[static_cast<std::size_t>(r.gate.kernel)];
   const std::int64_t T = r.steps, N = r.batch, S = r.state, H = desc.hidden;
@@ -270,20 +268,20 @@ void PlanRunner::backward_recurrence(const RecurrenceStep& r, const DeviceBindin
     const bool carry = t >= first_past;  // some row is past its end at t
     float* const gates = timed(r.gates, t, b);
     if (carry) past_end(b, ops, lane, t, dh_carry, S, save, 2 * H, S);
-    if (projected) {
+    if (projection) {
       float* const dhp = timed(projection->dh_proj, t, b);
       ops.add(lane, dh_carry, S, timed(r.dy, t, b), r.ld_dy, dhp, S, N, S);
       if (carry) past_end(b, ops, lane, t, nullptr, 0, dhp, S, S);
       step_gemm(projection->gemm, dhp, b, dcell, ops, lane);
     }
     GateBackwardArgs args{};
-    args.dy = projected ? dcell : timed(r.dy, t, b);
+    args.dy = projection ? dcell : timed(r.dy, t, b);
     args.h = timed(r.h, t, b);
     args.h_prev = first ? h_init : timed(r.h, prev, b);
     args.c = timed(r.c, t, b);
     args.c_prev = c_init ? (first ? c_init : timed(r.c, prev, b)) : nullptr;
     args.gates = gates;
-    args.dh_carry = projected ? zeros : dh_carry;
+    args.dh_carry = projection ? zeros : dh_carry;
     args.dc_carry = dc_carry;
     args.peephole = peephole;
     if (carry && dc_carry) past_end(b, ops, lane, t, dc_carry, H, save + H, 2 * H, H);
