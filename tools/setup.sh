@@ -11,11 +11,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || return 1
 # environments (onnx and onnxruntime; the Python package); python3-dev: the headers the Python
 # extension builds against; python3-torch and python3-numpy: rnnjit.torch's tests (Debian's torch
 # installs in seconds, PyPI's pulls gigabytes of CUDA libraries).
+# ccache: the builds (build/, the sanitizers', the wheel's, a fresh clone's) share one compiler
+# cache, its paths taken relative to the clone so that any clone hits.
 # RNNJIT_EXTRA_PACKAGES (space-separated) adds more, e.g. fuzz/run.sh's clang.
 read -r -a rnnjit_extra_packages <<<"${RNNJIT_EXTRA_PACKAGES:-}"
 RNNJIT_PACKAGES=(build-essential cmake libxbyak-dev libopenblas-dev libfmt-dev libgtest-dev libcli11-dev libzydis-dev
-                 nlohmann-json3-dev libdnnl-dev ocl-icd-opencl-dev pkgconf python3-venv python3-dev python3-numpy
+                 nlohmann-json3-dev ccache libdnnl-dev ocl-icd-opencl-dev pkgconf python3-venv python3-dev python3-numpy
                  python3-torch "${rnnjit_extra_packages[@]}")
+
+export CCACHE_BASEDIR="$PWD" CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 
 rnnjit_install_packages() {
   local missing=() pkg status
