@@ -65,3 +65,42 @@ rnnjit_python_venv() {
 if command -v dpkg-query >/dev/null 2>&1; then
   rnnjit_install_packages
 fi
+
+# ONNX Runtime's C headers, for the custom-op library librnnjit_onnxruntime.so (onnxruntime/):
+# PyPI's onnxruntime ships none and Debian bookworm has no package, so Debian's libonnxruntime-dev
+# (85-150 KB, MIT: headers only) is fetched from Debian's archive, not installed: apt-get download
+# with a private sources list and its own apt state under the cache folder, then dpkg-deb -x.
+# experimental's (1.27: API 27, which reads string-list attributes such as `activations`) is
+# preferred, trixie's (1.21: API 21) taken otherwise. Later builds find the headers there by
+# default (CMakeLists.txt: RNNJIT_ORT_INCLUDE_DIR). Bounded in time; without network or apt it
+# says so and the library is not built.
+RNNJIT_ORT_HEADERS=${RNNJIT_ORT_HEADERS:-$HOME/.cache/rnnjit/onnxruntime-headers}
+rnnjit_fetch_ort_headers() {
+  local dir=$RNNJIT_ORT_HEADERS
+  [[ -f $dir/include/onnxruntime_c_api.h ]] && return 0
+  if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
+    echo "setup: no apt-get/dpkg-deb: ONNX Runtime headers not fetched (librnnjit_onnxruntime.so not built)" >&2
+    return 0
+  fi
+  mkdir -p "$dir/apt/lists/partial" "$dir/apt/cache/archives/partial" "$dir/deb" || return 0
+  printf '%s\n' "deb http://deb.debian.org/debian trixie main" "deb http://deb.debian.org/debian experimental main" \
+    >"$dir/apt/sources.list"
+  local apt=(apt-get -q -o "Dir::Etc::sourcelist=$dir/apt/sources.list" -o Dir::Etc::sourceparts=-
+             -o "Dir::State::Lists=$dir/apt/lists" -o "Dir::Cache=$dir/apt/cache" -o Dir::State::status=/dev/null
+             -o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
+  if ! timeout 120 "${apt[@]}" update >"$dir/apt/update.log" 2>&1; then
+    echo "setup: could not reach Debian's archive (see $dir/apt/update.log): ONNX Runtime headers not fetched" >&2
+    return 0
+  fi
+  rm -f "$dir"/deb/*.deb
+  if ! (cd "$dir/deb" && { timeout 60 "${apt[@]}" download libonnxruntime-dev/experimental ||
+                           timeout 60 "${apt[@]}" download libonnxruntime-dev; }) >"$dir/apt/download.log" 2>&1; then
+    echo "setup: could not download libonnxruntime-dev (see $dir/apt/download.log): ONNX Runtime headers not fetched" >&2
+    return 0
+  fi
+  rm -rf "$dir/root" "$dir/include"
+  dpkg-deb -x "$dir"/deb/libonnxruntime-dev_*.deb "$dir/root" &&
+    ln -sfn root/usr/include/onnxruntime "$dir/include" &&
+    echo "setup: ONNX Runtime headers $(basename "$dir"/deb/*.deb) in $dir/include" >&2
+}
+rnnjit_fetch_ort_headers

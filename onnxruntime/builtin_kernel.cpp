@@ -1,0 +1,100 @@
+// rnnjit's ONNX Runtime library: a default-domain node that rnnjit does not run, handed to ONNX
+// Runtime's own CPU kernel through the custom-op API's CreateOp/InvokeOp. That API makes the
+// kernel from ONNX Runtime's built-in kernel registry (its standalone op invoker), not from the
+// custom ops registered here, so the node reaches the built-in kernel and not this library again.
+#include <cstdio>
+#include <cstring>
+
+#include "onnxruntime/kernel.hpp"
+
+namespace rnnjit::ort {
+namespace {
+
+// The opset whose kernel is asked for: 14, the first with `layout`, served by every ONNX
+// Runtime this library runs under (its LSTM, GRU and RNN semantics are those of opsets 14-22).
+constexpr int kBuiltinOpset = 14;
+
+struct OpAttrs {
+  std::vector<OrtOpAttr*> attrs;
+  ~OpAttrs() {
+    for (OrtOpAttr* a : attrs) api().api->ReleaseOpAttr(a);
+  }
+  void add(const char* name, const void* data, int len, OrtOpAttrType type) {
+    OrtOpAttr* a = nullptr;
+    check(api().api->CreateOpAttr(name, data, len, type, &a));
+    attrs.push_back(a);
+  }
+};
+
+class BuiltinKernel final : public Kernel {
+ public:
+  BuiltinKernel(const OrtKernelInfo* info, RnnNode node) : node_(std::move(node)) {
+    const RnnAttributes& a = node_.attrs;
+    if (a.activations_unreadable)
+      node_.fail_here("its activations cannot be read by this ONNX Runtime (C API " + std::to_string(api().version) +
+                          "; string lists need 25), so neither rnnjit nor ONNX Runtime's kernel can be given them",
+                      ORT_NOT_IMPLEMENTED);
+    OpAttrs attrs;
+    if (a.hidden_size) attrs.add("hidden_size", &*a.hidden_size, 1, ORT_OP_ATTR_INT);
+    if (a.layout) attrs.add("layout", &*a.layout, 1, ORT_OP_ATTR_INT);
+    if (a.linear_before_reset) attrs.add("linear_before_reset", &*a.linear_before_reset, 1, ORT_OP_ATTR_INT);
+    if (a.input_forget) attrs.add("input_forget", &*a.input_forget, 1, ORT_OP_ATTR_INT);
+    if (a.clip) attrs.add("clip", &*a.clip, 1, ORT_OP_ATTR_FLOAT);
+    if (a.direction)
+      attrs.add("direction", a.direction->c_str(), static_cast<int>(a.direction->size()), ORT_OP_ATTR_STRING);
+    std::vector<const char*> names;
+    if (a.activations) {
+      for (const std::string& s : *a.activations) names.push_back(s.c_str());
+      attrs.add("activations", names.data(), static_cast<int>(names.size()), ORT_OP_ATTR_STRINGS);
+    }
+    if (a.activation_alpha)
+      attrs.add("activation_alpha", a.activation_alpha->data(), static_cast<int>(a.activation_alpha->size()),
+                ORT_OP_ATTR_FLOATS);
+    if (a.activation_beta)
+      attrs.add("activation_beta", a.activation_beta->data(), static_cast<int>(a.activation_beta->size()),
+                ORT_OP_ATTR_FLOATS);
+    const char* constraint_names[] = {"T", "T1"};
+    const ONNXTensorElementDataType constraint_types[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+                                                          ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+    inputs_ = static_cast<int>(input_count(a.op));
+    outputs_ = static_cast<int>(output_count(a.op));
+    OrtStatus* status = api().api->CreateOp(info, op_name(a.op), "", kBuiltinOpset, constraint_names, constraint_types,
+                                            2, attrs.attrs.data(), static_cast<int>(attrs.attrs.size()), inputs_,
+                                            outputs_, &op_);
+    if (status) {
+      const std::string message = api().api->GetErrorMessage(status);
+      api().api->ReleaseStatus(status);
+      node_.fail_here("ONNX Runtime's own kernel could not be made (" + message + ")", ORT_NOT_IMPLEMENTED);
+    }
+  }
+
+  ~BuiltinKernel() override {
+    if (op_) api().api->ReleaseOp(op_);
+  }
+
+  void compute(OrtKernelContext* ctx) override {
+    RunShape s;
+    RunTensors t = bind_run(node_, ctx, s);  // checks the tensors and allocates the outputs
+    std::vector<const OrtValue*> in(static_cast<std::size_t>(inputs_), nullptr);
+    std::vector<OrtValue*> out(static_cast<std::size_t>(outputs_), nullptr);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = t.in[i].value;
+    for (std::size_t o = 0; o < out.size(); ++o) out[o] = t.out[o];
+    check(api().api->InvokeOp(ctx, op_, in.data(), inputs_, out.data(), outputs_));
+    counters().builtin_runs.fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  RnnNode node_;
+  OrtOp* op_ = nullptr;
+  int inputs_ = 0, outputs_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_builtin_kernel(const OrtKernelInfo* info, RnnNode node) {
+  auto k = std::make_unique<BuiltinKernel>(info, std::move(node));
+  counters().builtin_kernels.fetch_add(1, std::memory_order_relaxed);
+  return k;
+}
+
+}  // namespace rnnjit::ort

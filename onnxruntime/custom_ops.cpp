@@ -1,0 +1,190 @@
+// rnnjit's ONNX Runtime library (librnnjit_onnxruntime.so): RegisterCustomOps, which ONNX Runtime
+// calls when a session's options load the library (SessionOptions.register_custom_ops_library),
+// registers the op table below in two domains:
+//   ""           ONNX's own: the library's kernels replace ONNX Runtime's CPU kernels for these
+//                ops (ONNX Runtime's maintainers call overriding a standard op unofficial); a node
+//                rnnjit cannot run goes to ONNX Runtime's kernel (builtin_kernel.cpp).
+//   com.rnnjit   the stable route (rnnjit.onnx rewrites a model's nodes into it); a node rnnjit
+//                cannot run is an error at session creation.
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "onnxruntime/kernel.hpp"
+
+namespace rnnjit::ort {
+namespace {
+
+// The op table: one row per ONNX operator, the C API's operator it maps to. Quantized operators
+// (com.microsoft:DynamicQuantizeLSTM) join as rows once rnnjit runs them.
+struct OpSpec {
+  const char* name;
+  rnnjit_onnx_op_t op;
+};
+constexpr OpSpec kOps[] = {{"LSTM", RNNJIT_ONNX_LSTM}, {"GRU", RNNJIT_ONNX_GRU}, {"RNN", RNNJIT_ONNX_RNN}};
+
+struct Domain {
+  const char* name;
+  bool builtin_fallback;  // hand what rnnjit does not run to ONNX Runtime's kernel
+};
+constexpr Domain kDomains[] = {{"", true}, {"com.rnnjit", false}};
+
+// One op of one domain: ONNX Runtime's OrtCustomOp (its callbacks receive it) and what it is.
+struct RegisteredOp : OrtCustomOp {
+  OpSpec spec{};
+  Domain domain{};
+};
+
+const RegisteredOp& self(const OrtCustomOp* op) { return *static_cast<const RegisteredOp*>(op); }
+
+std::string node_name(const OrtKernelInfo* info) {
+  std::size_t size = 0;
+  if (OrtStatus* s = api().api->KernelInfo_GetNodeName(info, nullptr, &size)) {
+    api().api->ReleaseStatus(s);
+    return "";
+  }
+  std::string name(size, '\0');
+  check(api().api->KernelInfo_GetNodeName(info, name.data(), &size));
+  name.resize(size > 0 ? size - 1 : 0);
+  return name;
+}
+
+OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi*, const OrtKernelInfo* info,
+                                      void** kernel) {
+  return guarded([&] {
+    const RegisteredOp& r = self(op);
+    RnnNode node{read_attributes(info, r.spec.op), ""};
+    node.what = std::string(r.spec.name) + " node '" + node_name(info) + "' (domain '" + r.domain.name + "')";
+    try {
+      *kernel = make_rnnjit_kernel(info, node).release();
+    } catch (const Unsupported& e) {
+      if (!r.domain.builtin_fallback)
+        node.fail_here(std::string(e.what()) + " (in domain com.rnnjit a node runs on rnnjit or not at all; in ONNX's "
+                                               "default domain it would run on ONNX Runtime's own kernel)",
+                       ORT_NOT_IMPLEMENTED);
+      if (verbose())
+        std::fprintf(stderr, "rnnjit: %s runs on ONNX Runtime's own kernel: %s\n", node.what.c_str(), e.what());
+      *kernel = make_builtin_kernel(info, node).release();
+    }
+  });
+}
+
+OrtStatus* ORT_API_CALL compute(void* kernel, OrtKernelContext* ctx) {
+  return guarded([&] { static_cast<Kernel*>(kernel)->compute(ctx); });
+}
+
+void ORT_API_CALL destroy(void* kernel) { delete static_cast<Kernel*>(kernel); }
+
+const char* ORT_API_CALL get_name(const OrtCustomOp* op) { return self(op).spec.name; }
+const char* ORT_API_CALL provider(const OrtCustomOp*) { return nullptr; }  // the CPU execution provider
+
+ONNXTensorElementDataType ORT_API_CALL input_type(const OrtCustomOp*, size_t index) {
+  return index == kSequenceLens ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
+size_t ORT_API_CALL input_count_of(const OrtCustomOp* op) { return input_count(self(op).spec.op); }
+ONNXTensorElementDataType ORT_API_CALL output_type(const OrtCustomOp*, size_t) {
+  return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
+size_t ORT_API_CALL output_count_of(const OrtCustomOp* op) { return output_count(self(op).spec.op); }
+
+OrtCustomOpInputOutputCharacteristic ORT_API_CALL input_characteristic(const OrtCustomOp*, size_t index) {
+  return index <= kR ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;  // X, W, R required
+}
+OrtCustomOpInputOutputCharacteristic ORT_API_CALL output_characteristic(const OrtCustomOp*, size_t) {
+  return INPUT_OUTPUT_OPTIONAL;
+}
+OrtMemType ORT_API_CALL input_memory_type(const OrtCustomOp*, size_t) { return OrtMemTypeDefault; }
+int ORT_API_CALL one(const OrtCustomOp*) { return 1; }
+int ORT_API_CALL start_version(const OrtCustomOp*) { return 1; }
+int ORT_API_CALL end_version(const OrtCustomOp*) { return INT_MAX; }
+
+std::unique_ptr<RegisteredOp> make_op(const OpSpec& spec, const Domain& domain) {
+  auto r = std::make_unique<RegisteredOp>();
+  OrtCustomOp& op = *r;
+  std::memset(&op, 0, sizeof(OrtCustomOp));
+  // The fields ONNX Runtime reads: those of the older of its API and this header's.
+  op.version = static_cast<std::uint32_t>(api().version < ORT_API_VERSION ? api().version : ORT_API_VERSION);
+  op.GetName = get_name;
+  op.GetExecutionProviderType = provider;
+  op.GetInputType = input_type;
+  op.GetInputTypeCount = input_count_of;
+  op.GetOutputType = output_type;
+  op.GetOutputTypeCount = output_count_of;
+  op.KernelDestroy = destroy;
+  op.GetInputCharacteristic = input_characteristic;
+  op.GetOutputCharacteristic = output_characteristic;
+  op.GetInputMemoryType = input_memory_type;
+  op.GetVariadicInputMinArity = one;
+  op.GetVariadicInputHomogeneity = one;
+  op.GetVariadicOutputMinArity = one;
+  op.GetVariadicOutputHomogeneity = one;
+  op.CreateKernelV2 = create_kernel;
+  op.KernelComputeV2 = compute;
+  op.GetStartVersion = start_version;
+  op.GetEndVersion = end_version;
+  r->spec = spec;
+  r->domain = domain;
+  return r;
+}
+
+// The domains and their ops, made once and shared by every session's options that load the
+// library (the library is never unloaded: -z nodelete, so they outlive every session).
+std::vector<OrtCustomOpDomain*>& domains() {
+  static std::vector<OrtCustomOpDomain*> made;
+  static std::vector<std::unique_ptr<RegisteredOp>> ops;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const Domain& d : kDomains) {
+      OrtCustomOpDomain* domain = nullptr;
+      check(api().api->CreateCustomOpDomain(d.name, &domain));
+      for (const OpSpec& spec : kOps) {
+        ops.push_back(make_op(spec, d));
+        check(api().api->CustomOpDomain_Add(domain, ops.back().get()));
+      }
+      made.push_back(domain);
+    }
+  });
+  return made;
+}
+
+}  // namespace
+}  // namespace rnnjit::ort
+
+extern "C" {
+
+// ONNX Runtime's entry point for a custom-op library.
+__attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
+                                                                                   const OrtApiBase* api_base) {
+  using namespace rnnjit::ort;
+  try {
+    static std::once_flag once;
+    std::call_once(once, [api_base] { set_api(api_base); });
+  } catch (const std::exception& e) {
+    // No API to make a status with: the newest one the runtime has at all.
+    const OrtApi* a = api_base ? api_base->GetApi(1) : nullptr;
+    return a ? a->CreateStatus(ORT_FAIL, e.what()) : nullptr;
+  }
+  return guarded([&] {
+    for (OrtCustomOpDomain* d : domains()) check(api().api->AddCustomOpDomain(options, d));
+  });
+}
+
+// What the library did in this process: kernels made on rnnjit and on ONNX Runtime's own kernel,
+// runs of each, and weight packings (a constant initializer's, once per shape). For tests and for
+// users who want to know that rnnjit ran.
+__attribute__((visibility("default"))) void rnnjit_onnxruntime_stats(uint64_t* rnnjit_kernels,
+                                                                     uint64_t* builtin_kernels, uint64_t* rnnjit_runs,
+                                                                     uint64_t* builtin_runs, uint64_t* weight_packs) {
+  const rnnjit::ort::Counters& c = rnnjit::ort::counters();
+  if (rnnjit_kernels) *rnnjit_kernels = c.rnnjit_kernels.load();
+  if (builtin_kernels) *builtin_kernels = c.builtin_kernels.load();
+  if (rnnjit_runs) *rnnjit_runs = c.rnnjit_runs.load();
+  if (builtin_runs) *builtin_runs = c.builtin_runs.load();
+  if (weight_packs) *weight_packs = c.weight_packs.load();
+}
+
+}  // extern "C"
