@@ -34,19 +34,30 @@ class BuiltinKernel final : public Kernel {
       node_.fail_here("its activations cannot be read by this ONNX Runtime (C API " + std::to_string(api().version) +
                           "; string lists need 25), so neither rnnjit nor ONNX Runtime's kernel can be given them",
                       ORT_NOT_IMPLEMENTED);
+    // The standalone kernel gets no schema defaults: every attribute it reads is given, the
+    // node's or ONNX's default.
     OpAttrs attrs;
-    if (a.hidden_size) attrs.add("hidden_size", &*a.hidden_size, 1, ORT_OP_ATTR_INT);
-    if (a.layout) attrs.add("layout", &*a.layout, 1, ORT_OP_ATTR_INT);
-    if (a.linear_before_reset) attrs.add("linear_before_reset", &*a.linear_before_reset, 1, ORT_OP_ATTR_INT);
-    if (a.input_forget) attrs.add("input_forget", &*a.input_forget, 1, ORT_OP_ATTR_INT);
+    const std::int64_t hidden_size = a.hidden_size.value_or(0), layout = a.layout.value_or(0);
+    const std::int64_t linear_before_reset = a.linear_before_reset.value_or(0), input_forget = a.input_forget.value_or(0);
+    const std::string direction = a.direction.value_or("forward");
+    attrs.add("hidden_size", &hidden_size, 1, ORT_OP_ATTR_INT);
+    attrs.add("layout", &layout, 1, ORT_OP_ATTR_INT);
+    attrs.add("direction", direction.c_str(), static_cast<int>(direction.size()), ORT_OP_ATTR_STRING);
+    if (a.op == RNNJIT_ONNX_GRU) attrs.add("linear_before_reset", &linear_before_reset, 1, ORT_OP_ATTR_INT);
+    if (a.op == RNNJIT_ONNX_LSTM) attrs.add("input_forget", &input_forget, 1, ORT_OP_ATTR_INT);
     if (a.clip) attrs.add("clip", &*a.clip, 1, ORT_OP_ATTR_FLOAT);
-    if (a.direction)
-      attrs.add("direction", a.direction->c_str(), static_cast<int>(a.direction->size()), ORT_OP_ATTR_STRING);
-    std::vector<const char*> names;
+    std::vector<std::string> activations;
     if (a.activations) {
-      for (const std::string& s : *a.activations) names.push_back(s.c_str());
-      attrs.add("activations", names.data(), static_cast<int>(names.size()), ORT_OP_ATTR_STRINGS);
+      activations = *a.activations;
+    } else {
+      const std::vector<std::string> defaults = a.op == RNNJIT_ONNX_LSTM ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                                : a.op == RNNJIT_ONNX_GRU ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                                          : std::vector<std::string>{"Tanh"};
+      for (int d = 0; d < a.directions(); ++d) activations.insert(activations.end(), defaults.begin(), defaults.end());
     }
+    std::vector<const char*> names;
+    for (const std::string& s : activations) names.push_back(s.c_str());
+    attrs.add("activations", names.data(), static_cast<int>(names.size()), ORT_OP_ATTR_STRINGS);
     if (a.activation_alpha)
       attrs.add("activation_alpha", a.activation_alpha->data(), static_cast<int>(a.activation_alpha->size()),
                 ORT_OP_ATTR_FLOATS);
