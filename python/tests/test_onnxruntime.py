@@ -379,3 +379,91 @@ def test_to_rnnjit_domain_rewrites_every_rnn_node():
     before = rnnjit.onnxruntime.stats()
     session(model, True).run(None, node.feeds(3, 2))
     assert stats_delta(before)["rnnjit_runs"] == 1
+
+
+# ---- models exported from torch.nn ----
+
+TORCH_CASES = [
+    dict(mode="LSTM", layers=1),
+    dict(mode="LSTM", layers=2, bidirectional=True, initial=True),
+    dict(mode="LSTM", layers=3, batch_first=True),
+    dict(mode="LSTM", layers=1, bidirectional=True, batch_first=True, initial=True),
+    dict(mode="GRU", layers=1, initial=True),
+    dict(mode="GRU", layers=2, bidirectional=True, batch_first=True),
+    dict(mode="RNN_TANH", layers=2, initial=True),
+    dict(mode="RNN_RELU", layers=1, bidirectional=True, batch_first=True),
+    dict(mode="RNN_RELU", layers=3, initial=True),
+]
+
+
+def export_torch(torch, module, args, names, dynamic, path):
+    torch.onnx.export(module, args, path, dynamo=False, input_names=names, output_names=["y", "h"],
+                      dynamic_axes=dynamic, opset_version=14)
+
+
+@pytest.mark.parametrize("case", TORCH_CASES, ids=case_id)
+def test_torch_exported_models(case, tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed here")
+    if not hasattr(torch, "onnx"):
+        pytest.skip("this PyTorch has no ONNX exporter")
+    rng = np.random.default_rng(abs(hash(case_id(case))) % (2**31))
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    I, H = int(rng.integers(2, 24)), int(rng.integers(2, 40))
+    mode, layers = case["mode"], case["layers"]
+    bidirectional, batch_first = case.get("bidirectional", False), case.get("batch_first", False)
+    kw = dict(num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
+    if mode == "LSTM":
+        module = torch.nn.LSTM(I, H, **kw)
+    elif mode == "GRU":
+        module = torch.nn.GRU(I, H, **kw)
+    else:
+        module = torch.nn.RNN(I, H, nonlinearity="tanh" if mode == "RNN_TANH" else "relu", **kw)
+    module.eval()
+    D = 2 if bidirectional else 1
+
+    class Wrap(torch.nn.Module):  # y and h only: the exports of every mode look alike
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x, *state):
+            y, h = self.inner(x, *state) if state else self.inner(x)
+            return y, (h[0] if isinstance(h, tuple) else h)
+
+    def inputs(T, N):
+        x = torch.randn(*((N, T, I) if batch_first else (T, N, I)))
+        if not case.get("initial"):
+            return (x,)
+        h = torch.randn(layers * D, N, H)
+        return (x, (h, torch.randn(layers * D, N, H))) if mode == "LSTM" else (x, h)
+
+    T0, N0 = int(rng.integers(2, 8)), int(rng.integers(2, 5))
+    example = inputs(T0, N0)
+    names = ["x"] + (["h0", "c0"] if case.get("initial") and mode == "LSTM" else ["h0"] if case.get("initial") else [])
+    dynamic = {"x": {0: "N", 1: "T"} if batch_first else {0: "T", 1: "N"}, "y": {0: "d0", 1: "d1"}}
+    for n in names[1:]:
+        dynamic[n] = {1: "N"}
+    path = str(tmp_path / "model.onnx")
+    with torch.no_grad():
+        export_torch(torch, Wrap(module), example, names, dynamic, path)
+    model = onnx.load(path)
+    n_nodes = sum(1 for n in model.graph.node if n.op_type in GATES)
+    assert n_nodes == layers
+    for domain_model in (model, rnnjit.onnx.to_rnnjit_domain(model)):
+        with_lib, without = session(domain_model, True), session(model, False)
+        for _ in range(2):
+            T, N = int(rng.integers(1, 9)), int(rng.integers(1, 5))
+            args = inputs(T, N)
+            flat = [args[0]] + ([t for t in args[1]] if mode == "LSTM" and len(args) > 1 else list(args[1:]))
+            feeds = {name: t.numpy() for name, t in zip(names, flat)}
+            before = rnnjit.onnxruntime.stats()
+            got = with_lib.run(None, feeds)
+            assert stats_delta(before)["rnnjit_runs"] == layers
+            want = without.run(None, feeds)
+            with torch.no_grad():
+                torch_out = [t.numpy() for t in Wrap(module)(*args)]
+            tol = 2 * tolerance(I, H, H, D, layers, T, N, False) + 16 * EPS32
+            for g, w, t in zip(got, want, torch_out):
+                assert g.shape == w.shape == t.shape
+                assert np.max(np.abs(g - w) / (1 + np.abs(w))) <= tol
+                assert np.max(np.abs(g - t) / (1 + np.abs(t))) <= tol
