@@ -42,10 +42,11 @@ OnnxNode node_of_op(const rnnjit_onnx_attributes_t& a) {
 }
 
 // ONNX's default activations of an operator (attrs.op, checked), those of one direction.
-std::vector<std::string_view> default_activations(const rnnjit_onnx_attributes_t& a) {
-  if (a.op == RNNJIT_ONNX_RNN) return {"Tanh"};
-  if (a.op == RNNJIT_ONNX_GRU) return {"Sigmoid", "Tanh"};
-  return {"Sigmoid", "Tanh", "Tanh"};
+std::span<const std::string_view> default_activations(const rnnjit_onnx_attributes_t& a) {
+  static constexpr std::string_view rnn[] = {"Tanh"}, gru[] = {"Sigmoid", "Tanh"}, lstm[] = {"Sigmoid", "Tanh", "Tanh"};
+  if (a.op == RNNJIT_ONNX_RNN) return rnn;
+  if (a.op == RNNJIT_ONNX_GRU) return gru;
+  return lstm;
 }
 
 // hidden_size and direction (and the input size the caller gives), one layer.
@@ -130,7 +131,7 @@ bool all_are(const rnnjit_onnx_attributes_t& a, const char* name) {
 // An RNN's activation, the same for every direction, picks its cell (LeakyRelu: with alpha);
 // the other operators take their defaults only. Returns whether it is LeakyRelu.
 bool set_activation_cell(const rnnjit_onnx_attributes_t& a, OnnxNode& node,
-                         const std::vector<std::string_view>& defaults, const std::string& given) {
+                         std::span<const std::string_view> defaults, const std::string& given) {
   const char* op = node.op_name;
   const std::size_t per_direction = defaults.size();
   bool all_default = true;
@@ -282,12 +283,21 @@ struct OnnxCall {
   std::int64_t T = 0, N = 0, I = 0, H = 0, D = 0;
   std::int64_t states = 0;  // D * N * H
   bool lstm = false, batch_first = false;
-  std::string shape_text;
+  int layout = 0;
   std::span<const float> X, h0, c0, P;
   std::span<const std::int32_t> seq;
   std::span<float> Y, Yh, Yc;
   std::span<const std::byte> packed;
 };
+
+// The call's sizes as text, for messages: made only when a check fails (every run checks).
+std::string shape_text(const OnnxCall& c) {
+  return fmt::format("for ONNX {} T={} N={} I={} H={} D={} layout={}", c.op, c.T, c.N, c.I, c.H, c.D, c.layout);
+}
+
+void check_call_size(const OnnxCall& c, std::size_t size, std::int64_t expected, const char* name) {
+  if (static_cast<std::int64_t>(size) != expected) check_size(size, expected, name, shape_text(c));
+}
 
 // The call's tensors in rnnjit's layouts: x [T, N, I], y [T, N, D*H], hx/cx/hy/cy [D, N, H].
 struct RnnjitTensors {
@@ -307,11 +317,10 @@ OnnxCall bind_call(const rnnjit_execution& e, const OnnxNode& node, const rnnjit
   c.T = e.ex.shape().seq_len, c.N = e.ex.shape().batch, c.I = config.input_size, c.H = config.hidden_size,
   c.D = config.directions();
   c.lstm = config.cell == CellKind::lstm, c.batch_first = node.layout == 1;
-  c.shape_text =
-      fmt::format("for ONNX {} T={} N={} I={} H={} D={} layout={}", c.op, c.T, c.N, c.I, c.H, c.D, node.layout);
+  c.layout = node.layout;
   c.states = c.D * c.N * c.H;
   c.X = buffer(io.X, io.X_size, "X");
-  check_size(c.X.size(), c.T * c.N * c.I, "X", c.shape_text);
+  check_call_size(c, c.X.size(), c.T * c.N * c.I, "X");
   c.seq = buffer(io.sequence_lens, io.sequence_lens_size, "sequence_lens");
   c.h0 = buffer(io.initial_h, io.initial_h_size, "initial_h");
   c.c0 = buffer(io.initial_c, io.initial_c_size, "initial_c");
@@ -327,7 +336,7 @@ OnnxCall bind_call(const rnnjit_execution& e, const OnnxNode& node, const rnnjit
 // size is left to Execution::forward, which names it.)
 void check_peepholes(const OnnxCall& c, const RnnConfig& config, std::span<const float> weights) {
   const std::int64_t D = c.D, H = c.H;
-  check_size(c.P.size(), D * 3 * H, "P", c.shape_text);
+  check_call_size(c, c.P.size(), D * 3 * H, "P");
   if (!config.peephole) {
     const std::string nonzero = first_nonzero(c.P, 3 * H);
     if (!nonzero.empty())
@@ -354,17 +363,17 @@ void check_peepholes(const OnnxCall& c, const RnnConfig& config, std::span<const
 
 // The sizes of the tensors given, and LSTM's tensors given to LSTM only.
 void check_tensors(const OnnxCall& c, const RnnConfig& config, std::span<const float> weights) {
-  if (!c.h0.empty()) check_size(c.h0.size(), c.states, "initial_h", c.shape_text);
-  if (!c.Y.empty()) check_size(c.Y.size(), c.T * c.D * c.N * c.H, "Y", c.shape_text);
-  if (!c.Yh.empty()) check_size(c.Yh.size(), c.states, "Y_h", c.shape_text);
+  if (!c.h0.empty()) check_call_size(c, c.h0.size(), c.states, "initial_h");
+  if (!c.Y.empty()) check_call_size(c, c.Y.size(), c.T * c.D * c.N * c.H, "Y");
+  if (!c.Yh.empty()) check_call_size(c, c.Yh.size(), c.states, "Y_h");
   if (!c.lstm) {
     if (!c.c0.empty()) invalid(fmt::format("ONNX {}: initial_c is an input of LSTM only", c.op));
     if (!c.Yc.empty()) invalid(fmt::format("ONNX {}: Y_c is an output of LSTM only", c.op));
     if (!c.P.empty()) invalid(fmt::format("ONNX {}: P is an input of LSTM only", c.op));
     return;
   }
-  if (!c.c0.empty()) check_size(c.c0.size(), c.states, "initial_c", c.shape_text);
-  if (!c.Yc.empty()) check_size(c.Yc.size(), c.states, "Y_c", c.shape_text);
+  if (!c.c0.empty()) check_call_size(c, c.c0.size(), c.states, "initial_c");
+  if (!c.Yc.empty()) check_call_size(c, c.Yc.size(), c.states, "Y_c");
   if (!c.P.empty()) check_peepholes(c, config, weights);
 }
 
@@ -374,7 +383,7 @@ void check_tensors(const OnnxCall& c, const RnnConfig& config, std::span<const f
 std::vector<std::int64_t> bind_lengths(rnnjit_execution& e, OnnxCall& c) {
   std::vector<std::int64_t> empty_rows;
   if (c.seq.empty()) return empty_rows;
-  check_size(c.seq.size(), c.N, "sequence_lens", c.shape_text);
+  check_call_size(c, c.seq.size(), c.N, "sequence_lens");
   for (std::size_t n = 0; n < c.seq.size(); ++n) {
     if (c.seq[n] < 0 || c.seq[n] > c.T)
       invalid(fmt::format("ONNX {}: sequence_lens[{}] = {} is outside [0, T = {}]", c.op, n, c.seq[n], c.T));
@@ -451,7 +460,7 @@ void zero_empty_rows(const OnnxCall& c, const std::vector<std::int64_t>& empty_r
 OnnxNode onnx_node(const rnnjit_onnx_attributes_t* attrs_ptr, std::int64_t input_size) {
   const rnnjit_onnx_attributes_t& a = c_api::deref(attrs_ptr, "attrs");
   OnnxNode node = node_of_op(a);
-  const std::vector<std::string_view> defaults = default_activations(a);
+  const std::span<const std::string_view> defaults = default_activations(a);
   set_sizes(a, input_size, node);
   set_flags(a, node);
   const std::string given = check_activation_lists(a, node.op_name, defaults.size(), node.config.directions());
