@@ -62,6 +62,13 @@ ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
 if (($# == 0)); then
   venv=build/python-venv
   if rnnjit_python_venv "$venv"; then
+    # onnx and onnxruntime for test_onnxruntime.py (rnnjit's ONNX Runtime library), from PyPI,
+    # bounded; those tests skip without them. numpy<2 keeps Debian's numpy, which Debian's torch
+    # is built against.
+    if ! "$venv/bin/python" -c 'import onnx, onnxruntime' 2>/dev/null; then
+      timeout 300 "$venv/bin/pip" install -q --timeout 20 --retries 2 onnx onnxruntime 'numpy<2' ||
+        echo "test: could not install onnx and onnxruntime into $venv: test_onnxruntime.py will skip" >&2
+    fi
     "$venv/bin/pip" install -q --no-build-isolation --no-deps --config-settings=build-dir=build/python-wheel .
     "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
   else

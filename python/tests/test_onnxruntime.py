@@ -397,8 +397,13 @@ TORCH_CASES = [
 
 
 def export_torch(torch, module, args, names, dynamic, path):
-    torch.onnx.export(module, args, path, dynamo=False, input_names=names, output_names=["y", "h"],
-                      dynamic_axes=dynamic, opset_version=14)
+    import inspect
+
+    # The TorchScript exporter: torch 2.x's default is the dynamo one (dynamo=False picks it back);
+    # torch 1.13 has only it.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    torch.onnx.export(module, args, path, input_names=names, output_names=["y", "h"], dynamic_axes=dynamic,
+                      opset_version=14, **legacy)
 
 
 @pytest.mark.parametrize("case", TORCH_CASES, ids=case_id)
@@ -467,3 +472,22 @@ def test_torch_exported_models(case, tmp_path):
                 assert g.shape == w.shape == t.shape
                 assert np.max(np.abs(g - w) / (1 + np.abs(w))) <= tol
                 assert np.max(np.abs(g - t) / (1 + np.abs(t))) <= tol
+
+
+# ---- the README's examples ----
+
+@pytest.mark.parametrize("example", ["onnxruntime_override.py", "onnxruntime_domain.py"])
+def test_examples_run_on_rnnjit(example, tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    node = Node("LSTM", hidden=12, input_size=5, seed=11, direction="bidirectional")
+    path = tmp_path / "model.onnx"
+    onnx.save(node.model(domain=""), str(path))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = subprocess.run([sys.executable, os.path.join(root, "examples", example), str(path)], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    m = re.search(r"'rnnjit_runs': (\d+), 'builtin_runs': (\d+)", run.stdout)
+    assert m and int(m.group(1)) == 1 and int(m.group(2)) == 0, run.stdout
