@@ -491,3 +491,13 @@ def test_examples_run_on_rnnjit(example, tmp_path):
     assert run.returncode == 0, run.stderr
     m = re.search(r"'rnnjit_runs': (\d+), 'builtin_runs': (\d+)", run.stdout)
     assert m and int(m.group(1)) == 1 and int(m.group(2)) == 0, run.stdout
+
+
+def test_loading_blocks_intra_op_spinning_unless_told():
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(LIBRARY)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    options.register_custom_ops_library(LIBRARY)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
