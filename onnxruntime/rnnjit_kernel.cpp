@@ -106,7 +106,7 @@ class RnnjitKernel final : public Kernel {
     io.Y = outputs[kY], io.Y_size = sizes[kY];
     io.Y_h = outputs[kYh], io.Y_h_size = sizes[kYh];
     io.Y_c = outputs[kYc], io.Y_c_size = sizes[kYc];
-    if (!shape.packed.empty()) io.packed_weights = shape.packed.data(), io.packed_weights_bytes = shape.packed.size();
+    if (shape.packed) io.packed_weights = shape.packed->data(), io.packed_weights_bytes = shape.packed->size();
     check_rnnjit(node_, rnnjit_onnx_forward(shape.ex.get(), &c_attrs_.attrs, weights_.data(), weights_.size(), &io));
     counters().rnnjit_runs.fetch_add(1, std::memory_order_relaxed);
   }
@@ -115,7 +115,9 @@ class RnnjitKernel final : public Kernel {
   struct Shape {
     std::int64_t T = 0, N = 0;
     ExecutionHandle ex;
-    std::vector<std::byte> packed;  // the constant weights packed for this execution's plan
+    // The constant weights packed for this execution's plan, shared with the other shapes'
+    // executions whose plans pack them into the same bytes.
+    std::shared_ptr<const std::vector<std::byte>> packed;
     std::uint64_t last_use = 0;
   };
 
@@ -165,9 +167,16 @@ class RnnjitKernel final : public Kernel {
       std::size_t bytes = 0;
       check_rnnjit(node_, rnnjit_execution_packed_weights_size(ex, &bytes));
       if (bytes > 0) {
-        s.packed.resize(bytes);
-        check_rnnjit(node_, rnnjit_pack_weights(ex, weights_.data(), weights_.size(), s.packed.data(), bytes));
+        auto packed = std::make_shared<std::vector<std::byte>>(bytes);
+        check_rnnjit(node_, rnnjit_pack_weights(ex, weights_.data(), weights_.size(), packed->data(), bytes));
         counters().weight_packs.fetch_add(1, std::memory_order_relaxed);
+        s.packed = std::move(packed);
+        // Plans of many shapes (the T of streamed chunks) pack alike: one copy serves them all.
+        for (const Shape& other : shapes_)
+          if (other.packed && *other.packed == *s.packed) {
+            s.packed = other.packed;
+            break;
+          }
       }
     }
     shapes_.push_back(std::move(s));
