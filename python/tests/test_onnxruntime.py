@@ -487,10 +487,13 @@ def test_examples_run_on_rnnjit(example, tmp_path):
     onnx.save(node.model(domain=""), str(path))
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     run = subprocess.run([sys.executable, os.path.join(root, "examples", example), str(path)], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=120, env=dict(os.environ, RNNJIT_VERBOSE="1"))
     assert run.returncode == 0, run.stderr
     m = re.search(r"'rnnjit_runs': (\d+), 'builtin_runs': (\d+)", run.stdout)
     assert m and int(m.group(1)) == 1 and int(m.group(2)) == 0, run.stdout
+    # RNNJIT_VERBOSE logs, from inside ONNX Runtime, the node's route and the plan rnnjit made for it.
+    assert re.search(r"rnnjit: LSTM node 'lstm_node' \(domain '(com\.rnnjit)?'\) runs on rnnjit", run.stderr), run.stderr
+    assert re.search(r"rnnjit: plan lstm I=5 H=12 L=1 D=2 T=4 N=4 inference", run.stderr), run.stderr
 
 
 def test_loading_blocks_intra_op_spinning_unless_told():
