@@ -103,4 +103,4 @@ rnnjit_fetch_ort_headers() {
     ln -sfn root/usr/include/onnxruntime "$dir/include" &&
     echo "setup: ONNX Runtime headers $(basename "$dir"/deb/*.deb) in $dir/include" >&2
 }
-rnnjit_fetch_ort_headers
+rnnjit_fetch_ort_headers || echo "setup: ONNX Runtime headers not fetched: librnnjit_onnxruntime.so is not built" >&2
