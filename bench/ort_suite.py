@@ -6,7 +6,7 @@ without, both with default session options but intra_op_num_threads=2 (--no-spin
 session.intra_op.allow_spinning=0 to both); runs alternate between them; each reports the min and
 the median of its times, and the ratio ORT alone / ORT with rnnjit (> 1: rnnjit faster).
 
-Shapes: the production shapes (streaming T=1 LSTMs, a BiLSTM encoder at N=32 and N=1, the cell of
+Shapes: a tiny LSTM (H=8, T=1, N=1: the per-run overhead of each), the production shapes (streaming T=1 LSTMs, a BiLSTM encoder at N=32 and N=1, the cell of
 an LSTMP on chunks of T=16..32) and DeepSpeech2's (T=300 N=20 I=H=800 LSTM and GRU). The LSTMP's
 projection (1024 -> 512) cannot be said in an ONNX LSTM node (ONNX's LSTM has none; torch's
 exporter refuses proj_size), so its row is the cell alone: LSTM I=512 H=1024.
@@ -74,6 +74,7 @@ def rnn_model(op, I, H, layers, bidirectional, T, N):
 
 # name, op, I, H, layers, bidirectional, T (a list: chunks of those lengths in turn), N
 SHAPES = [
+    ("overhead_lstm8_t1_n1", "LSTM", 8, 8, 1, False, [1], 1),  # a run's fixed cost, next to no arithmetic
     ("lstm128_t1_n1", "LSTM", 128, 128, 1, False, [1], 1),
     ("lstm640x2_t1_n1", "LSTM", 640, 640, 2, False, [1], 1),
     ("lstmp1024_cell_i512_t16-32_n1", "LSTM", 512, 1024, 1, False, list(range(16, 33, 4)), 1),
