@@ -5,6 +5,16 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tools/setup.sh
+
+# onnx_peers VENV: onnx and onnxruntime for test_onnxruntime.py (rnnjit's ONNX Runtime library),
+# from PyPI, bounded; those tests skip without them. numpy<2 keeps Debian's numpy, which Debian's
+# torch is built against.
+onnx_peers() {
+  if ! "$1/bin/python" -c 'import onnx, onnxruntime' 2>/dev/null; then
+    timeout 300 "$1/bin/pip" install -q --timeout 20 --retries 2 onnx onnxruntime 'numpy<2' ||
+      echo "test: could not install onnx and onnxruntime into $1: test_onnxruntime.py will skip" >&2
+  fi
+}
 case "${1:-}" in
   --sanitize|--sanitize=address)
     shift
@@ -12,6 +22,7 @@ case "${1:-}" in
     python_flags=()
     if rnnjit_python_venv build/python-venv; then
       python_flags=(-DRNNJIT_PYTHON=ON "-DPython_EXECUTABLE=$PWD/build/python-venv/bin/python")
+      onnx_peers build/python-venv
     fi
     rnnjit_build build-asan -DRNNJIT_SANITIZE=address "${python_flags[@]}"
     # Xbyak-generated code and OpenBLAS are not instrumented; leaks are reported at exit.
@@ -62,13 +73,7 @@ ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
 if (($# == 0)); then
   venv=build/python-venv
   if rnnjit_python_venv "$venv"; then
-    # onnx and onnxruntime for test_onnxruntime.py (rnnjit's ONNX Runtime library), from PyPI,
-    # bounded; those tests skip without them. numpy<2 keeps Debian's numpy, which Debian's torch
-    # is built against.
-    if ! "$venv/bin/python" -c 'import onnx, onnxruntime' 2>/dev/null; then
-      timeout 300 "$venv/bin/pip" install -q --timeout 20 --retries 2 onnx onnxruntime 'numpy<2' ||
-        echo "test: could not install onnx and onnxruntime into $venv: test_onnxruntime.py will skip" >&2
-    fi
+    onnx_peers "$venv"
     "$venv/bin/pip" install -q --no-build-isolation --no-deps --config-settings=build-dir=build/python-wheel .
     "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
   else
