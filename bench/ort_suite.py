@@ -85,20 +85,22 @@ SHAPES = [
 ]
 
 
-def session(model_bytes, with_library, spin):
+def session(model_bytes, with_library, spin, rnnjit_threads=0):
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     if not spin:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if with_library:
+        if rnnjit_threads:
+            options.add_session_config_entry("rnnjit.num_threads", str(rnnjit_threads))
         options.register_custom_ops_library(library_path())
     return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
 
 
-def bench_shape(shape, reps, spin):
+def bench_shape(shape, reps, spin, rnnjit_threads=0):
     name, op, I, H, layers, bidirectional, Ts, N = shape
     model = rnn_model(op, I, H, layers, bidirectional, Ts[0], N).SerializeToString()
-    sessions = {"ort": session(model, False, spin), "ort+rnnjit": session(model, True, spin)}
+    sessions = {"ort": session(model, False, spin), "ort+rnnjit": session(model, True, spin, rnnjit_threads)}
     rng = np.random.default_rng(1)
     inputs = [{"X": rng.standard_normal((T, N, I)).astype(np.float32)} for T in Ts]
     outputs = {}
@@ -139,17 +141,20 @@ def main():
     p.add_argument("--reps", type=int, default=30, help="alternating runs of each session (default 30)")
     p.add_argument("--only", default="", help="shapes whose name contains this")
     p.add_argument("--no-spin", action="store_true", help="session.intra_op.allow_spinning=0 in both sessions")
+    p.add_argument("--rnnjit-threads", type=int, default=0,
+                   help="the session config entry rnnjit.num_threads of the session with the library (0: unset)")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args()
     print(f"# {cpu_name()}; onnxruntime {ort.__version__}, onnx {onnx.__version__}; intra_op_num_threads=2"
-          f"{', allow_spinning=0' if args.no_spin else ''}; {args.reps} alternating runs")
+          f"{', allow_spinning=0' if args.no_spin else ''}"
+          f"{f', rnnjit.num_threads={args.rnnjit_threads}' if args.rnnjit_threads else ''}; {args.reps} alternating runs")
     print(f"{'shape':32s} {'ORT min':>9s} {'ORT med':>9s} {'+rnnjit min':>11s} {'+rnnjit med':>11s} "
           f"{'x min':>6s} {'x med':>6s}")
     rows = []
     for shape in SHAPES:
         if args.only and args.only not in shape[0]:
             continue
-        r = bench_shape(shape, args.reps, not args.no_spin)
+        r = bench_shape(shape, args.reps, not args.no_spin, args.rnnjit_threads)
         rows.append(r)
         print(f"{r['shape']:32s} {r['ort']['min_ms']:9.3f} {r['ort']['median_ms']:9.3f} "
               f"{r['ort+rnnjit']['min_ms']:11.3f} {r['ort+rnnjit']['median_ms']:11.3f} "

@@ -41,6 +41,30 @@ bool present(const OrtKernelInfo* info, std::size_t index, std::size_t count) {
   return size > 1;  // counts the terminating NUL: an absent optional input's name is ""
 }
 
+// The session's "rnnjit.num_threads" config entry (SessionOptions.add_session_config_entry): the
+// worker threads of this session's rnnjit networks, 0 where not set (RNNJIT_NUM_THREADS, else
+// every hardware thread). Kernels read session config entries from C API 24 (ONNX Runtime 1.24).
+std::int32_t session_threads(const OrtKernelInfo* info, const RnnNode& node) {
+#if ORT_API_VERSION >= 24
+  if (api().version < 24) return 0;
+  const OrtApi& a = *api().api;
+  OrtKeyValuePairs* entries = nullptr;
+  check(a.KernelInfo_GetConfigEntries(info, &entries));
+  const char* v = a.GetKeyValue(entries, "rnnjit.num_threads");
+  const std::string text = v ? v : "";
+  a.ReleaseKeyValuePairs(entries);
+  if (text.empty()) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (*end != '\0' || n < 1 || n > 256)
+    node.fail_here("session config entry rnnjit.num_threads must be an integer in [1, 256], got \"" + text + "\"");
+  return static_cast<std::int32_t>(n);
+#else
+  (void)info, (void)node;
+  return 0;
+#endif
+}
+
 // A constant initializer's value, or an empty view where the input is not constant.
 TensorView constant_input(const OrtKernelInfo* info, std::size_t index) {
   int is_constant = 0;
@@ -68,6 +92,7 @@ class RnnjitKernel final : public Kernel {
     // its first run), for the input size of W where it is known.
     std::int64_t input_size = 1;
     if (W && W.dims.size() == 3 && W.dims[2] > 0) input_size = W.dims[2];
+    threads_ = session_threads(info, node_);
     rnnjit_config_t config{};
     fill_c_attributes(node_.attrs, has_P_, c_attrs_);
     check_rnnjit(node_, rnnjit_onnx_config(&c_attrs_.attrs, input_size, &config));
@@ -129,6 +154,7 @@ class RnnjitKernel final : public Kernel {
     if (!rnn_ || I != input_size_) {
       rnnjit_config_t config{};
       check_rnnjit(node_, rnnjit_onnx_config(&c_attrs_.attrs, I, &config));
+      config.threads = threads_;
       rnnjit_rnn_t* rnn = nullptr;
       check_rnnjit(node_, rnnjit_rnn_create(&config, &rnn));
       rnn_.reset(rnn);
@@ -186,6 +212,7 @@ class RnnjitKernel final : public Kernel {
   RnnNode node_;
   CAttributes c_attrs_;
   bool has_B_ = false, has_P_ = false, constant_ = false;
+  std::int32_t threads_ = 0;  // rnnjit's worker threads (0: its default)
   std::mutex mutex_;
   RnnHandle rnn_;
   std::int64_t input_size_ = 0;

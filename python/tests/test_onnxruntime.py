@@ -504,3 +504,25 @@ def test_loading_blocks_intra_op_spinning_unless_told():
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")
     options.register_custom_ops_library(LIBRARY)
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+
+
+def test_session_thread_count_entry():
+    major, minor = (int(v) for v in ort.__version__.split(".")[:2])
+    if (major, minor) < (1, 24):
+        pytest.skip("kernels read session config entries from ONNX Runtime 1.24")
+    node = Node("LSTM", hidden=24, input_size=8, seed=12, direction="bidirectional", seq_lens=True)
+    feeds = node.feeds(6, 3)
+    want = session(node.model(), False).run(None, feeds)
+    for value in ("1", "2"):
+        options = ort.SessionOptions()
+        options.add_session_config_entry("rnnjit.num_threads", value)
+        options.register_custom_ops_library(LIBRARY)
+        s = ort.InferenceSession(node.model().SerializeToString(), options, providers=["CPUExecutionProvider"])
+        for g, w in zip(s.run(None, feeds), want):
+            assert np.max(np.abs(g - w)) <= node.tol(6, 3)
+    for bad in ("0", "x", "300"):
+        options = ort.SessionOptions()
+        options.add_session_config_entry("rnnjit.num_threads", bad)
+        options.register_custom_ops_library(LIBRARY)
+        with pytest.raises(Exception, match="rnnjit.num_threads must be an integer in"):
+            ort.InferenceSession(node.model().SerializeToString(), options, providers=["CPUExecutionProvider"])
