@@ -6,11 +6,13 @@
 //                rnnjit cannot run goes to ONNX Runtime's kernel (builtin_kernel.cpp).
 //   com.rnnjit   the stable route (rnnjit.onnx rewrites a model's nodes into it); a node rnnjit
 //                cannot run is an error at session creation.
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,27 +21,32 @@
 namespace rnnjit::ort {
 namespace {
 
-// The op table: one row per ONNX operator, the C API's operator it maps to. Quantized operators
-// (com.microsoft:DynamicQuantizeLSTM) join as rows once rnnjit runs them.
-struct OpSpec {
-  const char* name;
-  rnnjit_onnx_op_t op;
-};
-constexpr OpSpec kOps[] = {{"LSTM", RNNJIT_ONNX_LSTM}, {"GRU", RNNJIT_ONNX_GRU}, {"RNN", RNNJIT_ONNX_RNN}};
-
 struct Domain {
   const char* name;
   bool builtin_fallback;  // hand what rnnjit does not run to ONNX Runtime's kernel
 };
-constexpr Domain kDomains[] = {{"", true}, {"com.rnnjit", false}};
+// LSTM, GRU and RNN: ONNX's own domain (the override) and com.rnnjit (the stable route).
+constexpr Domain kRnnDomains[] = {{"", true}, {"com.rnnjit", false}};
 
-// One op of one domain: ONNX Runtime's OrtCustomOp (its callbacks receive it) and what it is.
-struct RegisteredOp : OrtCustomOp {
-  OpSpec spec{};
-  Domain domain{};
+struct OpSpec;
+using KernelMaker = std::unique_ptr<Kernel> (*)(const OrtKernelInfo* info, const OpSpec& spec, const Domain& domain);
+
+// The op table: one row per ONNX operator: its name, the domains it is registered in, its inputs
+// (the first `required` of them required, the rest optional) and outputs (all optional) with
+// their element types, and what makes the kernel of a node. A quantized operator
+// (com.microsoft:DynamicQuantizeLSTM) joins as a row with its own domain, types and maker.
+struct OpSpec {
+  const char* name;
+  rnnjit_onnx_op_t op;  // the C API's operator, for the RNN ops
+  std::span<const Domain> domains;
+  std::size_t inputs, required, outputs;
+  ONNXTensorElementDataType (*input_type)(std::size_t index);
+  KernelMaker make;
 };
 
-const RegisteredOp& self(const OrtCustomOp* op) { return *static_cast<const RegisteredOp*>(op); }
+ONNXTensorElementDataType rnn_input_type(std::size_t index) {
+  return index == kSequenceLens ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
 
 std::string node_name(const OrtKernelInfo* info) {
   std::size_t size = 0;
@@ -53,23 +60,42 @@ std::string node_name(const OrtKernelInfo* info) {
   return name;
 }
 
+// LSTM, GRU, RNN: on rnnjit, else (a node rnnjit does not run) on ONNX Runtime's kernel where the
+// domain hands such nodes back, else an error naming the node and why.
+std::unique_ptr<Kernel> make_rnn_kernel(const OrtKernelInfo* info, const OpSpec& spec, const Domain& domain) {
+  RnnNode node{read_attributes(info, spec.op), ""};
+  node.what = std::string(spec.name) + " node '" + node_name(info) + "' (domain '" + domain.name + "')";
+  try {
+    return make_rnnjit_kernel(info, node);
+  } catch (const Unsupported& e) {
+    if (!domain.builtin_fallback)
+      node.fail_here(std::string(e.what()) + " (in domain com.rnnjit a node runs on rnnjit or not at all; in ONNX's "
+                                             "default domain it would run on ONNX Runtime's own kernel)",
+                     ORT_NOT_IMPLEMENTED);
+    if (verbose()) std::fprintf(stderr, "rnnjit: %s runs on ONNX Runtime's own kernel: %s\n", node.what.c_str(), e.what());
+    return make_builtin_kernel(info, node);
+  }
+}
+
+const OpSpec kOps[] = {
+    {"LSTM", RNNJIT_ONNX_LSTM, kRnnDomains, 8, 3, 3, rnn_input_type, make_rnn_kernel},
+    {"GRU", RNNJIT_ONNX_GRU, kRnnDomains, 6, 3, 2, rnn_input_type, make_rnn_kernel},
+    {"RNN", RNNJIT_ONNX_RNN, kRnnDomains, 6, 3, 2, rnn_input_type, make_rnn_kernel},
+};
+
+// One op of one domain: ONNX Runtime's OrtCustomOp (its callbacks receive it) and what it is.
+struct RegisteredOp : OrtCustomOp {
+  const OpSpec* spec = nullptr;
+  const Domain* domain = nullptr;
+};
+
+const RegisteredOp& self(const OrtCustomOp* op) { return *static_cast<const RegisteredOp*>(op); }
+
 OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi*, const OrtKernelInfo* info,
                                       void** kernel) {
   return guarded([&] {
     const RegisteredOp& r = self(op);
-    RnnNode node{read_attributes(info, r.spec.op), ""};
-    node.what = std::string(r.spec.name) + " node '" + node_name(info) + "' (domain '" + r.domain.name + "')";
-    try {
-      *kernel = make_rnnjit_kernel(info, node).release();
-    } catch (const Unsupported& e) {
-      if (!r.domain.builtin_fallback)
-        node.fail_here(std::string(e.what()) + " (in domain com.rnnjit a node runs on rnnjit or not at all; in ONNX's "
-                                               "default domain it would run on ONNX Runtime's own kernel)",
-                       ORT_NOT_IMPLEMENTED);
-      if (verbose())
-        std::fprintf(stderr, "rnnjit: %s runs on ONNX Runtime's own kernel: %s\n", node.what.c_str(), e.what());
-      *kernel = make_builtin_kernel(info, node).release();
-    }
+    *kernel = r.spec->make(info, *r.spec, *r.domain).release();
   });
 }
 
@@ -79,20 +105,20 @@ OrtStatus* ORT_API_CALL compute(void* kernel, OrtKernelContext* ctx) {
 
 void ORT_API_CALL destroy(void* kernel) { delete static_cast<Kernel*>(kernel); }
 
-const char* ORT_API_CALL get_name(const OrtCustomOp* op) { return self(op).spec.name; }
+const char* ORT_API_CALL get_name(const OrtCustomOp* op) { return self(op).spec->name; }
 const char* ORT_API_CALL provider(const OrtCustomOp*) { return nullptr; }  // the CPU execution provider
 
-ONNXTensorElementDataType ORT_API_CALL input_type(const OrtCustomOp*, size_t index) {
-  return index == kSequenceLens ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+ONNXTensorElementDataType ORT_API_CALL input_type(const OrtCustomOp* op, size_t index) {
+  return self(op).spec->input_type(index);
 }
-size_t ORT_API_CALL input_count_of(const OrtCustomOp* op) { return input_count(self(op).spec.op); }
+size_t ORT_API_CALL input_count_of(const OrtCustomOp* op) { return self(op).spec->inputs; }
 ONNXTensorElementDataType ORT_API_CALL output_type(const OrtCustomOp*, size_t) {
   return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
 }
-size_t ORT_API_CALL output_count_of(const OrtCustomOp* op) { return output_count(self(op).spec.op); }
+size_t ORT_API_CALL output_count_of(const OrtCustomOp* op) { return self(op).spec->outputs; }
 
-OrtCustomOpInputOutputCharacteristic ORT_API_CALL input_characteristic(const OrtCustomOp*, size_t index) {
-  return index <= kR ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;  // X, W, R required
+OrtCustomOpInputOutputCharacteristic ORT_API_CALL input_characteristic(const OrtCustomOp* op, size_t index) {
+  return index < self(op).spec->required ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;
 }
 OrtCustomOpInputOutputCharacteristic ORT_API_CALL output_characteristic(const OrtCustomOp*, size_t) {
   return INPUT_OUTPUT_OPTIONAL;
@@ -126,8 +152,8 @@ std::unique_ptr<RegisteredOp> make_op(const OpSpec& spec, const Domain& domain) 
   op.KernelComputeV2 = compute;
   op.GetStartVersion = start_version;
   op.GetEndVersion = end_version;
-  r->spec = spec;
-  r->domain = domain;
+  r->spec = &spec;
+  r->domain = &domain;
   return r;
 }
 
@@ -138,15 +164,20 @@ std::vector<OrtCustomOpDomain*>& domains() {
   static std::vector<std::unique_ptr<RegisteredOp>> ops;
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const Domain& d : kDomains) {
-      OrtCustomOpDomain* domain = nullptr;
-      check(api().api->CreateCustomOpDomain(d.name, &domain));
-      for (const OpSpec& spec : kOps) {
+    std::vector<std::pair<std::string, OrtCustomOpDomain*>> by_name;
+    for (const OpSpec& spec : kOps)
+      for (const Domain& d : spec.domains) {
+        auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& p) { return p.first == d.name; });
+        if (it == by_name.end()) {
+          OrtCustomOpDomain* domain = nullptr;
+          check(api().api->CreateCustomOpDomain(d.name, &domain));
+          by_name.emplace_back(d.name, domain);
+          made.push_back(domain);
+          it = by_name.end() - 1;
+        }
         ops.push_back(make_op(spec, d));
-        check(api().api->CustomOpDomain_Add(domain, ops.back().get()));
+        check(api().api->CustomOpDomain_Add(it->second, ops.back().get()));
       }
-      made.push_back(domain);
-    }
   });
   return made;
 }
