@@ -104,6 +104,13 @@ class Executor {
   // a sequence's length, with PackStep::sequences, as zeros).
   void pack_bf16(const PackStep& p, const float* w, float* out, const std::int32_t* lengths, int tid,
                  int threads) const;
+  // The same on int8 (g.blocking.int8; runtime/executor_int8.cpp): A is first quantized to
+  // uint8 rows and their scales in call.a_panels, by all threads together (shared) or each
+  // into its own copy; the kernels dequantize into C.
+  void int8_gemm(const GemmStep& g, const GemmCall& call, int tid, int threads, bool shared) const;
+  // Quantizes W^T into int8 panels with their compensations and scales (PackStep with an int8
+  // blocking; kernels/int8_reference.hpp's pack_panel).
+  void pack_int8(const PackStep& p, const float* w, float* out, int tid, int threads) const;
   // A product through OpenBLAS (every row: blocks of finished rows are computed too).
   static void blas_gemm(const GemmStep& g, const GemmCall& call);
   // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads

@@ -121,6 +121,38 @@ std::optional<Bf16Unit> bf16_unit() {
   return std::nullopt;
 }
 
+std::string_view to_string(Quantize q) { return q == Quantize::int8_dynamic ? "int8_dynamic" : "none"; }
+
+Quantize parse_quantize(std::string_view name) {
+  if (name == "int8") return Quantize::int8_dynamic;
+  for (Quantize q : {Quantize::none, Quantize::int8_dynamic})
+    if (name == to_string(q)) return q;
+  throw Error(fmt::format("unknown quantize '{}' (expected none, int8 or int8_dynamic)", name));
+}
+
+std::string_view to_string(Int8Unit) { return "avx512_vnni"; }
+
+Int8Unit parse_int8_unit(std::string_view name) {
+  if (name == to_string(Int8Unit::avx512_vnni)) return Int8Unit::avx512_vnni;
+  throw Error(fmt::format("unknown int8 unit '{}' (expected avx512_vnni)", name));
+}
+
+bool avx512_vnni_usable() {
+  return cpu_isa() == Isa::avx512 && Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX512_VNNI);
+}
+
+std::optional<Int8Unit> int8_unit() {
+  const char* forced = std::getenv("RNNJIT_INT8_UNIT");
+  if (forced && *forced) {
+    const Int8Unit unit = parse_int8_unit(forced);
+    if (!avx512_vnni_usable())
+      throw Error(fmt::format("RNNJIT_INT8_UNIT={} but this CPU does not run it", forced));
+    return unit;
+  }
+  if (avx512_vnni_usable()) return Int8Unit::avx512_vnni;
+  return std::nullopt;
+}
+
 Isa cpu_isa() {
   static const Isa best = [] {
     const Xbyak::util::Cpu cpu;

@@ -1,0 +1,227 @@
+// The int8 GEMMs of Quantize::int8_dynamic (AVX512-VNNI), exactly: the generated vnni_gemm
+// kernel against its scalar twin (kernels/int8_reference.hpp) tile by tile, and the planner's
+// tiling with the executor's packing and per-row activation quantization against a loop over
+// the same quantized operands (int8::quantize_matrix, int8::quantize_activation_row). The int32
+// sums are exact and the dequantization is the same float operations in the same order, so C
+// must be equal bit for bit. Tails in every dimension: M, N, K in {1, 2, 3, 15, 16, 17, 31, 33,
+// 63, 64, 65, 127, 800}, column groups with tails, beta 0 and 1, 1 and 2 threads, a recurrence's
+// per-thread tiles. Skips where the CPU has no AVX512_VNNI.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/planner.hpp"
+#include "kernels/int8_reference.hpp"
+#include "runtime/cache.hpp"
+#include "runtime/executor.hpp"
+#include "tests/uniform.hpp"
+
+namespace rnnjit {
+namespace {
+
+#define SKIP_WITHOUT_VNNI() \
+  if (!avx512_vnni_usable()) GTEST_SKIP() << "this CPU has no AVX512_VNNI"
+
+// --- the kernel against its twin, one tile ---
+
+struct TileCase {
+  int rows, vectors, n_tail, beta, b_k_stride, k_tiles, lookahead;
+};
+
+TEST(VnniKernel, MatchesItsScalarTwinExactly) {
+  SKIP_WITHOUT_VNNI();
+  std::vector<TileCase> cases;
+  for (int vectors = 1; vectors <= 4; ++vectors)
+    for (int rows : {1, 2, 3, 5, 6, 7, 13, 29})
+      for (int n_tail : {0, 1, 7, 15}) {
+        if (rows * vectors + vectors + 2 > 32) continue;
+        const int beta = (rows + n_tail) % 2, extra = rows % 3 == 0 ? 1 : 0;
+        cases.push_back({rows, vectors, n_tail, beta, std::min(8, vectors + extra), 1 + rows % 3, rows % 2 ? 2 : 0});
+      }
+  std::mt19937 rng(5);
+  for (const TileCase& t : cases) {
+    KernelDesc d;
+    d.kind = static_cast<std::uint8_t>(KernelKind::vnni_gemm);
+    d.isa = static_cast<std::uint8_t>(Isa::avx512);
+    d.rows = static_cast<std::uint32_t>(t.rows);
+    d.vectors = static_cast<std::uint8_t>(t.vectors);
+    d.n_tail = static_cast<std::uint8_t>(t.n_tail);
+    d.beta = static_cast<std::uint8_t>(t.beta);
+    d.b_k_stride = static_cast<std::uint32_t>(t.b_k_stride);
+    d.b_lookahead = static_cast<std::uint32_t>(t.lookahead);
+    const std::int64_t k = t.k_tiles * kInt8TileK - (t.rows % 2 ? 5 : 0);  // a K tail in most cases
+    d.a_row_stride = static_cast<std::uint32_t>(int8_k(k) + 64);
+    const std::int64_t ldc = 16 * t.vectors + 3;
+    d.c_row_stride = static_cast<std::uint32_t>(ldc);
+    // Extreme operands: uint8 0..255 against int8 -127..127, so the int32 sums reach their widest.
+    std::uniform_int_distribution<int> u8(0, 255);
+    std::vector<std::uint8_t> a(static_cast<std::size_t>(t.rows * d.a_row_stride));
+    for (auto& v : a) v = static_cast<std::uint8_t>(u8(rng));
+    const std::int64_t width = 16 * t.vectors - (t.n_tail ? 16 - t.n_tail : 0);
+    const std::vector<float> w = test::uniform(width * k, static_cast<unsigned>(t.rows * 10 + t.vectors));
+    std::vector<std::int8_t> panel(static_cast<std::size_t>(int8_panel_bytes(t.b_k_stride, k)));
+    int8::pack_panel(panel.data(), w.data(), k, k, width, t.b_k_stride);
+    const std::vector<float> a_scale = test::uniform(t.rows, 9);
+    std::vector<float> c0 = test::uniform(t.rows * ldc, 11), c_jit = c0, c_ref = c0;
+    const CompiledKernel& kernel = *Cache::instance().kernel(d);
+    Int8GemmArgs args{a.data(), panel.data(), c_jit.data(), int8_k(k) / kInt8TileK, a_scale.data()};
+    kernel(&args);
+    args.c = c_ref.data();
+    int8::vnni_gemm_reference(d, args);
+    for (std::size_t i = 0; i < c0.size(); ++i) ASSERT_EQ(c_jit[i], c_ref[i]) << kernel_name(d) << " at " << i;
+  }
+}
+
+// --- the planner's tiling and the executor's loops ---
+
+struct Int8Case {
+  std::int64_t m, n, k;
+  float beta;
+  int threads;
+  std::int64_t groups;
+  bool recurrent = false;
+};
+
+// C = A W^T (+ beta C) through a one-stage plan: W [n, k] packed as int8 panels, A [m, lda].
+std::vector<float> run(const Int8Case& c, const std::vector<float>& a, std::int64_t lda, const std::vector<float>& w,
+                       std::vector<float> out, std::int64_t ldc) {
+  Plan plan;
+  plan.threads = c.threads;
+  GemmStep g{.what = "test", .trans_a = false, .trans_b = true, .m = c.m, .n = c.n, .k = c.k,
+             .a = {Buffer::x, -1, 0}, .b = {Buffer::weights, -1, 0}, .c = {Buffer::y, -1, 0}, .lda = lda, .ldb = c.k,
+             .ldc = ldc, .beta = c.beta};
+  g.blocking.packed_b = true;
+  g.blocking.int8 = true;
+  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, c.recurrent);
+  EXPECT_TRUE(g.blocking.int8);
+  for (const KernelDesc& d : plan.kernels) EXPECT_EQ(d.kind_of(), KernelKind::vnni_gemm) << kernel_name(d);
+  std::vector<float> a_panels(static_cast<std::size_t>(a_panel_elements(g.blocking, c.m, c.k)));
+  g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, a_panels.size() * sizeof(float)), 0};
+  std::vector<float> packed(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
+  const int region = plan.workspace.add("packed", Space::packed, packed.size() * sizeof(float));
+  plan.pack_weights.push_back(Stage{{{PackStep{.what = "pack", .src = {Buffer::weights, -1, 0},
+                                               .dst = {Buffer::packed, region, 0}, .k = c.k, .groups = c.groups,
+                                               .blocking = g.blocking}}}});
+  g.b = {Buffer::packed, region, 0};
+  plan.forward.push_back(Stage{{{g}}});
+  std::vector<std::shared_ptr<const CompiledKernel>> kernels;
+  for (const KernelDesc& d : plan.kernels) kernels.push_back(Cache::instance().kernel(d));
+  auto shared = std::make_shared<const Plan>(plan);
+  Executor ex(shared, kernels);
+  Bindings bind;
+  bind.workspace = reinterpret_cast<std::byte*>(a_panels.data());
+  bind.packed = reinterpret_cast<std::byte*>(packed.data());
+  bind.bind(Buffer::x, a.data());
+  bind.bind(Buffer::weights, w.data());
+  bind.bind(Buffer::y, out.data());
+  ex.run(shared->pack_weights, bind);
+  ex.run(shared->forward, bind);
+  return out;
+}
+
+// What the int8 GEMM computes for row i, column j: the quantized operands' integer dot product,
+// dequantized as the kernel does, then + C with beta.
+void check(const Int8Case& c, std::vector<float> a = {}) {
+  SKIP_WITHOUT_VNNI();
+  const std::int64_t lda = c.k + 3, ldc = c.n + 1;
+  if (a.empty()) a = test::uniform(c.m * lda, 1);
+  const std::vector<float> w = test::uniform(c.n * c.k, 2);
+  const std::vector<float> c0 = test::uniform(c.m * ldc, 4);
+  const std::vector<float> out = run(c, a, lda, w, c0, ldc);
+  const int8::QuantizedMatrix qw = int8::quantize_matrix(w.data(), c.n, c.k);
+  std::vector<std::uint8_t> qa(static_cast<std::size_t>(int8_k(c.k)));
+  for (std::int64_t i = 0; i < c.m; ++i) {
+    const float scale = int8::quantize_activation_row(a.data() + i * lda, c.k, int8_k(c.k), qa.data());
+    for (std::int64_t j = 0; j < ldc; ++j) {
+      const std::size_t at = static_cast<std::size_t>(i * ldc + j);
+      if (j >= c.n) {
+        ASSERT_EQ(out[at], c0[at]) << "wrote padding at " << i << "," << j;
+        continue;
+      }
+      std::int32_t sum = 0;
+      for (std::int64_t kk = 0; kk < c.k; ++kk)
+        sum += (std::int32_t{qa[static_cast<std::size_t>(kk)]} - kActivationZeroPoint) *
+               qw.q[static_cast<std::size_t>(j * c.k + kk)];
+      const float v = static_cast<float>(sum) * qw.scale[static_cast<std::size_t>(j)] * scale;
+      ASSERT_EQ(out[at], c.beta != 0.0f ? c0[at] + v : v) << "C[" << i << "," << j << "]";
+    }
+  }
+}
+
+class Int8Gemm : public testing::TestWithParam<Int8Case> {};
+TEST_P(Int8Gemm, EqualsTheLoopOverQuantizedOperands) { check(GetParam()); }
+
+std::vector<Int8Case> sweep() {
+  const std::int64_t sizes[] = {1, 2, 3, 15, 16, 17, 31, 33, 63, 64, 65, 127, 800};
+  std::vector<Int8Case> out;
+  int i = 0;
+  for (std::int64_t m : sizes)
+    for (std::int64_t n : sizes)
+      for (std::int64_t k : sizes) {
+        if (m * n * k > 800 * 65 * 65) continue;  // keep the loop quick
+        const float beta = i % 2 ? 1.0f : 0.0f;
+        const int threads = 1 + (i / 2) % 2;
+        const bool recurrent = i % 5 == 0;
+        ++i;
+        if (i % 3) continue;  // a third of the product, still covering each size in each role
+        out.push_back({m, n, k, beta, threads, 1, recurrent});
+      }
+  out.push_back({20, 3200, 800, 0.0f, 2, 4});        // the DS2 input projection's columns, 20 rows
+  out.push_back({300, 3200, 800, 0.0f, 2, 4});       // several m blocks
+  out.push_back({45, 150, 70, 1.0f, 2, 3});          // groups of 50: a column tail in every group
+  out.push_back({20, 3200, 800, 0.0f, 2, 4, true});  // the DS2 recurrent step
+  out.push_back({1, 4 * 640, 640, 0.0f, 2, 4, true});  // a decoder step, N = 1
+  out.push_back({1, 4 * 115, 33, 0.0f, 2, 4, true});
+  out.push_back({40, 3 * 50, 70, 1.0f, 1, 3, true});
+  out.push_back({7, 1024, 1025, 0.0f, 2, 1, true});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, Int8Gemm, testing::ValuesIn(sweep()), [](const auto& info) {
+  const Int8Case& c = info.param;
+  return fmt::format("m{}_n{}_k{}_beta{}_th{}_g{}{}", c.m, c.n, c.k, static_cast<int>(c.beta), c.threads, c.groups,
+                     c.recurrent ? "_step" : "");
+});
+
+// The executor's AVX-512 quantization rounds ties to even, clamps, and gives a row of zeros
+// scale 0 (so C is 0), as int8::quantize does: with max|row| = 127, q = round(x).
+TEST(Int8Quantization, RoundsTiesToEvenAndHandlesZeroRows) {
+  SKIP_WITHOUT_VNNI();
+  const std::vector<float> row = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.0f, 126.5f, -127.0f};
+  EXPECT_EQ(int8::quantize(0.5f, 1.0f), 0);
+  EXPECT_EQ(int8::quantize(1.5f, 1.0f), 2);
+  EXPECT_EQ(int8::quantize(-2.5f, 1.0f), -2);
+  EXPECT_EQ(int8::quantize(126.5f, 1.0f), 126);
+  EXPECT_EQ(int8::quantize(300.0f, 1.0f), 127);
+  EXPECT_EQ(int8::quantize(std::nanf(""), 1.0f), -127);
+  const std::int64_t k = static_cast<std::int64_t>(row.size());
+  std::vector<float> a(static_cast<std::size_t>(2 * (k + 3)), 0.0f);
+  std::copy(row.begin(), row.end(), a.begin());  // row 0; row 1 all zeros
+  check({2, 17, k, 0.0f, 1, 1}, a);
+  check({2, 17, k, 1.0f, 2, 1, true}, a);
+}
+
+// Blocking: the AVX512_BF16 tiles (the same registers), K padded to tiles of 64.
+TEST(Int8Blocking, TilesFitTheRegistersAndPadK) {
+  const CacheSizes caches;
+  for (std::int64_t m : {1, 20, 40, 6000})
+    for (bool shared : {false, true}) {
+      const GemmBlocking b = choose_int8_blocking(m, 800, 800, 2, caches, shared);
+      EXPECT_TRUE(b.int8 && !b.bf16 && b.packed_b && b.pack_a);
+      EXPECT_LE(b.m_r * b.n_r + b.n_r + 2, 32) << m;
+      EXPECT_EQ(b.k_c, 832);
+      EXPECT_EQ(b.a_copies, shared ? 1 : 2);
+    }
+  EXPECT_EQ(int8_k(1), 64);
+  EXPECT_EQ(int8_k(64), 64);
+  EXPECT_EQ(int8_k(65), 128);
+  EXPECT_EQ(int8_panel_bytes(2, 65), (128 + 8) * 32);
+}
+
+}  // namespace
+}  // namespace rnnjit
