@@ -144,7 +144,12 @@ bool avx512_vnni_usable() {
 std::optional<Int8Unit> int8_unit() {
   const char* forced = std::getenv("RNNJIT_INT8_UNIT");
   if (forced && *forced) {
-    const Int8Unit unit = parse_int8_unit(forced);
+    Int8Unit unit{};
+    try {
+      unit = parse_int8_unit(forced);
+    } catch (const Error& e) {
+      throw Error(fmt::format("RNNJIT_INT8_UNIT: {}", e.what()));
+    }
     if (!avx512_vnni_usable())
       throw Error(fmt::format("RNNJIT_INT8_UNIT={} but this CPU does not run it", forced));
     return unit;
