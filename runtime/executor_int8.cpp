@@ -1,13 +1,14 @@
 // rnnjit: the executor's int8 GEMMs (Plan::quantize int8_dynamic) on AVX512-VNNI: packing W^T
-// into int8 panels (once per weights: the scalar quantizer of kernels/int8_reference.hpp, so the
-// reference quantizes them identically), quantizing A's rows to uint8 with a scale per row as
-// each GEMM reads them (AVX-512, matching int8::quantize_activation_row bit for bit), and
-// walking the tiles. Sizes and kernels all come from the plan (codegen/int8_layout.hpp,
+// into int8 panels (once per weights, or in every call without packed weights), quantizing A's
+// rows to uint8 with a scale per row as each GEMM reads them, and walking the tiles. Both
+// quantizers are AVX-512 and match kernels/int8_reference.hpp (int8::pack_panel,
+// int8::quantize_activation_row) bit for bit. Sizes and kernels all come from the plan (codegen/int8_layout.hpp,
 // choose_int8_blocking).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -33,14 +34,16 @@ __mmask16 first_lanes(std::int64_t n) {
   return static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
 }
 
-// Rows [r0, r1) of A (lda apart, k floats each) into uint8 rows of k_pad bytes at dst (zero
-// point 128, 128 past k) and their scales at scales[r]: int8::quantize_activation_row's
-// arithmetic 16 lanes at a time (vcvtps2dq rounds to nearest even, as nearbyint does).
+// Rows [r0, r1) of A (lda apart, k floats each) into rows of k_pad bytes at dst, q + zero_point
+// (zero_point past k), and their scales at scales[r]: int8::quantize's arithmetic 16 lanes at a
+// time (vcvtps2dq rounds to nearest even, as nearbyint does). Activations: uint8 with zero point
+// 128; weights: int8 (zero point 0: zeros past k, as B's padding must be).
 __attribute__((target("avx512f,avx512bw"))) void quantize_rows(std::uint8_t* dst, float* scales, std::int64_t k_pad,
                                                                const float* src, std::int64_t lda, std::int64_t k,
-                                                               std::int64_t r0, std::int64_t r1) {
+                                                               std::int64_t r0, std::int64_t r1,
+                                                               std::int32_t zero_point_value = kActivationZeroPoint) {
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-  const __m512i zero_point = _mm512_set1_epi32(kActivationZeroPoint);
+  const __m512i zero_point = _mm512_set1_epi32(zero_point_value);
   for (std::int64_t r = r0; r < r1; ++r) {
     const float* in = src + r * lda;
     __m512 most = _mm512_setzero_ps();
@@ -59,6 +62,23 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_rows(std::uint8_t* dst
   }
 }
 
+// int8::pack_panel in AVX-512: each of the `width` rows of W quantized into an int8 row (and
+// its scale), summed for its compensation, and its k quads copied to their places in the panel.
+void pack_panel(std::int8_t* panel, std::uint8_t* row, const float* w, std::int64_t k, std::int64_t width,
+                std::int64_t n_r) {
+  const std::int64_t columns = 16 * n_r, k_pad = int8_k(k), data = k_pad * columns;
+  std::memset(panel, 0, static_cast<std::size_t>(int8_panel_bytes(n_r, k)));
+  auto* compensation = reinterpret_cast<std::int32_t*>(panel + data);
+  auto* scale = reinterpret_cast<float*>(panel + data + 4 * columns);
+  for (std::int64_t c = 0; c < width; ++c) {
+    quantize_rows(row, scale + c, k_pad, w + c * k, k, k, 0, 1, 0);
+    std::int32_t sum = 0;
+    for (std::int64_t kk = 0; kk < k; ++kk) sum += static_cast<std::int8_t>(row[kk]);
+    compensation[c] = kActivationZeroPoint * sum;
+    for (std::int64_t kk = 0; kk < k_pad; kk += 4) std::memcpy(panel + int8_packed_offset(n_r, kk, c), row + kk, 4);
+  }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -70,11 +90,12 @@ void Executor::pack_int8(const PackStep& p, const float* w, float* out, int tid,
   const GemmBlocking& k = p.blocking;
   const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns();
   const std::int64_t panel_bytes = int8_panel_bytes(k.n_r, p.k);
+  std::vector<std::uint8_t> row(static_cast<std::size_t>(int8_k(p.k)));
   const auto [q0, q1] = share(p.groups * ppg, tid, threads);
   for (std::int64_t q = q0; q < q1; ++q) {
     const std::int64_t grp = q / ppg, col0 = grp * k.group + (q % ppg) * pc;
     const std::int64_t width = std::min(pc, k.group - (q % ppg) * pc);
-    int8::pack_panel(reinterpret_cast<std::int8_t*>(out) + q * panel_bytes, w + col0 * p.k, p.k, p.k, width, k.n_r);
+    pack_panel(reinterpret_cast<std::int8_t*>(out) + q * panel_bytes, row.data(), w + col0 * p.k, p.k, width, k.n_r);
   }
 }
 
