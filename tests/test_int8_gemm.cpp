@@ -206,6 +206,29 @@ TEST(Int8Quantization, RoundsTiesToEvenAndHandlesZeroRows) {
   check({2, 17, k, 1.0f, 2, 1, true}, a);
 }
 
+// Weights that were quantized per row and dequantized (w' = q * scale: what a saved int8 model,
+// or ONNX Runtime's per-channel symmetric int8 weights, hand back as FP32) quantize to the same
+// q again: each row's largest |q| is 127, so its scale comes back within a rounding, and q *
+// (1 +- a few ulps) rounds to q. So int8 weights travel as FP32 through the FP32 API unchanged.
+TEST(Int8Quantization, DequantizedWeightsQuantizeToTheSameIntegers) {
+  const std::int64_t rows = 64, cols = 333;
+  std::vector<float> w = test::uniform(rows * cols, 21);
+  for (std::int64_t c = 0; c < cols; ++c) w[static_cast<std::size_t>(5 * cols + c)] *= 1e-20f;  // tiny values
+  for (std::int64_t c = 0; c < cols; ++c) w[static_cast<std::size_t>(6 * cols + c)] *= 3e20f;   // huge ones
+  const int8::QuantizedMatrix q = int8::quantize_matrix(w.data(), rows, cols);
+  std::vector<float> dequantized(w.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::size_t at = static_cast<std::size_t>(r * cols + c);
+      dequantized[at] = static_cast<float>(q.q[at]) * q.scale[static_cast<std::size_t>(r)];
+    }
+  const int8::QuantizedMatrix again = int8::quantize_matrix(dequantized.data(), rows, cols);
+  EXPECT_EQ(again.q, q.q);
+  for (std::int64_t r = 0; r < rows; ++r)
+    EXPECT_NEAR(again.scale[static_cast<std::size_t>(r)], q.scale[static_cast<std::size_t>(r)],
+                2e-7 * q.scale[static_cast<std::size_t>(r)]);
+}
+
 // Blocking: the AVX512_BF16 tiles (the same registers), K padded to tiles of 64.
 TEST(Int8Blocking, TilesFitTheRegistersAndPadK) {
   const CacheSizes caches;
