@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/int8_layout.hpp"
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
 #include "rnnjit/error.hpp"
@@ -182,6 +183,21 @@ TEST(Int8Plan, OtherIsasAndCpusWithoutAUnitFallBackAndSaySo) {
   EXPECT_EQ(int8.quantize, Quantize::int8_dynamic);
   EXPECT_NE(to_text(int8).find("quantize=int8_dynamic int8_unit=avx512_vnni"), std::string::npos) << to_text(int8);
   EXPECT_NE(to_json(int8).find("\"quantize\":\"int8_dynamic\""), std::string::npos);
+}
+
+// vpdpbusd sums without saturating: past K = 65536 an int32 sum of 255 * 127 products could
+// overflow, so such a plan keeps FP32 GEMMs and says why.
+TEST(Int8Plan, SumsThatCouldOverflowFallBack) {
+  const RnnConfig wide{.cell = CellKind::rnn_tanh, .input_size = kMaxInt8K + 1, .hidden_size = 16};
+  const Plan p = make_plan(wide, {2, 1}, Mode::inference, Isa::avx512, 1, {}, {}, FpMath::strict, Bf16Unit::amx,
+                           Quantize::int8_dynamic, Int8Unit::avx512_vnni);
+  EXPECT_EQ(p.quantize, Quantize::none);
+  EXPECT_NE(to_text(p).find("a GEMM sums over 65537 k"), std::string::npos) << to_text(p);
+  const RnnConfig widest_ok{.cell = CellKind::rnn_tanh, .input_size = kMaxInt8K, .hidden_size = 16};
+  EXPECT_EQ(make_plan(widest_ok, {2, 1}, Mode::inference, Isa::avx512, 1, {}, {}, FpMath::strict, Bf16Unit::amx,
+                      Quantize::int8_dynamic, Int8Unit::avx512_vnni)
+                .quantize,
+            Quantize::int8_dynamic);
 }
 
 // Through the API on the AVX2 path: the plan falls back, and the results are FP32's.
