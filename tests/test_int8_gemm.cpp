@@ -19,6 +19,7 @@
 #include "kernels/int8_reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
+#include "tests/guarded_buffer.hpp"
 #include "tests/uniform.hpp"
 
 namespace rnnjit {
@@ -60,20 +61,34 @@ TEST(VnniKernel, MatchesItsScalarTwinExactly) {
     d.c_row_stride = static_cast<std::uint32_t>(ldc);
     // Extreme operands: uint8 0..255 against int8 -127..127, so the int32 sums reach their widest.
     std::uniform_int_distribution<int> u8(0, 255);
-    std::vector<std::uint8_t> a(static_cast<std::size_t>(t.rows * d.a_row_stride));
+    // A's last row ends at its last k tile (the stride's extra 64 bytes lie between rows only).
+    std::vector<std::uint8_t> a(static_cast<std::size_t>((t.rows - 1) * d.a_row_stride + int8_k(k)));
     for (auto& v : a) v = static_cast<std::uint8_t>(u8(rng));
     const std::int64_t width = 16 * t.vectors - (t.n_tail ? 16 - t.n_tail : 0);
     const std::vector<float> w = test::uniform(width * k, static_cast<unsigned>(t.rows * 10 + t.vectors));
     std::vector<std::int8_t> panel(static_cast<std::size_t>(int8_panel_bytes(t.b_k_stride, k)));
     int8::pack_panel(panel.data(), w.data(), k, k, width, t.b_k_stride);
     const std::vector<float> a_scale = test::uniform(t.rows, 9);
-    std::vector<float> c0 = test::uniform(t.rows * ldc, 11), c_jit = c0, c_ref = c0;
+    // C ends where its last row's last column does: the columns past a tail are never touched.
+    const std::int64_t c_size = (t.rows - 1) * ldc + width;
+    std::vector<float> c0 = test::uniform(c_size, 11), c_ref = c0;
+    // The generated kernel's operands end against an inaccessible page, its inputs read-only: a
+    // read or write past them faults.
+    test::GuardedBuffer ga(a.size() / 4), gb(panel.size() / 4), gs(a_scale.size()), gc(c0.size());
+    std::memcpy(ga.data(), a.data(), a.size());
+    std::memcpy(gb.data(), panel.data(), panel.size());
+    gs.assign(a_scale);
+    gc.assign(c0);
+    ga.read_only();
+    gb.read_only();
+    gs.read_only();
     const CompiledKernel& kernel = *Cache::instance().kernel(d);
-    Int8GemmArgs args{a.data(), panel.data(), c_jit.data(), int8_k(k) / kInt8TileK, a_scale.data()};
+    Int8GemmArgs args{reinterpret_cast<const std::uint8_t*>(ga.data()), reinterpret_cast<const std::int8_t*>(gb.data()),
+                      gc.data(), int8_k(k) / kInt8TileK, gs.data()};
     kernel(&args);
-    args.c = c_ref.data();
-    int8::vnni_gemm_reference(d, args);
-    for (std::size_t i = 0; i < c0.size(); ++i) ASSERT_EQ(c_jit[i], c_ref[i]) << kernel_name(d) << " at " << i;
+    Int8GemmArgs ref{a.data(), panel.data(), c_ref.data(), int8_k(k) / kInt8TileK, a_scale.data()};
+    int8::vnni_gemm_reference(d, ref);
+    for (std::size_t i = 0; i < c0.size(); ++i) ASSERT_EQ(gc.data()[i], c_ref[i]) << kernel_name(d) << " at " << i;
   }
 }
 
