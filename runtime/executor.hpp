@@ -42,6 +42,9 @@ inline std::int64_t blas_chunk_rows(std::int64_t m, int threads) {
 
 // Returns this thread's AMX tiles to their initial state (tilerelease); only where AMX is usable.
 void release_amx_tiles();
+// The AMX kernel (bf16 or int8) whose tile configuration this thread's tiles hold (null after a
+// release): a kernel called again loads none (its arguments' `configured`).
+const CompiledKernel*& amx_configured_kernel();
 
 class Executor {
  public:

@@ -131,7 +131,12 @@ void Executor::int8_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
     args.k = k_pad / kInt8TileK;
     args.a_scale = scales + r0;
     const int row_tail = r1 - r0 < k.m_r, col_tail = width < pc;
-    (*kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])])(&args);
+    const CompiledKernel& kernel = *kernels_[static_cast<std::size_t>(k.kernels[row_tail][col_tail][use_beta])];
+    if (k.int8_unit == Int8Unit::amx) {
+      args.configured = &kernel == amx_configured_kernel();
+      amx_configured_kernel() = &kernel;
+    }
+    kernel(&args);
   };
   if (shared) {
     // Units of (m block, panel): a panel of B serves every row block of its m block in turn.

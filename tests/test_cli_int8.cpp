@@ -3,6 +3,8 @@
 // plans, run computes through it; bad values and training are one-line errors.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "rnnjit/rnn.hpp"
 #include "tests/cli_fixture.hpp"
 
@@ -22,9 +24,10 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 TEST_F(CliInt8, PlanSaysWhichUnitRunsOrWhyNone) {
   const CliResult r = cli(with(with({"plan"}, kSmall), {"--quantize", "int8"}));
   ASSERT_EQ(r.status, 0) << r.err;
-  if (avx512_vnni_usable()) {
-    EXPECT_NE(r.out.find("quantize=int8_dynamic int8_unit=avx512_vnni"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("i8gemm_vnni_"), std::string::npos) << r.out;
+  if (const std::optional<Int8Unit> unit = int8_unit()) {
+    EXPECT_NE(r.out.find(fmt::format("quantize=int8_dynamic int8_unit={}", to_string(*unit))), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find(*unit == Int8Unit::amx ? "i8gemm_amx_" : "i8gemm_vnni_"), std::string::npos) << r.out;
   } else {
     EXPECT_NE(r.out.find("quantize int8_dynamic:"), std::string::npos) << r.out;
   }
@@ -51,7 +54,7 @@ TEST_F(CliInt8, BenchTimesItBesideBf16AndFp32) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\"bf16\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"strict\""), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(avx512_vnni_usable() ? "\"quantize\":\"int8_dynamic\"" : "\"quantize\":\"none\""),
+  EXPECT_NE(r.out.find(int8_unit() ? "\"quantize\":\"int8_dynamic\"" : "\"quantize\":\"none\""),
             std::string::npos)
       << r.out;
 }

@@ -136,7 +136,7 @@ double accuracy(const Model& m, const Data& d, std::int64_t n, Quantize quantize
 class Int8Accuracy : public testing::TestWithParam<CellKind> {};
 
 TEST_P(Int8Accuracy, TrainedNetworkKeepsItsAccuracyWithinOnePoint) {
-  if (!avx512_vnni_usable()) GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (AVX512_VNNI or AMX-INT8)";
   const Model m = train(GetParam());
   const std::int64_t n = 2000;
   const Data test = make_data(n, 7);

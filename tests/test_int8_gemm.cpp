@@ -1,11 +1,12 @@
-// The int8 GEMMs of Quantize::int8_dynamic (AVX512-VNNI), exactly: the generated vnni_gemm
-// kernel against its scalar twin (kernels/int8_reference.hpp) tile by tile, and the planner's
+// The int8 GEMMs of Quantize::int8_dynamic (AVX512-VNNI and AMX-INT8), exactly: the generated
+// vnni_gemm and amx_int8_gemm kernels against their scalar twin (kernels/int8_reference.hpp) tile by tile, and the planner's
 // tiling with the executor's packing and per-row activation quantization against a loop over
 // the same quantized operands (int8::quantize_matrix, int8::quantize_activation_row). The int32
 // sums are exact and the dequantization is the same float operations in the same order, so C
 // must be equal bit for bit. Tails in every dimension: M, N, K in {1, 2, 3, 15, 16, 17, 31, 33,
 // 63, 64, 65, 127, 800}, column groups with tails, beta 0 and 1, 1 and 2 threads, a recurrence's
-// per-thread tiles. Skips where the CPU has no AVX512_VNNI.
+// per-thread tiles. Each unit's cases skip where the CPU (or OS) does not run it: the AMX ones
+// did not run where this was written (AMD Zen 4).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,26 +29,36 @@ namespace {
 #define SKIP_WITHOUT_VNNI() \
   if (!avx512_vnni_usable()) GTEST_SKIP() << "this CPU has no AVX512_VNNI"
 
+bool runs(Int8Unit unit) { return unit == Int8Unit::amx ? amx_int8_usable() : avx512_vnni_usable(); }
+#define SKIP_UNLESS_RUNS(unit) \
+  if (!runs(unit)) GTEST_SKIP() << "this CPU (or OS) does not run " << to_string(unit)
+
 // --- the kernel against its twin, one tile ---
 
 struct TileCase {
   int rows, vectors, n_tail, beta, b_k_stride, k_tiles, lookahead;
 };
 
-TEST(VnniKernel, MatchesItsScalarTwinExactly) {
-  SKIP_WITHOUT_VNNI();
+class Int8Kernel : public testing::TestWithParam<Int8Unit> {};
+
+TEST_P(Int8Kernel, MatchesItsScalarTwinExactly) {
+  const Int8Unit unit = GetParam();
+  SKIP_UNLESS_RUNS(unit);
+  const bool amx = unit == Int8Unit::amx;
   std::vector<TileCase> cases;
-  for (int vectors = 1; vectors <= 4; ++vectors)
-    for (int rows : {1, 2, 3, 5, 6, 7, 13, 29})
+  for (int vectors = 1; vectors <= (amx ? 2 : 4); ++vectors)
+    for (int rows : {1, 2, 3, 5, 6, 7, 13, 16, 17, 29, 32})
       for (int n_tail : {0, 1, 7, 15}) {
-        if (rows * vectors + vectors + 2 > 32) continue;
+        if (amx ? rows > 32 : rows * vectors + vectors + 2 > 32) continue;
         const int beta = (rows + n_tail) % 2, extra = rows % 3 == 0 ? 1 : 0;
-        cases.push_back({rows, vectors, n_tail, beta, std::min(8, vectors + extra), 1 + rows % 3, rows % 2 ? 2 : 0});
+        cases.push_back({rows, vectors, n_tail, beta, std::min(amx ? 2 : 8, vectors + extra), 1 + rows % 3,
+                         rows % 2 ? 2 : 0});
       }
   std::mt19937 rng(5);
   for (const TileCase& t : cases) {
     KernelDesc d;
-    d.kind = static_cast<std::uint8_t>(KernelKind::vnni_gemm);
+    d.kind = static_cast<std::uint8_t>(amx ? KernelKind::amx_int8_gemm : KernelKind::vnni_gemm);
+    d.a_lookahead = static_cast<std::uint8_t>(amx && t.rows % 3 == 1 ? 2 : 0);
     d.isa = static_cast<std::uint8_t>(Isa::avx512);
     d.rows = static_cast<std::uint32_t>(t.rows);
     d.vectors = static_cast<std::uint8_t>(t.vectors);
@@ -84,13 +95,48 @@ TEST(VnniKernel, MatchesItsScalarTwinExactly) {
     gs.read_only();
     const CompiledKernel& kernel = *Cache::instance().kernel(d);
     Int8GemmArgs args{reinterpret_cast<const std::uint8_t*>(ga.data()), reinterpret_cast<const std::int8_t*>(gb.data()),
-                      gc.data(), int8_k(k) / kInt8TileK, gs.data()};
+                      gc.data(), int8_k(k) / kInt8TileK, gs.data(), 0};
     kernel(&args);
-    Int8GemmArgs ref{a.data(), panel.data(), c_ref.data(), int8_k(k) / kInt8TileK, a_scale.data()};
+    Int8GemmArgs ref{a.data(), panel.data(), c_ref.data(), int8_k(k) / kInt8TileK, a_scale.data(), 0};
     int8::vnni_gemm_reference(d, ref);
     for (std::size_t i = 0; i < c0.size(); ++i) ASSERT_EQ(gc.data()[i], c_ref[i]) << kernel_name(d) << " at " << i;
   }
 }
+
+// The AMX-INT8 kernels are generated (never run) on any CPU: every tile shape the planner can ask
+// for encodes, with TDPBUSD, and an impossible one is refused.
+TEST(AmxInt8Kernel, EveryTileShapeIsGenerated) {
+  for (int rows : {1, 15, 16, 17, 32})
+    for (int vectors : {1, 2})
+      for (int n_tail : {0, 5}) {
+        KernelDesc d;
+        d.kind = static_cast<std::uint8_t>(KernelKind::amx_int8_gemm);
+        d.isa = static_cast<std::uint8_t>(Isa::avx512);
+        d.rows = static_cast<std::uint32_t>(rows);
+        d.vectors = static_cast<std::uint8_t>(vectors);
+        d.n_tail = static_cast<std::uint8_t>(n_tail);
+        d.beta = static_cast<std::uint8_t>(rows % 2);
+        d.b_k_stride = 2;
+        d.b_lookahead = 4;
+        d.a_lookahead = 2;
+        d.a_row_stride = 832;
+        d.c_row_stride = 3200;
+        const std::shared_ptr<const CompiledKernel> k = Cache::instance().kernel(d);
+        EXPECT_NE(k->disassembly().find("tdpbusd"), std::string::npos) << kernel_name(d);
+      }
+  KernelDesc bad;
+  bad.kind = static_cast<std::uint8_t>(KernelKind::amx_int8_gemm);
+  bad.isa = static_cast<std::uint8_t>(Isa::avx512);
+  bad.rows = 33;
+  bad.vectors = 1;
+  bad.b_k_stride = 1;
+  bad.a_row_stride = 64;
+  bad.c_row_stride = 16;
+  EXPECT_THROW(Cache::instance().kernel(bad), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Units, Int8Kernel, testing::Values(Int8Unit::avx512_vnni, Int8Unit::amx),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 // --- the planner's tiling and the executor's loops ---
 
@@ -100,6 +146,7 @@ struct Int8Case {
   int threads;
   std::int64_t groups;
   bool recurrent = false;
+  Int8Unit unit = Int8Unit::avx512_vnni;
 };
 
 // C = A W^T (+ beta C) through a one-stage plan: W [n, k] packed as int8 panels, A [m, lda].
@@ -112,9 +159,11 @@ std::vector<float> run(const Int8Case& c, const std::vector<float>& a, std::int6
              .ldc = ldc, .beta = c.beta};
   g.blocking.packed_b = true;
   g.blocking.int8 = true;
+  g.blocking.int8_unit = c.unit;
   g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, c.recurrent);
   EXPECT_TRUE(g.blocking.int8);
-  for (const KernelDesc& d : plan.kernels) EXPECT_EQ(d.kind_of(), KernelKind::vnni_gemm) << kernel_name(d);
+  const KernelKind kind = c.unit == Int8Unit::amx ? KernelKind::amx_int8_gemm : KernelKind::vnni_gemm;
+  for (const KernelDesc& d : plan.kernels) EXPECT_EQ(d.kind_of(), kind) << kernel_name(d);
   std::vector<float> a_panels(static_cast<std::size_t>(a_panel_elements(g.blocking, c.m, c.k)));
   g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, a_panels.size() * sizeof(float)), 0};
   std::vector<float> packed(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
@@ -142,7 +191,7 @@ std::vector<float> run(const Int8Case& c, const std::vector<float>& a, std::int6
 // What the int8 GEMM computes for row i, column j: the quantized operands' integer dot product,
 // dequantized as the kernel does, then + C with beta.
 void check(const Int8Case& c, std::vector<float> a = {}) {
-  SKIP_WITHOUT_VNNI();
+  SKIP_UNLESS_RUNS(c.unit);
   const std::int64_t lda = c.k + 3, ldc = c.n + 1;
   if (a.empty()) a = test::uniform(c.m * lda, 1);
   const std::vector<float> w = test::uniform(c.n * c.k, 2);
@@ -194,13 +243,18 @@ std::vector<Int8Case> sweep() {
   out.push_back({1, 4 * 115, 33, 0.0f, 2, 4, true});
   out.push_back({40, 3 * 50, 70, 1.0f, 1, 3, true});
   out.push_back({7, 1024, 1025, 0.0f, 2, 1, true});
+  const std::size_t per_unit = out.size();
+  for (std::size_t i = 0; i < per_unit; ++i) {
+    out.push_back(out[i]);
+    out.back().unit = Int8Unit::amx;
+  }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, Int8Gemm, testing::ValuesIn(sweep()), [](const auto& info) {
   const Int8Case& c = info.param;
-  return fmt::format("m{}_n{}_k{}_beta{}_th{}_g{}{}", c.m, c.n, c.k, static_cast<int>(c.beta), c.threads, c.groups,
-                     c.recurrent ? "_step" : "");
+  return fmt::format("{}_m{}_n{}_k{}_beta{}_th{}_g{}{}", to_string(c.unit), c.m, c.n, c.k, static_cast<int>(c.beta),
+                     c.threads, c.groups, c.recurrent ? "_step" : "");
 });
 
 // The executor's AVX-512 quantization rounds ties to even, clamps, and gives a row of zeros
@@ -219,6 +273,7 @@ TEST(Int8Quantization, RoundsTiesToEvenAndHandlesZeroRows) {
   std::copy(row.begin(), row.end(), a.begin());  // row 0; row 1 all zeros
   check({2, 17, k, 0.0f, 1, 1}, a);
   check({2, 17, k, 1.0f, 2, 1, true}, a);
+  if (runs(Int8Unit::amx)) check({2, 17, k, 1.0f, 2, 1, true, Int8Unit::amx}, a);
 }
 
 // Weights that were quantized per row and dequantized (w' = q * scale: what a saved int8 model,
@@ -254,6 +309,10 @@ TEST(Int8Blocking, TilesFitTheRegistersAndPadK) {
       EXPECT_LE(b.m_r * b.n_r + b.n_r + 2, 32) << m;
       EXPECT_EQ(b.k_c, 832);
       EXPECT_EQ(b.a_copies, shared ? 1 : 2);
+      const GemmBlocking amx = choose_int8_blocking(m, 800, 800, 2, caches, shared, Int8Unit::amx);
+      EXPECT_TRUE(amx.int8 && amx.int8_unit == Int8Unit::amx);
+      EXPECT_LE(amx.m_r, 32);
+      EXPECT_LE(amx.n_r, 2);
     }
   EXPECT_EQ(int8_k(1), 64);
   EXPECT_EQ(int8_k(64), 64);

@@ -84,7 +84,7 @@ double worst(const std::vector<float>& a, const std::vector<float>& b) {
 class Int8VersusOrt : public testing::TestWithParam<OrtCase> {};
 
 TEST_P(Int8VersusOrt, ErrsNoMoreThanDynamicQuantizeLstm) {
-  if (!avx512_vnni_usable()) GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (AVX512_VNNI or AMX-INT8)";
   const std::string py = python();
   if (std::system((py + " -c 'import onnx, onnxruntime, numpy' >/dev/null 2>&1").c_str()) != 0)
     GTEST_SKIP() << py << " cannot import onnx and onnxruntime: not compared against them";

@@ -65,7 +65,7 @@ Tensors int8_reference(const RnnCase& rc) {
 class Int8Rnn : public testing::TestWithParam<Int8RnnCase> {};
 
 TEST_P(Int8Rnn, MatchesTheInt8ReferenceAndFp32WithinTheQuantizationBound) {
-  if (!avx512_vnni_usable()) GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (AVX512_VNNI or AMX-INT8)";
   const Int8RnnCase& c = GetParam();
   RnnCase rc(c.config, c.shape, 3);
   if (c.lengths) rc.vary_lengths();
@@ -73,9 +73,10 @@ TEST_P(Int8Rnn, MatchesTheInt8ReferenceAndFp32WithinTheQuantizationBound) {
   const Rnn rnn(c.config, {.threads = 2, .quantize = Quantize::int8_dynamic});
   Execution ex = rnn.prepare(c.shape, Mode::inference);
   ASSERT_EQ(ex.plan().quantize, Quantize::int8_dynamic) << ex.plan_text();
-  bool vnni = false;
-  for (const KernelDesc& d : ex.plan().kernels) vnni = vnni || d.kind_of() == KernelKind::vnni_gemm;
-  EXPECT_TRUE(vnni) << ex.plan_text();
+  const KernelKind kind = *int8_unit() == Int8Unit::amx ? KernelKind::amx_int8_gemm : KernelKind::vnni_gemm;
+  bool int8_kernels = false;
+  for (const KernelDesc& d : ex.plan().kernels) int8_kernels = int8_kernels || d.kind_of() == kind;
+  EXPECT_TRUE(int8_kernels) << ex.plan_text();
   const Tensors got = rc.run(ex);
 
   const RnnConfig& cfg = c.config;
@@ -176,7 +177,7 @@ TEST(Int8Plan, OtherIsasAndCpusWithoutAUnitFallBackAndSaySo) {
                                  Bf16Unit::avx512_bf16, Quantize::int8_dynamic, std::nullopt);
   EXPECT_EQ(no_unit.quantize, Quantize::none);
   EXPECT_EQ(no_unit.fpmath, FpMath::bf16);
-  EXPECT_NE(to_text(no_unit).find("no int8 unit (AVX512_VNNI), the GEMMs run bf16"), std::string::npos)
+  EXPECT_NE(to_text(no_unit).find("no int8 unit (AVX512_VNNI or AMX-INT8), the GEMMs run bf16"), std::string::npos)
       << to_text(no_unit);
   const Plan int8 = make_plan(kSmall, {4, 3}, Mode::inference, Isa::avx512, 1, {}, {}, FpMath::strict,
                               Bf16Unit::amx, Quantize::int8_dynamic, Int8Unit::avx512_vnni);
@@ -216,12 +217,17 @@ TEST(Int8Plan, ParsesItsNamesAndTheUnitFollowsRnnjitInt8Unit) {
   EXPECT_EQ(parse_quantize("none"), Quantize::none);
   EXPECT_THROW(parse_quantize("int4"), Error);
   EXPECT_EQ(parse_int8_unit("avx512_vnni"), Int8Unit::avx512_vnni);
+  EXPECT_EQ(parse_int8_unit("amx"), Int8Unit::amx);
   EXPECT_THROW(parse_int8_unit("amx_int8"), Error);
-  EXPECT_EQ(int8_unit().has_value(), avx512_vnni_usable());
-  {
-    const test::ScopedEnv forced("RNNJIT_INT8_UNIT", "avx512_vnni");
-    if (avx512_vnni_usable()) {
-      EXPECT_EQ(int8_unit(), Int8Unit::avx512_vnni);
+  if (amx_int8_usable()) {
+    EXPECT_EQ(int8_unit(), Int8Unit::amx);
+  } else {
+    EXPECT_EQ(int8_unit().has_value(), avx512_vnni_usable());
+  }
+  for (Int8Unit unit : {Int8Unit::avx512_vnni, Int8Unit::amx}) {
+    const test::ScopedEnv forced("RNNJIT_INT8_UNIT", std::string(to_string(unit)));
+    if (unit == Int8Unit::amx ? amx_int8_usable() : avx512_vnni_usable()) {
+      EXPECT_EQ(int8_unit(), unit);
     } else {
       EXPECT_THROW(int8_unit(), Error);
     }
@@ -236,7 +242,7 @@ TEST(Int8Plan, ParsesItsNamesAndTheUnitFollowsRnnjitInt8Unit) {
 }
 
 TEST(Int8Plan, PackedWeightsOfAnotherFormatAreRefused) {
-  if (!avx512_vnni_usable()) GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (AVX512_VNNI or AMX-INT8)";
   RnnCase rc(kSmall, {4, 3});
   Execution fp32 = Rnn(kSmall, {.threads = 1}).prepare({4, 3}, Mode::inference);
   Execution int8 = Rnn(kSmall, {.threads = 1, .quantize = Quantize::int8_dynamic}).prepare({4, 3}, Mode::inference);

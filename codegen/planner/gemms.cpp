@@ -119,9 +119,11 @@ GemmStep plan_int8_gemm(GemmStep g, std::int64_t group, int threads, std::vector
     throw Error(fmt::format("gemm '{}': int8 runs only on packed weights and an untransposed A", g.what));
   GemmBlocking& b = g.blocking;
   b = choose_int8_blocking(g.m, g.k, group, threads, caches, shared, b.int8_unit);
-  add_gemm_kernels(g, group, KernelKind::vnni_gemm, kernels, [&](KernelDesc& d) {
+  const KernelKind kind = b.int8_unit == Int8Unit::amx ? KernelKind::amx_int8_gemm : KernelKind::vnni_gemm;
+  add_gemm_kernels(g, group, kind, kernels, [&](KernelDesc& d) {
     d.a_row_stride = static_cast<std::uint32_t>(int8_k(g.k));
     d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
+    d.a_lookahead = static_cast<std::uint8_t>(b.a_lookahead);
   });
   return g;
 }

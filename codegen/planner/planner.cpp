@@ -73,7 +73,7 @@ void Planner::plan_quantize(std::optional<Int8Unit> int8_unit, FpMath fallback) 
     plan_.notes.push_back(fmt::format("quantize int8_dynamic: isa {} has no int8 GEMM, the GEMMs run {}",
                                       to_string(plan_.isa), instead));
   else if (!int8_unit)
-    plan_.notes.push_back(fmt::format("quantize int8_dynamic: this CPU has no int8 unit (AVX512_VNNI), the GEMMs "
+    plan_.notes.push_back(fmt::format("quantize int8_dynamic: this CPU has no int8 unit (AVX512_VNNI or AMX-INT8), the GEMMs "
                                       "run {}",
                                       instead));
   else if (widest > kMaxInt8K)

@@ -115,14 +115,19 @@ enum class Quantize : std::uint8_t { none = 0, int8_dynamic = 1 };
 std::string_view to_string(Quantize q);
 Quantize parse_quantize(std::string_view name);  // "none"|"int8_dynamic" (also "int8")
 // What runs the int8 GEMMs of Quantize::int8_dynamic: AVX512-VNNI's vpdpbusd on zmm registers
-// (AMD Zen 4 and Zen 5, Intel from Cascade Lake on).
-enum class Int8Unit : std::uint8_t { avx512_vnni = 0 };
+// (AMD Zen 4 and Zen 5, Intel from Cascade Lake on), or AMX-INT8 tiles (TDPBUSD; Intel from
+// Sapphire Rapids on), on the same packed weights and quantized rows.
+enum class Int8Unit : std::uint8_t { avx512_vnni = 0, amx = 1 };
 std::string_view to_string(Int8Unit unit);
-Int8Unit parse_int8_unit(std::string_view name);  // "avx512_vnni"
+Int8Unit parse_int8_unit(std::string_view name);  // "avx512_vnni"|"amx"
 // Whether this CPU has AVX512_VNNI beside AVX-512 F, DQ, BW and VL.
 bool avx512_vnni_usable();
+// Whether this CPU runs AMX-INT8 tiles (with AVX-512, for the kernels' epilogue) and the OS
+// lets this process use them (as amx_bf16_usable()).
+bool amx_int8_usable();
 // The unit this process runs int8 GEMMs on: RNNJIT_INT8_UNIT where set (an Error if this CPU
-// cannot run it), else AVX512-VNNI where the CPU has it; none otherwise.
+// cannot run it), else AMX-INT8 where usable, else AVX512-VNNI where the CPU has it; none
+// otherwise.
 std::optional<Int8Unit> int8_unit();
 
 // The most threads a plan is split across (Options::threads, RNNJIT_NUM_THREADS, --threads).
