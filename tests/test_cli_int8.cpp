@@ -46,6 +46,13 @@ TEST_F(CliInt8, DumpGeneratesTheVnniKernelsOnAnyCpu) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("i8gemm_vnni_"), std::string::npos);
   EXPECT_NE(r.out.find("vpdpbusd"), std::string::npos);
+  const CliResult amx =
+      cli(with(with({"dump", "--target", "avx512"}, kSmall), {"--quantize", "int8", "--int8-unit", "amx"}));
+  ASSERT_EQ(amx.status, 0) << amx.err;
+  EXPECT_NE(amx.out.find("i8gemm_amx_"), std::string::npos);
+  EXPECT_NE(amx.out.find("tdpbusd"), std::string::npos);
+  expect_error(with(with({"dump", "--target", "avx512"}, kSmall), {"--quantize", "int8", "--int8-unit", "vnni"}), 2,
+               {"--int8-unit: unknown int8 unit 'vnni'"});
 }
 
 TEST_F(CliInt8, BenchTimesItBesideBf16AndFp32) {

@@ -257,6 +257,14 @@ Quantize build_quantize(const std::string& value) {
   }
 }
 
+Int8Unit build_int8_unit(const std::string& value) {
+  try {
+    return parse_int8_unit(value);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--int8-unit: {}", e.what()));
+  }
+}
+
 void add_backend_flags(CLI::App& app, BackendFlags& f) {
   app.add_option("--backend", f.backend, "reference, jit or auto")->capture_default_str();
   add_threads_flag(app, f.threads);

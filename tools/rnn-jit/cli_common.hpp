@@ -113,6 +113,7 @@ Bf16Unit build_bf16_unit(const std::string& value);  // or UsageError naming the
 // --quantize none|int8 (Options::quantize)
 void add_quantize_flag(CLI::App& app, std::string& value);
 Quantize build_quantize(const std::string& value);  // or UsageError naming the flag
+Int8Unit build_int8_unit(const std::string& value);  // or UsageError naming --int8-unit
 
 // --sms and --shared-per-block: the GPU that `dump --target cuda` and `cache warm` shape the
 // persistent recurrent kernels for (codegen/cuda/persistent_source.hpp); default: an H100/H200
