@@ -291,13 +291,15 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           // Both GEMV halves, kept apart because GRU needs W_hn h + b_hn on its own.
           if (int8) {
             q8.products(xt, hp, in_width, S, lw, gx, gh);
-          } else for (i64 j = 0; j < GH; ++j) {
-            Acc a = lw.b_ih ? lw.b_ih[j] : 0;
-            for (i64 k = 0; k < in_width; ++k) a += Acc(lw.w_ih[j * in_width + k]) * Acc(xt[k]);
-            Acc b = lw.b_hh ? lw.b_hh[j] : 0;
-            for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(hp[k]);
-            gx[sz(j)] = a;
-            gh[sz(j)] = b;
+          } else {
+            for (i64 j = 0; j < GH; ++j) {
+              Acc a = lw.b_ih ? lw.b_ih[j] : 0;
+              for (i64 k = 0; k < in_width; ++k) a += Acc(lw.w_ih[j * in_width + k]) * Acc(xt[k]);
+              Acc b = lw.b_hh ? lw.b_hh[j] : 0;
+              for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(hp[k]);
+              gx[sz(j)] = a;
+              gh[sz(j)] = b;
+            }
           }
           if (reset_before) {
             // n's recurrent product reads r * h_{t-1}: r first, then W_hn (r * h) + b_hn
@@ -305,10 +307,12 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
             for (i64 k = 0; k < H; ++k) reset_h[sz(k)] = sigmoid(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]))) * hp[k];
             if (int8) {
               q8.reset_products(reset_h.data(), lw, gh);
-            } else for (i64 j = 2 * H; j < GH; ++j) {
-              Acc b = lw.b_hh ? lw.b_hh[j] : 0;
-              for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(reset_h[sz(k)]);
-              gh[sz(j)] = b;
+            } else {
+              for (i64 j = 2 * H; j < GH; ++j) {
+                Acc b = lw.b_hh ? lw.b_hh[j] : 0;
+                for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(reset_h[sz(k)]);
+                gh[sz(j)] = b;
+              }
             }
           }
           const i64 row = t * N + n;  // (t, n) row of the [T, N, ...] arrays
