@@ -147,6 +147,7 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.independent_stacks = config.independent_stacks ? 1 : 0;
   c.relu_alpha = config.relu_alpha;
   c.fpmath = RNNJIT_FPMATH_STRICT;
+  c.quantize = RNNJIT_QUANTIZE_NONE;
   return c;
 }
 
@@ -182,9 +183,13 @@ rnnjit_status_t rnnjit_rnn_create(const rnnjit_config_t* config, rnnjit_rnn_t** 
     if (c.threads < 0) invalid(fmt::format("config.threads must be 0 (default) or positive, got {}", c.threads));
     if (c.fpmath != RNNJIT_FPMATH_STRICT && c.fpmath != RNNJIT_FPMATH_BF16)
       invalid(fmt::format("config.fpmath {} is not an rnnjit_fpmath_t (0 strict, 1 bf16)", c.fpmath));
+    if (c.quantize != RNNJIT_QUANTIZE_NONE && c.quantize != RNNJIT_QUANTIZE_INT8_DYNAMIC)
+      invalid(fmt::format("config.quantize {} is not an rnnjit_quantize_t (0 none, 1 int8_dynamic)", c.quantize));
     out = new rnnjit_rnn{rnnjit::Rnn(
         cpp, rnnjit::Options{.threads = c.threads,
-                             .fpmath = c.fpmath == RNNJIT_FPMATH_BF16 ? rnnjit::FpMath::bf16 : rnnjit::FpMath::strict})};
+                             .fpmath = c.fpmath == RNNJIT_FPMATH_BF16 ? rnnjit::FpMath::bf16 : rnnjit::FpMath::strict,
+                             .quantize = c.quantize == RNNJIT_QUANTIZE_INT8_DYNAMIC ? rnnjit::Quantize::int8_dynamic
+                                                                                   : rnnjit::Quantize::none})};
   });
 }
 

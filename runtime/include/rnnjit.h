@@ -49,7 +49,7 @@ extern "C" {
 
 /* Kept equal to the CMake project's version (the build checks it). */
 #define RNNJIT_VERSION_MAJOR 0
-#define RNNJIT_VERSION_MINOR 6
+#define RNNJIT_VERSION_MINOR 7
 #define RNNJIT_VERSION_PATCH 0
 
 typedef enum rnnjit_status {
@@ -88,6 +88,17 @@ typedef enum rnnjit_fpmath {
    * and in training. */
   RNNJIT_FPMATH_BF16 = 1
 } rnnjit_fpmath_t;
+
+/* Quantized inference (Options::quantize in the C++ API). */
+typedef enum rnnjit_quantize {
+  RNNJIT_QUANTIZE_NONE = 0,
+  /* Inference only: the GEMMs on the weights multiply int8 weights (a scale per gate row,
+   * quantized once as they are packed) by x and h quantized per row to uint8 as each GEMM reads
+   * them, summing in int32 on AMX-INT8 or AVX512-VNNI; gate math, states and outputs stay FP32. Where the
+   * CPU has no int8 unit, bf16 or FP32 (the plan's notes say why). Preparing a training
+   * execution fails with INVALID_ARGUMENT. */
+  RNNJIT_QUANTIZE_INT8_DYNAMIC = 1
+} rnnjit_quantize_t;
 
 typedef enum rnnjit_mode {
   RNNJIT_MODE_INFERENCE = 0,
@@ -132,6 +143,7 @@ typedef struct rnnjit_config {
   /* RNNJIT_CELL_RNN_RELU: the slope below zero, finite and >= 0 (leaky ReLU: oneDNN's alpha,
    * ONNX's LeakyRelu); 0: plain ReLU. */
   float relu_alpha;
+  int32_t quantize;             /* an rnnjit_quantize_t (0: none) */
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
