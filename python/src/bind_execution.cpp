@@ -24,6 +24,7 @@
 #include "python/src/enums.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/kernel.hpp"
+#include "runtime/packed_weights.hpp"
 #include "rnnjit/rnn.hpp"
 
 namespace nb = nanobind;
@@ -185,35 +186,52 @@ std::span<T> raw(const Raw& r) {
 void bind_raw_calls(nb::class_<PyExecution>& c) {
   c.def("_forward_raw",
         [](PyExecution& self, Raw weights, Raw x, Raw y, Raw hx, Raw cx, Raw hy, Raw cy, Raw seq_lengths,
-           std::uint64_t dropout_seed) {
+           std::uint64_t dropout_seed, Raw packed, Raw reserve) {
           const ForwardIo io{.x = raw<const float>(x),
                              .hx = raw<const float>(hx),
                              .cx = raw<const float>(cx),
                              .y = raw<float>(y),
                              .hy = raw<float>(hy),
                              .cy = raw<float>(cy),
+                             .packed_weights = raw<const std::byte>(packed),
                              .seq_lengths = raw<const std::int32_t>(seq_lengths),
                              .dropout_seed = dropout_seed};
-          self.run([&](Execution& ex) { ex.forward(raw<const float>(weights), io); });
+          self.run([&](Execution& ex) { ex.forward(raw<const float>(weights), io, raw<std::byte>(reserve)); });
         },
         "weights"_a.none(), "x"_a.none(), "y"_a.none(), "hx"_a.none(), "cx"_a.none(), "hy"_a.none(), "cy"_a.none(),
-        "seq_lengths"_a.none(), "dropout_seed"_a)
+        "seq_lengths"_a.none(), "dropout_seed"_a, "packed"_a.none() = nb::none(), "reserve"_a.none() = nb::none(),
+        "forward on raw addresses (rnnjit.torch's entry); packed and reserve (bytes) optional.")
       .def("_backward_raw",
-           [](PyExecution& self, Raw weights, Raw dy, Raw dhy, Raw dcy, Raw dx, Raw dhx, Raw dcx, Raw x, Raw dweights) {
+           [](PyExecution& self, Raw weights, Raw dy, Raw dhy, Raw dcy, Raw dx, Raw dhx, Raw dcx, Raw x, Raw dweights,
+              Raw reserve) {
              const BackwardDataIo data{.dy = raw<const float>(dy),
                                        .dhy = raw<const float>(dhy),
                                        .dcy = raw<const float>(dcy),
                                        .dx = raw<float>(dx),
                                        .dhx = raw<float>(dhx),
                                        .dcx = raw<float>(dcx)};
+             const auto r = raw<std::byte>(reserve);
              self.run([&](Execution& ex) {
-               ex.backward_data(raw<const float>(weights), data);
-               if (dweights) ex.backward_weights({.x = raw<const float>(x), .dweights = raw<float>(dweights)});
+               ex.backward_data(raw<const float>(weights), data, r);
+               if (dweights) ex.backward_weights({.x = raw<const float>(x), .dweights = raw<float>(dweights)}, r);
              });
            },
            "weights"_a.none(), "dy"_a.none(), "dhy"_a.none(), "dcy"_a.none(), "dx"_a.none(), "dhx"_a.none(),
-           "dcx"_a.none(), "x"_a.none(), "dweights"_a.none(),
-           "backward_data, then backward_weights where dweights is given (rnnjit.torch's entry).");
+           "dcx"_a.none(), "x"_a.none(), "dweights"_a.none(), "reserve"_a.none() = nb::none(),
+           "backward_data, then backward_weights where dweights is given (rnnjit.torch's entry).")
+      .def("_pack_raw",
+           [](PyExecution& self, Raw weights, Raw packed) {
+             self.run([&](Execution& ex) { ex.pack_weights(raw<const float>(weights), raw<std::byte>(packed)); });
+           },
+           "weights"_a.none(), "packed"_a.none(), "pack_weights on raw addresses (rnnjit.torch's entry).")
+      .def("_packed_layout",
+           [](PyExecution& self) {
+             return self.query([](Execution& ex) {
+               return ex.packed_weights_size() == 0 ? std::uint64_t{0} : packed_layout_fingerprint(ex.plan());
+             });
+           },
+           "What names the packed weights' layout: Executions with the same value share packed weights "
+           "(0: nothing is packed).");
 }
 
 void bind_execution_queries(nb::class_<PyExecution>& c) {

@@ -17,6 +17,6 @@ except ImportError as e:  # pragma: no cover - depends on the environment
                       "the rest of rnnjit works without it") from e
 
 from rnnjit.torch.convert import convert
-from rnnjit.torch.modules import GRU, LSTM, RNN
+from rnnjit.torch.modules import GRU, LSTM, RNN, FallbackWarning
 
-__all__ = ["GRU", "LSTM", "RNN", "convert"]
+__all__ = ["GRU", "LSTM", "RNN", "FallbackWarning", "convert"]

@@ -7,11 +7,14 @@ a call hands rnnjit the weights without a copy; whatever replaces their storage 
 load_state_dict(assign=True), a DDP broadcast) is caught before the next call and re-flattened.
 """
 
+import warnings
+
 import torch
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
 import rnnjit
-from rnnjit.torch._function import Call, RnnFunction, order_after_torch, run_forward
+from rnnjit.torch import _packs
+from rnnjit.torch._function import Call, RnnFunction, cast, float32, order_after_torch, run_forward
 from rnnjit.torch._pool import ExecutionPool
 
 
@@ -22,16 +25,24 @@ def _fpmath():
     return "bf16" if torch.get_float32_matmul_precision() == "medium" else "strict"
 
 
+class FallbackWarning(UserWarning):
+    """A call rnnjit cannot run (float64, float16, a device without an rnnjit backend) ran
+    torch.nn's own implementation instead; warned once per module."""
+
+
 class _RnnjitLayer:
     """What LSTM, GRU and RNN share; mixed in before their torch.nn base class."""
 
     _rnnjit_cell = None  # rnnjit's cell name, set by each class
+    # True: a call rnnjit cannot run raises TypeError or ValueError instead of running torch.nn's
+    # implementation with a FallbackWarning (set on a module, or on a class for all of them).
+    strict = False
 
     # ---- the canonical weight buffer ----
 
     def flatten_parameters(self):
         """Makes every parameter a view into one canonical weight buffer (a no-op when they are)."""
-        params = [getattr(self, name) for name in self._flat_weights_names]
+        params = self._rnnjit_params()
         flat = self.__dict__.get("_rnnjit_flat")
         if flat is not None and _views_of(flat, params):
             return
@@ -45,14 +56,29 @@ class _RnnjitLayer:
                 offset += p.numel()
         self.__dict__["_rnnjit_flat"] = flat
 
+    def _rnnjit_params(self):
+        """The parameters in the canonical order, as they are now: from the module's parameter
+        dict, which torch.func.functional_call and torch.export swap without setattr (torch.nn's
+        _flat_weights list would still hold the old ones)."""
+        parameters = self._parameters
+        return [parameters[name] for name in self._flat_weights_names]
+
     def _rnnjit_weights(self):
         """The canonical buffer and the parameters (in its order), re-flattened if need be."""
-        params = [getattr(self, name) for name in self._flat_weights_names]
+        params = self._rnnjit_params()
         flat = self.__dict__.get("_rnnjit_flat")
         if flat is None or not _views_of(flat, params):
             self.flatten_parameters()
             flat = self.__dict__["_rnnjit_flat"]
         return flat, params
+
+    def drop_packed_weights(self):
+        """Forgets the weights packed for inference calls, so that the next call packs them again.
+        Every change through PyTorch (an optimizer step, load_state_dict, an in-place edit under
+        no_grad, .to(), a new Parameter) is noticed without it; an edit through `.data`
+        (`p.data.mul_(0.9)`, as EMA and weight-clipping code does) bypasses the version
+        counters that tell, so call this after one."""
+        _packs.drop(self._rnnjit_params())
 
     # ---- rnnjit objects ----
 
@@ -63,12 +89,12 @@ class _RnnjitLayer:
                                 dropout=dropout)
 
     def _rnnjit_rnn(self, key):
-        """The rnnjit.Rnn of (batch_first, dropout, device, fpmath), made once per module."""
+        """The rnnjit.Rnn of (batch_first, dropout, device, fpmath, threads), made once per module."""
         rnns = self.__dict__.setdefault("_rnnjit_rnns", {})
         rnn = rnns.get(key)
         if rnn is None:
-            batch_first, dropout, device, fpmath = key
-            options = rnnjit.Options(device="cuda" if device.type == "cuda" else "cpu", fpmath=fpmath)
+            batch_first, dropout, device, fpmath, threads = key
+            options = rnnjit.Options(device="cuda" if device.type == "cuda" else "cpu", fpmath=fpmath, threads=threads)
             rnn = rnns[key] = rnnjit.Rnn(self._rnnjit_config(batch_first, dropout), options)
         return rnn
 
@@ -78,60 +104,85 @@ class _RnnjitLayer:
             pool = self.__dict__["_rnnjit_executions"] = ExecutionPool()
         return pool
 
-    # ---- forward ----
+    # ---- what runs a call ----
+
+    def _rnnjit_dtype(self, x, p, states):
+        """The dtype of the call's outputs where rnnjit runs it (float32, or bfloat16: float32
+        arithmetic around bf16 GEMMs), else None: torch.nn's implementation runs it, which also
+        gives torch.nn's own error for a mixture it refuses."""
+        device = x.device.type
+        if device == "cpu" and _autocast_cpu():
+            want = _autocast_result(self._torch_base, self._rnnjit_cell, x.dtype, p.dtype)
+            inputs_ok = True  # autocast casts inputs and states to the dtype it runs
+        else:
+            want = x.dtype
+            inputs_ok = p.dtype == want and all(s is None or s.dtype == want for s in states)
+        if not inputs_ok:
+            return None  # torch.nn raises its message
+        if p.device != x.device:
+            return None
+        if device == "cpu" and want in (torch.float32, torch.bfloat16):
+            return want
+        if device == "cuda" and want is torch.float32 and x.device.index == 0:
+            return want  # rnnjit's CUDA executor runs on cuda:0 (CUDA_VISIBLE_DEVICES chooses the GPU)
+        why = (f"rnnjit runs float32 and bfloat16 on the CPU and float32 on CUDA, not {want} on {device}")
+        if self.strict:
+            raise (TypeError if device in ("cpu", "cuda") else ValueError)(
+                f"rnnjit.torch.{type(self).__name__}: {why} (strict)")
+        if not self.__dict__.get("_rnnjit_warned"):
+            self.__dict__["_rnnjit_warned"] = True
+            warnings.warn(f"rnnjit.torch.{type(self).__name__}: {why}: torch.nn's implementation runs it",
+                          FallbackWarning, stacklevel=4)
+        return None
 
     def _rnnjit_forward(self, input, hx, cx):
-        """Runs the layer: returns output, h_n and c_n (None but for LSTM), as torch.nn does."""
+        """Runs the layer: returns output, h_n and c_n (None but for LSTM), as torch.nn does; or
+        None where torch.nn's own forward is to run the call."""
+        if _tracing():
+            return None  # torch.jit.trace and torch.onnx.export record torch.nn's operators
         name = type(self).__name__
         packed = isinstance(input, PackedSequence)
+        x = input.data if packed else input
+        if not isinstance(x, torch.Tensor):
+            return None
+        params = self._rnnjit_params()
+        dtype = self._rnnjit_dtype(x, params[0], (hx, cx))
+        if dtype is None:
+            return None
         if packed:
             x, lengths = pad_packed_sequence(input)  # [T, N, I], the batch in its original order
             batch_first, batched = False, True
         else:
-            x, lengths = input, None
+            lengths = None
             batch_first = self.batch_first
             if x.dim() not in (2, 3):
                 raise ValueError(f"{name}: Expected input to be 2D or 3D, got {x.dim()}D instead")
             batched = x.dim() == 3
             if not batched:
                 x = x.unsqueeze(0 if batch_first else 1)
-        flat, params = self._rnnjit_weights()
-        _check_tensor(name, "input", x, flat)
         if x.size(-1) != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {x.size(-1)}")
         seq_len, batch = (x.size(1), x.size(0)) if batch_first else (x.size(0), x.size(1))
+        if batch == 0:
+            return None  # torch.nn's empty outputs
         directions = 2 if self.bidirectional else 1
         state = getattr(self, "proj_size", 0) or self.hidden_size
         h_shape = (self.num_layers * directions, batch, state)
         c_shape = (self.num_layers * directions, batch, self.hidden_size) if self._rnnjit_cell == "lstm" else None
-        hx = _checked_state(name, hx, h_shape, batched, "hidden[0]" if c_shape else "hx", flat)
-        cx = _checked_state(name, cx, c_shape, batched, "hidden[1]", flat) if c_shape else None
+        hx = _checked_state(hx, h_shape, batched, "hidden[0]" if c_shape else "hx")
+        cx = _checked_state(cx, c_shape, batched, "hidden[1]") if c_shape else None
 
         dropout = self.dropout if self.training and self.num_layers > 1 else 0.0
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params) or
                                             (hx is not None and hx.requires_grad) or
                                             (cx is not None and cx.requires_grad))
-        mode = "training" if grad or dropout > 0 else "inference"
-        key = (batch_first, dropout, x.device, _fpmath())
-        rnn = self._rnnjit_rnn(key)
-        lease = self._rnnjit_pool().acquire((key, seq_len, batch, mode), rnn, (seq_len, batch), mode)
-        out_width = directions * state
-        y_shape = (batch, seq_len, out_width) if batch_first else (seq_len, batch, out_width)
-        seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout > 0 else 0
-        call = Call(lease, flat, None, None if lengths is None else lengths.to(torch.int32), seed, y_shape, h_shape,
-                    c_shape)
-        x = x.contiguous()
-        order_after_torch(x)
-        if grad:
-            call.blocks = rnn.weight_layout
-            y, hy, *cy = RnnFunction.apply(call, x, hx, cx, *params)
-            cy = cy[0] if cy else None
+        if _compiling():
+            from rnnjit.torch import _ops  # torch >= 2.4 (torch.compile, torch.export)
+            y, hy, cy = _ops.run(self, x, hx, cx, lengths, batch_first, dropout, dtype)
         else:
-            try:
-                y, hy, cy = run_forward(call, x.detach(), _detached(hx), _detached(cx))
-            finally:
-                lease.release()
+            y, hy, cy = self._rnnjit_eager(x, hx, cx, lengths, batch_first, dropout, dtype, grad, params,
+                                           (seq_len, batch), h_shape, c_shape)
         if packed:
             y = PackedSequence(y[_packed_rows(input)], input.batch_sizes, input.sorted_indices,
                                input.unsorted_indices)
@@ -140,12 +191,65 @@ class _RnnjitLayer:
             cy = cy.squeeze(1) if cy is not None else None
         return y, hy, cy
 
+    def _rnnjit_eager(self, x, hx, cx, lengths, batch_first, dropout, dtype, grad, params, shape, h_shape, c_shape):
+        """The call through the module's Executions: inference on cached packed weights, or the
+        training plan inside RnnFunction."""
+        flat, params = self._rnnjit_weights()
+        mode = "training" if grad or dropout > 0 else "inference"
+        cpu = x.device.type == "cpu"
+        fpmath = "bf16" if dtype is torch.bfloat16 else _fpmath()
+        key = (batch_first, dropout, x.device, fpmath, torch.get_num_threads() if cpu else 0)
+        rnn = self._rnnjit_rnn(key)
+        directions = 2 if self.bidirectional else 1
+        out_width = directions * h_shape[2]
+        seq_len, batch = shape
+        y_shape = (batch, seq_len, out_width) if batch_first else (seq_len, batch, out_width)
+        lengths = None if lengths is None else lengths.to(torch.int32)
+        pool = self._rnnjit_pool()
+        if not cpu:
+            order_after_torch(x)
+        if mode == "inference":
+            execution_key = (key, seq_len, batch, mode)
+            execution = pool.take(execution_key, rnn, shape, mode)
+            try:
+                packed = None
+                if cpu:
+                    flat32, packed = _packs.inference_weights(params, flat, execution)
+                else:
+                    flat32 = float32(flat)
+                call = Call(None, flat32, None, lengths, 0, y_shape, h_shape, c_shape, dtype)
+                y, hy, cy = run_forward(execution, call, float32(x.detach()), float32(_detached(hx)),
+                                        float32(_detached(cx)), packed)
+            finally:
+                pool._give_back(execution_key, execution)
+            if dtype is not torch.float32:
+                y, hy, cy = cast(y, dtype), cast(hy, dtype), cast(cy, dtype)
+            return y, hy, cy
+        lease = pool.acquire((key, seq_len, batch, mode), rnn, shape, mode)
+        seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout > 0 else 0
+        call = Call(lease, float32(flat), rnn.weight_layout, lengths, seed, y_shape, h_shape, c_shape, dtype)
+        if grad:
+            y, hy, *cy = RnnFunction.apply(call, x.contiguous(), hx, cx, *params)
+            return y, hy, (cy[0] if cy else None)
+        with torch.no_grad():  # dropout without gradients: the training plan, its reserve unused
+            y, hy, *cy = RnnFunction.apply(call, x.contiguous(), hx, cx, *params)
+        lease.release()
+        return y, hy, (cy[0] if cy else None)
+
     def _apply(self, *args, **kwargs):
         # Moving or converting the module makes new parameter tensors: flatten them again, and
         # forget Executions and configurations made for the old device.
         self.__dict__.pop("_rnnjit_executions", None)
         self.__dict__.pop("_rnnjit_rnns", None)
         return super()._apply(*args, **kwargs)
+
+    def __getstate__(self):
+        # copy.deepcopy and pickle: rnnjit's objects (Executions, Rnns, the canonical buffer) are
+        # made again by the copy's first call.
+        state = dict(super().__getstate__())  # torch.nn's drops its weak references
+        for name in [n for n in state if n.startswith("_rnnjit_")]:
+            del state[name]
+        return state
 
 
 def _views_of(flat, params):
@@ -161,22 +265,7 @@ def _views_of(flat, params):
     return offset == flat.numel()
 
 
-def _check_tensor(layer, what, t, flat):
-    if t.dtype != torch.float32:
-        raise TypeError(f"rnnjit.torch.{layer}: {what} has dtype {t.dtype}; rnnjit runs float32 only")
-    if flat.dtype != torch.float32:
-        raise TypeError(f"rnnjit.torch.{layer}: the parameters have dtype {flat.dtype}; rnnjit runs float32 only "
-                        "(keep the module in float32)")
-    if t.device.type not in ("cpu", "cuda"):
-        raise ValueError(f"rnnjit.torch.{layer}: {what} is on device {t.device}; rnnjit runs on cpu and cuda")
-    if t.device != flat.device:
-        raise ValueError(f"rnnjit.torch.{layer}: {what} is on {t.device} but the parameters are on {flat.device}")
-    if t.is_cuda and t.device.index != 0:
-        raise ValueError(f"rnnjit.torch.{layer}: {what} is on {t.device}; rnnjit's CUDA executor runs on cuda:0 "
-                         "(choose the GPU with CUDA_VISIBLE_DEVICES)")
-
-
-def _checked_state(layer, h, shape, batched, label, flat):
+def _checked_state(h, shape, batched, label):
     """An initial state in rnnjit's [L*D, N, *] layout (contiguous), or None for zeros."""
     if h is None:
         return None
@@ -188,8 +277,47 @@ def _checked_state(layer, h, shape, batched, label, flat):
         h = h.unsqueeze(1)
     if tuple(h.shape) != shape:
         raise RuntimeError(f"Expected {label} size {shape}, got {list(h.shape)}")
-    _check_tensor(layer, label, h, flat)
     return h.contiguous()
+
+
+def _tracing():
+    """torch.jit.trace or torch.onnx.export (either exporter) is recording the call."""
+    return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
+
+
+def _compiling():
+    """torch.compile or torch.export is tracing the call (PyTorch 2.x): the custom operators run it."""
+    compiler = getattr(torch, "compiler", None)
+    return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
+
+
+def _autocast_cpu():
+    try:
+        return torch.is_autocast_enabled("cpu")  # PyTorch >= 2.4
+    except TypeError:
+        return torch.is_autocast_cpu_enabled()
+
+
+# (torch.nn class, cell, autocast dtype, input dtype, parameter dtype) -> the dtype of torch.nn's output.
+_AUTOCAST_RESULTS = {}
+
+
+def _autocast_result(base, cell, x_dtype, p_dtype):
+    """The dtype torch.nn's layer returns under the CPU autocast now in force: what its operator
+    is listed as (bf16 for LSTM and RNN, float32 for GRU in torch 2.15) differs by cell and
+    version, so it is asked once, on a layer of one unit."""
+    try:
+        autocast_dtype = torch.get_autocast_dtype("cpu")  # PyTorch >= 2.4
+    except AttributeError:
+        autocast_dtype = torch.get_autocast_cpu_dtype()
+    key = (base, cell, autocast_dtype, x_dtype, p_dtype)
+    result = _AUTOCAST_RESULTS.get(key)
+    if result is None:
+        kwargs = {"nonlinearity": "relu"} if cell == "rnn_relu" else {}
+        with torch.no_grad():
+            probe = base(1, 1, **kwargs).to(p_dtype)
+            result = _AUTOCAST_RESULTS[key] = probe(torch.zeros(1, 1, 1, dtype=x_dtype))[0].dtype
+    return result
 
 
 def _detached(t):
@@ -212,10 +340,14 @@ class LSTM(_RnnjitLayer, torch.nn.LSTM):
     """torch.nn.LSTM run by rnnjit: the same arguments, parameters, inputs and outputs."""
 
     _rnnjit_cell = "lstm"
+    _torch_base = torch.nn.LSTM
 
     def forward(self, input, hx=None):
         h0, c0 = (None, None) if hx is None else hx
-        y, hy, cy = self._rnnjit_forward(input, h0, c0)
+        out = self._rnnjit_forward(input, h0, c0)
+        if out is None:
+            return super().forward(input, hx)
+        y, hy, cy = out
         return y, (hy, cy)
 
 
@@ -223,19 +355,22 @@ class GRU(_RnnjitLayer, torch.nn.GRU):
     """torch.nn.GRU (linear before reset, as PyTorch's) run by rnnjit."""
 
     _rnnjit_cell = "gru"
+    _torch_base = torch.nn.GRU
 
     def forward(self, input, hx=None):
-        y, hy, _ = self._rnnjit_forward(input, hx, None)
-        return y, hy
+        out = self._rnnjit_forward(input, hx, None)
+        return super().forward(input, hx) if out is None else out[:2]
 
 
 class RNN(_RnnjitLayer, torch.nn.RNN):
     """torch.nn.RNN (nonlinearity "tanh" or "relu") run by rnnjit."""
+
+    _torch_base = torch.nn.RNN
 
     @property
     def _rnnjit_cell(self):
         return "rnn_tanh" if self.nonlinearity == "tanh" else "rnn_relu"
 
     def forward(self, input, hx=None):
-        y, hy, _ = self._rnnjit_forward(input, hx, None)
-        return y, hy
+        out = self._rnnjit_forward(input, hx, None)
+        return super().forward(input, hx) if out is None else out[:2]
