@@ -195,3 +195,27 @@ def test_batch_of_zero_returns_empty_outputs_as_torch_nn(ours_cls, theirs_cls, k
         assert got[0].shape == want[0].shape
         hy, ry = (got[1][0], want[1][0]) if isinstance(got[1], tuple) else (got[1], want[1])
         assert hy.shape == ry.shape
+
+
+def test_repeated_calls_see_every_change_too():
+    """The fast path of a repeated call (the same shapes, as a stream of T=1 steps) checks what
+    the general path does: gradients, parameters, train/eval, states."""
+    ours, theirs = pair(rnnjit.torch.LSTM, torch.nn.LSTM, 4, 6, num_layers=2, dropout=0.3)
+    ours.eval()
+    theirs.eval()
+    x = torch.rand(1, 1, 4)
+    state = (torch.rand(2, 1, 6), torch.rand(2, 1, 6))
+    for _ in range(3):
+        with torch.no_grad():
+            got, want = ours(x, state), theirs(x, state)
+        torch.testing.assert_close(got[1][0], want[1][0], rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        ours.weight_hh_l0.add_(0.25)
+    check_fresh(ours, theirs, x, "repeat after an in-place edit")
+    y = ours(x)[0]  # grad mode, parameters that require grad: the training plan
+    assert y.requires_grad
+    ours.train()
+    torch.manual_seed(3)
+    a = ours(x)[0]
+    torch.manual_seed(4)
+    assert not torch.equal(a, ours(x)[0]), "train(): dropout again"

@@ -7,6 +7,7 @@ a call hands rnnjit the weights without a copy; whatever replaces their storage 
 load_state_dict(assign=True), a DDP broadcast) is caught before the next call and re-flattened.
 """
 
+import operator
 import warnings
 
 import torch
@@ -14,7 +15,7 @@ from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
 import rnnjit
 from rnnjit.torch import _packs
-from rnnjit.torch._function import Call, RnnFunction, cast, float32, order_after_torch, run_forward
+from rnnjit.torch._function import Call, RnnFunction, cast, float32, order_after_torch, raw, run_forward
 from rnnjit.torch._pool import ExecutionPool
 
 
@@ -79,6 +80,7 @@ class _RnnjitLayer:
         (`p.data.mul_(0.9)`, as EMA and weight-clipping code does) bypasses the version
         counters that tell, so call this after one."""
         _packs.drop(self._rnnjit_params())
+        self.__dict__.pop("_rnnjit_repeat", None)
 
     # ---- rnnjit objects ----
 
@@ -138,6 +140,11 @@ class _RnnjitLayer:
     def _rnnjit_forward(self, input, hx, cx):
         """Runs the layer: returns output, h_n and c_n (None but for LSTM), as torch.nn does; or
         None where torch.nn's own forward is to run the call."""
+        repeat = self.__dict__.get("_rnnjit_repeat")
+        if repeat is not None:
+            out = repeat.run(self, input, hx, cx)
+            if out is not None:
+                return out
         if _tracing():
             return None  # torch.jit.trace and torch.onnx.export record torch.nn's operators
         name = type(self).__name__
@@ -220,8 +227,14 @@ class _RnnjitLayer:
                 call = Call(None, flat32, None, lengths, 0, y_shape, h_shape, c_shape, dtype)
                 y, hy, cy = run_forward(execution, call, float32(x.detach()), float32(_detached(hx)),
                                         float32(_detached(cx)), packed)
+                if cpu and lengths is None and dtype is torch.float32 and x.dim() == 3:
+                    # Calls like this one (a stream of T=1 steps) skip the checks above.
+                    self.__dict__["_rnnjit_repeat"] = _Repeat(self, execution, call, packed, params, x, hx, cx,
+                                                              key[3], key[4])
+                    execution = None  # the _Repeat's own now
             finally:
-                pool._give_back(execution_key, execution)
+                if execution is not None:
+                    pool._give_back(execution_key, execution)
             if dtype is not torch.float32:
                 y, hy, cy = cast(y, dtype), cast(hy, dtype), cast(cy, dtype)
             return y, hy, cy
@@ -241,6 +254,7 @@ class _RnnjitLayer:
         # forget Executions and configurations made for the old device.
         self.__dict__.pop("_rnnjit_executions", None)
         self.__dict__.pop("_rnnjit_rnns", None)
+        self.__dict__.pop("_rnnjit_repeat", None)
         return super()._apply(*args, **kwargs)
 
     def __getstate__(self):
@@ -250,6 +264,63 @@ class _RnnjitLayer:
         for name in [n for n in state if n.startswith("_rnnjit_")]:
             del state[name]
         return state
+
+
+class _Repeat:
+    """The last inference call of a module on the CPU (float32, 3-D input, no lengths), kept with
+    its Execution and packed weights: a call that repeats it - the same input and state shapes,
+    no gradient, the same parameters, versions and data pointers, the same matmul precision,
+    thread count and train/eval mode, no autocast, tracing or compiling - goes straight to
+    rnnjit. Streaming calls (T=1, N=1: a few microseconds of work) are all such calls, and the
+    general path's checks cost several times the step."""
+
+    __slots__ = ("execution", "call", "packed", "params", "versions", "pointers", "x_shape", "hx_shape", "cx_shape",
+                 "training", "batch_first", "fpmath", "threads", "weights", "packed_raw")
+
+    def __init__(self, module, execution, call, packed, params, x, hx, cx, fpmath, threads):
+        self.execution, self.call, self.packed = execution, call, packed
+        self.params = tuple(params)
+        self.versions, self.pointers = _packs.stamp_of(params)
+        self.x_shape = x.shape
+        self.hx_shape = None if hx is None else hx.shape
+        self.cx_shape = None if cx is None else cx.shape
+        self.training, self.batch_first = module.training, module.batch_first
+        self.fpmath, self.threads = fpmath, threads
+        self.weights = (call.flat.data_ptr(), call.flat.numel())
+        self.packed_raw = None if packed is None else (packed.data_ptr(), packed.numel())
+
+    def run(self, module, x, hx, cx):
+        """y, hy, cy of the call, or None where it is not a repeat (the general path runs it)."""
+        if (x.__class__ is not torch.Tensor or x.shape != self.x_shape or x.dtype is not torch.float32 or
+                not x.is_cpu or not x.is_contiguous() or module.training is not self.training or
+                module.batch_first is not self.batch_first or
+                not _state_repeats(hx, self.hx_shape) or not _state_repeats(cx, self.cx_shape)):
+            return None
+        parameters = module._parameters
+        params = [parameters[name] for name in module._flat_weights_names]
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params) or
+                                        (hx is not None and hx.requires_grad) or (cx is not None and cx.requires_grad)):
+            return None
+        if (not all(map(operator.is_, params, self.params)) or [p._version for p in params] != list(self.versions) or
+                [p.data_ptr() for p in params] != list(self.pointers)):
+            return None
+        if (_autocast_cpu() or torch.jit.is_tracing() or _compiling() or
+                torch.get_num_threads() != self.threads or _fpmath() != self.fpmath):
+            return None
+        call = self.call
+        y = torch.empty(call.y_shape)
+        hy = torch.empty(call.h_shape)
+        cy = None if call.c_shape is None else torch.empty(call.c_shape)
+        self.execution._forward_raw(self.weights, (x.data_ptr(), x.numel()), (y.data_ptr(), y.numel()),
+                                    raw(hx), raw(cx), (hy.data_ptr(), hy.numel()), raw(cy), None, 0, self.packed_raw)
+        return y, hy, cy
+
+
+def _state_repeats(h, shape):
+    if h is None:
+        return shape is None
+    return (h.shape == shape and h.__class__ is torch.Tensor and h.dtype is torch.float32 and h.is_cpu and
+            h.is_contiguous())
 
 
 def _views_of(flat, params):
