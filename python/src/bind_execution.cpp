@@ -25,6 +25,7 @@
 #include "runtime/cache.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/packed_weights.hpp"
+#include "runtime/thread_team.hpp"
 #include "rnnjit/rnn.hpp"
 
 namespace nb = nanobind;
@@ -307,6 +308,12 @@ void bind_cache(nb::module_& m) {
       });
   m.def("cache_stats", &cache_stats, "Hits, misses and sizes of the process-wide plan and kernel cache.");
   m.def("clear_cache", &clear_cache, "Drops cached plans and kernels that no Execution still uses.");
+  m.def(
+      "_use_openmp", [](const std::string& library) { ThreadTeam::instance().use_openmp(library); }, "library"_a,
+      "Runs rnnjit's threads as parallel regions of the OpenMP runtime `library` (loaded already: PyTorch's), "
+      "or on rnnjit's own workers with ''.");
+  m.def("_openmp_library", [] { return ThreadTeam::instance().openmp_library(); },
+        "The OpenMP runtime rnnjit's threads run on ('' for its own workers).");
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("rnnjit.torch needs PyTorch (pip install torch, or Debian's python3-torch); "
                       "the rest of rnnjit works without it") from e
 
+from rnnjit.torch._threads import use_torch_threads
 from rnnjit.torch.convert import convert
 from rnnjit.torch.modules import GRU, LSTM, RNN, FallbackWarning
 
-__all__ = ["GRU", "LSTM", "RNN", "FallbackWarning", "convert"]
+__all__ = ["GRU", "LSTM", "RNN", "FallbackWarning", "convert", "use_torch_threads"]
