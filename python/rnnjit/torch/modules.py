@@ -42,7 +42,10 @@ class _RnnjitLayer:
     # ---- the canonical weight buffer ----
 
     def flatten_parameters(self):
-        """Makes every parameter a view into one canonical weight buffer (a no-op when they are)."""
+        """Makes every parameter a view into one canonical weight buffer (a no-op when they are,
+        and while torch.compile, torch.export or a tracer swaps in its own tensors)."""
+        if _compiling() or _tracing():
+            return
         params = self._rnnjit_params()
         flat = self.__dict__.get("_rnnjit_flat")
         if flat is not None and _views_of(flat, params):
@@ -140,6 +143,8 @@ class _RnnjitLayer:
     def _rnnjit_forward(self, input, hx, cx):
         """Runs the layer: returns output, h_n and c_n (None but for LSTM), as torch.nn does; or
         None where torch.nn's own forward is to run the call."""
+        if _compiling():
+            return self._rnnjit_traced(input, hx, cx)
         repeat = self.__dict__.get("_rnnjit_repeat")
         if repeat is not None:
             out = repeat.run(self, input, hx, cx)
@@ -184,12 +189,8 @@ class _RnnjitLayer:
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params) or
                                             (hx is not None and hx.requires_grad) or
                                             (cx is not None and cx.requires_grad))
-        if _compiling():
-            from rnnjit.torch import _ops  # torch >= 2.4 (torch.compile, torch.export)
-            y, hy, cy = _ops.run(self, x, hx, cx, lengths, batch_first, dropout, dtype)
-        else:
-            y, hy, cy = self._rnnjit_eager(x, hx, cx, lengths, batch_first, dropout, dtype, grad, params,
-                                           (seq_len, batch), h_shape, c_shape)
+        y, hy, cy = self._rnnjit_eager(x, hx, cx, lengths, batch_first, dropout, dtype, grad, params,
+                                       (seq_len, batch), h_shape, c_shape)
         if packed:
             y = PackedSequence(y[_packed_rows(input)], input.batch_sizes, input.sorted_indices,
                                input.unsorted_indices)
@@ -197,6 +198,43 @@ class _RnnjitLayer:
             y, hy = y.squeeze(0 if batch_first else 1), hy.squeeze(1)
             cy = cy.squeeze(1) if cy is not None else None
         return y, hy, cy
+
+    def _rnnjit_traced(self, input, hx, cx):
+        """The call as torch.compile or torch.export trace it: the custom operator rnnjit::rnn_forward
+        (rnnjit.torch._ops), which they keep whole; None (torch.nn's forward, traced) for what the
+        operator does not take: PackedSequence, unbatched input, dtypes rnnjit does not run, the
+        ONNX exporter (torch.nn's operators become ONNX's)."""
+        if not _CUSTOM_OPS or torch.onnx.is_in_onnx_export() or not isinstance(input, torch.Tensor) or input.dim() != 3:
+            return None
+        from rnnjit.torch import _ops
+        x = input
+        params = self._rnnjit_params()
+        p = params[0]
+        if x.device.type == "cpu" and _autocast_cpu():
+            dtype = _autocast_result(self._torch_base, self._rnnjit_cell, x.dtype, p.dtype)
+        else:
+            dtype = x.dtype
+            if p.dtype != dtype or any(s is not None and s.dtype != dtype for s in (hx, cx)):
+                return None
+        if not ((x.device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)) or
+                (x.device.type == "cuda" and dtype == torch.float32)) or p.device != x.device:
+            return None
+        batch_first = self.batch_first
+        batch = x.size(0) if batch_first else x.size(1)
+        if x.size(-1) != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {x.size(-1)}")
+        directions = 2 if self.bidirectional else 1
+        state = getattr(self, "proj_size", 0) or self.hidden_size
+        h_shape = (self.num_layers * directions, batch, state)
+        c_shape = (self.num_layers * directions, batch, self.hidden_size) if self._rnnjit_cell == "lstm" else None
+        hx = _checked_state(hx, h_shape, True, "hidden[0]" if c_shape else "hx")
+        cx = _checked_state(cx, c_shape, True, "hidden[1]") if c_shape else None
+        dropout = self.dropout if self.training and self.num_layers > 1 else 0.0
+        grad = torch.is_grad_enabled() and (x.requires_grad or any(q.requires_grad for q in params) or
+                                            (hx is not None and hx.requires_grad) or
+                                            (cx is not None and cx.requires_grad))
+        return _ops.run(self, x.contiguous(), hx, cx, None, batch_first, dropout, dtype, grad or dropout > 0)
 
     def _rnnjit_eager(self, x, hx, cx, lengths, batch_first, dropout, dtype, grad, params, shape, h_shape, c_shape):
         """The call through the module's Executions: inference on cached packed weights, or the
@@ -291,6 +329,8 @@ class _Repeat:
 
     def run(self, module, x, hx, cx):
         """y, hy, cy of the call, or None where it is not a repeat (the general path runs it)."""
+        if torch.jit.is_tracing() or _compiling():
+            return None
         if (x.__class__ is not torch.Tensor or x.shape != self.x_shape or x.dtype is not torch.float32 or
                 not x.is_cpu or not x.is_contiguous() or module.training is not self.training or
                 module.batch_first is not self.batch_first or
@@ -304,8 +344,7 @@ class _Repeat:
         if (not all(map(operator.is_, params, self.params)) or [p._version for p in params] != list(self.versions) or
                 [p.data_ptr() for p in params] != list(self.pointers)):
             return None
-        if (_autocast_cpu() or torch.jit.is_tracing() or _compiling() or
-                torch.get_num_threads() != self.threads or _fpmath() != self.fpmath):
+        if (_autocast_cpu() or torch.get_num_threads() != self.threads or _fpmath() != self.fpmath):
             return None
         call = self.call
         y = torch.empty(call.y_shape)
@@ -349,6 +388,10 @@ def _checked_state(h, shape, batched, label):
     if tuple(h.shape) != shape:
         raise RuntimeError(f"Expected {label} size {shape}, got {list(h.shape)}")
     return h.contiguous()
+
+
+# torch.library.custom_op, register_fake and register_autograd: PyTorch >= 2.4.
+_CUSTOM_OPS = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_autograd")
 
 
 def _tracing():
@@ -445,3 +488,9 @@ class RNN(_RnnjitLayer, torch.nn.RNN):
     def forward(self, input, hx=None):
         out = self._rnnjit_forward(input, hx, None)
         return super().forward(input, hx) if out is None else out[:2]
+
+
+if _CUSTOM_OPS:
+    from rnnjit.torch._compile import allow_rnnjit_layers
+
+    allow_rnnjit_layers(_RnnjitLayer)
