@@ -7,6 +7,7 @@ a call hands rnnjit the weights without a copy; whatever replaces their storage 
 load_state_dict(assign=True), a DDP broadcast) is caught before the next call and re-flattened.
 """
 
+import functools
 import operator
 import warnings
 
@@ -268,7 +269,7 @@ class _RnnjitLayer:
                 if cpu and lengths is None and dtype is torch.float32 and x.dim() == 3:
                     # Calls like this one (a stream of T=1 steps) skip the checks above.
                     self.__dict__["_rnnjit_repeat"] = _Repeat(self, execution, call, packed, params, x, hx, cx,
-                                                              key[3], key[4])
+                                                              key[4])
                     execution = None  # the _Repeat's own now
             finally:
                 if execution is not None:
@@ -312,24 +313,24 @@ class _Repeat:
     rnnjit. Streaming calls (T=1, N=1: a few microseconds of work) are all such calls, and the
     general path's checks cost several times the step."""
 
-    __slots__ = ("execution", "call", "packed", "params", "versions", "pointers", "x_shape", "hx_shape", "cx_shape",
-                 "training", "batch_first", "fpmath", "threads", "weights", "packed_raw")
+    __slots__ = ("execution", "call", "packed", "params", "stamp", "x_shape", "hx_shape", "cx_shape",
+                 "training", "batch_first", "precision", "threads", "weights", "packed_raw")
 
-    def __init__(self, module, execution, call, packed, params, x, hx, cx, fpmath, threads):
+    def __init__(self, module, execution, call, packed, params, x, hx, cx, threads):
         self.execution, self.call, self.packed = execution, call, packed
         self.params = tuple(params)
-        self.versions, self.pointers = _packs.stamp_of(params)
+        self.stamp = [(p._version, p.data_ptr()) for p in params]
         self.x_shape = x.shape
         self.hx_shape = None if hx is None else hx.shape
         self.cx_shape = None if cx is None else cx.shape
         self.training, self.batch_first = module.training, module.batch_first
-        self.fpmath, self.threads = fpmath, threads
+        self.precision, self.threads = torch.get_float32_matmul_precision(), threads  # fpmath from the precision
         self.weights = (call.flat.data_ptr(), call.flat.numel())
         self.packed_raw = None if packed is None else (packed.data_ptr(), packed.numel())
 
     def run(self, module, x, hx, cx):
         """y, hy, cy of the call, or None where it is not a repeat (the general path runs it)."""
-        if torch.jit.is_tracing() or _compiling():
+        if _is_tracing():  # (the caller checked _compiling())
             return None
         if (x.__class__ is not torch.Tensor or x.shape != self.x_shape or x.dtype is not torch.float32 or
                 not x.is_cpu or not x.is_contiguous() or module.training is not self.training or
@@ -341,10 +342,10 @@ class _Repeat:
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params) or
                                         (hx is not None and hx.requires_grad) or (cx is not None and cx.requires_grad)):
             return None
-        if (not all(map(operator.is_, params, self.params)) or [p._version for p in params] != list(self.versions) or
-                [p.data_ptr() for p in params] != list(self.pointers)):
+        if not all(map(operator.is_, params, self.params)) or [(p._version, p.data_ptr()) for p in params] != self.stamp:
             return None
-        if (_autocast_cpu() or torch.get_num_threads() != self.threads or _fpmath() != self.fpmath):
+        if (_autocast_cpu() or torch.get_num_threads() != self.threads or
+                torch.get_float32_matmul_precision() != self.precision):
             return None
         call = self.call
         y = torch.empty(call.y_shape)
@@ -405,11 +406,12 @@ def _compiling():
     return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
 
 
-def _autocast_cpu():
-    try:
-        return torch.is_autocast_enabled("cpu")  # PyTorch >= 2.4
-    except TypeError:
-        return torch.is_autocast_cpu_enabled()
+try:
+    torch.is_autocast_enabled("cpu")  # PyTorch >= 2.4
+    _autocast_cpu = functools.partial(torch.is_autocast_enabled, "cpu")
+except TypeError:
+    _autocast_cpu = torch.is_autocast_cpu_enabled
+_is_tracing = torch._C._is_tracing if hasattr(torch._C, "_is_tracing") else torch.jit.is_tracing
 
 
 # (torch.nn class, cell, autocast dtype, input dtype, parameter dtype) -> the dtype of torch.nn's output.
