@@ -27,6 +27,7 @@ The machine is named from lscpu (--cpu-note adds what it does not say: a VM's ho
 
 import argparse
 import io
+import contextlib
 import json
 import os
 import platform
@@ -106,7 +107,8 @@ def ort_session(theirs, x, state, threads):
     # the dynamo exporter writes as MatMuls and a Loop.
     for dynamo in (False, True):
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
                 warnings.simplefilter("ignore")
                 program = torch.onnx.export(theirs.eval(), (x, state), dynamo=dynamo, input_names=names,
                                             **({} if dynamo else {"f": (buffer := io.BytesIO())}))
@@ -264,6 +266,8 @@ def main():
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--ort-threads", type=int, default=2, help="ONNX Runtime's intra_op_num_threads")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    p.add_argument("--rnnjit-threads", choices=["torch", "own"], default="torch",
+                   help="rnnjit's threads as regions of torch's OpenMP pool (rnnjit.torch's default) or its own workers")
     p.add_argument("--no-ort", action="store_true")
     p.add_argument("--no-train", action="store_true")
     p.add_argument("--no-overhead", action="store_true")
@@ -273,6 +277,7 @@ def main():
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    rnnjit.torch.use_torch_threads(args.rnnjit_threads == "torch")
     report = {"cpu": cpu_name() + (f" ({args.cpu_note})" if args.cpu_note else ""), "cpus": os.cpu_count(),
               "torch": torch.__version__, "rnnjit": rnnjit.__version__, "torch_threads": torch.get_num_threads(),
               "isa": str(rnnjit.detect_isa()), "rnnjit_threads_on": rnnjit._rnnjit._openmp_library() or "own workers",
