@@ -219,3 +219,18 @@ def test_repeated_calls_see_every_change_too():
     a = ours(x)[0]
     torch.manual_seed(4)
     assert not torch.equal(a, ours(x)[0]), "train(): dropout again"
+
+
+def test_two_shapes_in_turn_borrow_their_executions():
+    lstm = rnnjit.torch.LSTM(4, 6).eval()
+    chunk, step = torch.rand(5, 1, 4), torch.rand(1, 1, 4)
+    with torch.no_grad():
+        for _ in range(2):
+            lstm(chunk)
+            lstm(step)
+        before = rnnjit.cache_stats()
+        for _ in range(3):
+            lstm(chunk)
+            lstm(step)
+        after = rnnjit.cache_stats()
+    assert after.plan_hits == before.plan_hits, "no Execution prepared again: each shape's is borrowed"

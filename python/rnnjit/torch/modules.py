@@ -268,9 +268,14 @@ class _RnnjitLayer:
                                         float32(_detached(cx)), packed)
                 if cpu and lengths is None and dtype is torch.float32 and x.dim() == 3:
                     # Calls like this one (a stream of T=1 steps) skip the checks above.
-                    self.__dict__["_rnnjit_repeat"] = _Repeat(self, execution, call, packed, params, x, hx, cx,
-                                                              key[4])
+                    # The previous one's Execution goes back to the pool: calls of two shapes in turn
+                    # (chunks and single steps) borrow rather than prepare.
+                    previous = self.__dict__.get("_rnnjit_repeat")
+                    self.__dict__["_rnnjit_repeat"] = _Repeat(self, execution_key, execution, call, packed, params,
+                                                              x, hx, cx, key[4])
                     execution = None  # the _Repeat's own now
+                    if previous is not None:
+                        pool._give_back(previous.key, previous.execution)
             finally:
                 if execution is not None:
                     pool._give_back(execution_key, execution)
@@ -313,11 +318,11 @@ class _Repeat:
     rnnjit. Streaming calls (T=1, N=1: a few microseconds of work) are all such calls, and the
     general path's checks cost several times the step."""
 
-    __slots__ = ("execution", "call", "packed", "params", "stamp", "x_shape", "hx_shape", "cx_shape",
+    __slots__ = ("key", "execution", "call", "packed", "params", "stamp", "x_shape", "hx_shape", "cx_shape",
                  "training", "batch_first", "precision", "threads", "weights", "packed_raw")
 
-    def __init__(self, module, execution, call, packed, params, x, hx, cx, threads):
-        self.execution, self.call, self.packed = execution, call, packed
+    def __init__(self, module, key, execution, call, packed, params, x, hx, cx, threads):
+        self.key, self.execution, self.call, self.packed = key, execution, call, packed
         self.params = tuple(params)
         self.stamp = [(p._version, p.data_ptr()) for p in params]
         self.x_shape = x.shape
