@@ -48,6 +48,13 @@ class PyExecution {
 
   Device device() const { return device_; }
 
+  // What _forward_bound reads besides its addresses (rnnjit.torch's repeated inference calls).
+  struct Bound {
+    std::span<const float> weights;
+    std::span<const std::byte> packed;
+  };
+  Bound bound;
+
   // Runs `f(execution)` without the GIL, holding this Execution's lock.
   template <typename F>
   void run(F&& f) {
@@ -220,6 +227,42 @@ void bind_raw_calls(nb::class_<PyExecution>& c) {
            "weights"_a.none(), "dy"_a.none(), "dhy"_a.none(), "dcy"_a.none(), "dx"_a.none(), "dhx"_a.none(),
            "dcx"_a.none(), "x"_a.none(), "dweights"_a.none(), "reserve"_a.none() = nb::none(),
            "backward_data, then backward_weights where dweights is given (rnnjit.torch's entry).")
+      .def("_bind",
+           [](PyExecution& self, Raw weights, Raw packed) {
+             self.bound = {raw<const float>(weights), raw<const std::byte>(packed)};
+           },
+           "weights"_a.none(), "packed"_a.none(), "Weights (and packed weights) for _forward_bound.")
+      .def("_forward_bound",
+           [](PyExecution& self, std::uintptr_t x, std::uintptr_t y, std::uintptr_t hx, std::uintptr_t cx,
+              std::uintptr_t hy, std::uintptr_t cy) {
+             // An inference call on the shapes the Execution was prepared for, float32 arrays at
+             // these addresses (0: none), the weights from _bind: the binding computes the sizes.
+             const PyExecution::Bound bound = self.bound;
+             self.run([&](Execution& ex) {
+               const RnnConfig& c = ex.config();
+               const Shape s = ex.shape();
+               const std::size_t rows = static_cast<std::size_t>(s.seq_len * s.batch);
+               const std::size_t states = static_cast<std::size_t>(c.num_layers * c.directions() * s.batch);
+               auto in = [](std::uintptr_t a, std::size_t n) {
+                 return a ? std::span<const float>(reinterpret_cast<const float*>(a), n) : std::span<const float>{};
+               };
+               auto out = [](std::uintptr_t a, std::size_t n) {
+                 return a ? std::span<float>(reinterpret_cast<float*>(a), n) : std::span<float>{};
+               };
+               const auto state = static_cast<std::size_t>(c.state_size()), hidden = static_cast<std::size_t>(c.hidden_size);
+               const ForwardIo io{.x = in(x, rows * static_cast<std::size_t>(c.input_size)),
+                                  .hx = in(hx, states * state),
+                                  .cx = in(cx, states * hidden),
+                                  .y = out(y, rows * static_cast<std::size_t>(c.output_size())),
+                                  .hy = out(hy, states * state),
+                                  .cy = out(cy, states * hidden),
+                                  .packed_weights = bound.packed};
+               ex.forward(bound.weights, io);
+             });
+           },
+           "x"_a, "y"_a, "hx"_a, "cx"_a, "hy"_a, "cy"_a,
+           "forward at these addresses on the Execution's own shapes and the weights of _bind (rnnjit.torch's "
+           "repeated inference calls).")
       .def("_pack_raw",
            [](PyExecution& self, Raw weights, Raw packed) {
              self.run([&](Execution& ex) { ex.pack_weights(raw<const float>(weights), raw<std::byte>(packed)); });

@@ -234,3 +234,18 @@ def test_two_shapes_in_turn_borrow_their_executions():
             lstm(step)
         after = rnnjit.cache_stats()
     assert after.plan_hits == before.plan_hits, "no Execution prepared again: each shape's is borrowed"
+
+
+@pytest.mark.parametrize("ours_cls,theirs_cls,kwargs", CELLS + [(rnnjit.torch.LSTM, torch.nn.LSTM, {"proj_size": 3})])
+def test_repeated_calls_with_states_match_torch_nn(ours_cls, theirs_cls, kwargs):
+    ours, theirs = pair(ours_cls, theirs_cls, 4, 5, num_layers=2, bidirectional=True, batch_first=True, **kwargs)
+    x = torch.rand(3, 2, 4)  # [N, T, I]
+    h = torch.rand(4, 3, kwargs.get("proj_size", 5))
+    state = (h, torch.rand(4, 3, 5)) if ours_cls is rnnjit.torch.LSTM else h
+    with torch.no_grad():
+        for _ in range(3):  # the first call, then repeats
+            got, want = ours(x, state), theirs(x, state)
+            torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+            for g, w in zip(got[1] if isinstance(got[1], tuple) else (got[1],),
+                            want[1] if isinstance(want[1], tuple) else (want[1],)):
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)

@@ -275,6 +275,7 @@ class _RnnjitLayer:
                                                               x, hx, cx, key[4])
                     execution = None  # the _Repeat's own now
                     if previous is not None:
+                        previous.execution._bind(None, None)
                         pool._give_back(previous.key, previous.execution)
             finally:
                 if execution is not None:
@@ -319,7 +320,7 @@ class _Repeat:
     general path's checks cost several times the step."""
 
     __slots__ = ("key", "execution", "call", "packed", "params", "stamp", "x_shape", "hx_shape", "cx_shape",
-                 "training", "batch_first", "precision", "threads", "weights", "packed_raw")
+                 "training", "batch_first", "precision", "threads")
 
     def __init__(self, module, key, execution, call, packed, params, x, hx, cx, threads):
         self.key, self.execution, self.call, self.packed = key, execution, call, packed
@@ -330,8 +331,9 @@ class _Repeat:
         self.cx_shape = None if cx is None else cx.shape
         self.training, self.batch_first = module.training, module.batch_first
         self.precision, self.threads = torch.get_float32_matmul_precision(), threads  # fpmath from the precision
-        self.weights = (call.flat.data_ptr(), call.flat.numel())
-        self.packed_raw = None if packed is None else (packed.data_ptr(), packed.numel())
+        # The Execution is this _Repeat's alone until it goes back to the pool (unbound there).
+        execution._bind((call.flat.data_ptr(), call.flat.numel()),
+                        None if packed is None else (packed.data_ptr(), packed.numel()))
 
     def run(self, module, x, hx, cx):
         """y, hy, cy of the call, or None where it is not a repeat (the general path runs it)."""
@@ -356,8 +358,8 @@ class _Repeat:
         y = torch.empty(call.y_shape)
         hy = torch.empty(call.h_shape)
         cy = None if call.c_shape is None else torch.empty(call.c_shape)
-        self.execution._forward_raw(self.weights, (x.data_ptr(), x.numel()), (y.data_ptr(), y.numel()),
-                                    raw(hx), raw(cx), (hy.data_ptr(), hy.numel()), raw(cy), None, 0, self.packed_raw)
+        self.execution._forward_bound(x.data_ptr(), y.data_ptr(), 0 if hx is None else hx.data_ptr(),
+                                      0 if cx is None else cx.data_ptr(), hy.data_ptr(), 0 if cy is None else cy.data_ptr())
         return y, hy, cy
 
 
