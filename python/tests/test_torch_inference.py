@@ -249,3 +249,18 @@ def test_repeated_calls_with_states_match_torch_nn(ours_cls, theirs_cls, kwargs)
             for g, w in zip(got[1] if isinstance(got[1], tuple) else (got[1],),
                             want[1] if isinstance(want[1], tuple) else (want[1],)):
                 torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_repeated_unbatched_calls_match_torch_nn(batch_first):
+    ours, theirs = pair(rnnjit.torch.LSTM, torch.nn.LSTM, 4, 5, num_layers=2, batch_first=batch_first)
+    x = torch.rand(1, 4)  # one step of one sequence, no batch dimension
+    state = (torch.rand(2, 5), torch.rand(2, 5))
+    with torch.no_grad():
+        for _ in range(3):
+            got, want = ours(x, state), theirs(x, state)
+            assert got[0].shape == want[0].shape and got[1][0].shape == want[1][0].shape
+            torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got[1][1], want[1][1], rtol=1e-5, atol=1e-5)
+            state = got[1]
+        assert ours.__dict__["_rnnjit_repeat"].x_shape == x.shape, "the stream of steps repeats"

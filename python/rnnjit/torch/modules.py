@@ -191,7 +191,7 @@ class _RnnjitLayer:
                                             (hx is not None and hx.requires_grad) or
                                             (cx is not None and cx.requires_grad))
         y, hy, cy = self._rnnjit_eager(x, hx, cx, lengths, batch_first, dropout, dtype, grad, params,
-                                       (seq_len, batch), h_shape, c_shape)
+                                       (seq_len, batch), h_shape, c_shape, batched)
         if packed:
             y = PackedSequence(y[_packed_rows(input)], input.batch_sizes, input.sorted_indices,
                                input.unsorted_indices)
@@ -237,7 +237,8 @@ class _RnnjitLayer:
                                             (cx is not None and cx.requires_grad))
         return _ops.run(self, x.contiguous(), hx, cx, None, batch_first, dropout, dtype, grad or dropout > 0)
 
-    def _rnnjit_eager(self, x, hx, cx, lengths, batch_first, dropout, dtype, grad, params, shape, h_shape, c_shape):
+    def _rnnjit_eager(self, x, hx, cx, lengths, batch_first, dropout, dtype, grad, params, shape, h_shape, c_shape,
+                      batched=True):
         """The call through the module's Executions: inference on cached packed weights, or the
         training plan inside RnnFunction."""
         flat, params = self._rnnjit_weights()
@@ -266,13 +267,13 @@ class _RnnjitLayer:
                 call = Call(None, flat32, None, lengths, 0, y_shape, h_shape, c_shape, dtype)
                 y, hy, cy = run_forward(execution, call, float32(x.detach()), float32(_detached(hx)),
                                         float32(_detached(cx)), packed)
-                if cpu and lengths is None and dtype is torch.float32 and x.dim() == 3:
+                if cpu and lengths is None and dtype is torch.float32:
                     # Calls like this one (a stream of T=1 steps) skip the checks above.
                     # The previous one's Execution goes back to the pool: calls of two shapes in turn
                     # (chunks and single steps) borrow rather than prepare.
                     previous = self.__dict__.get("_rnnjit_repeat")
                     self.__dict__["_rnnjit_repeat"] = _Repeat(self, execution_key, execution, call, packed, params,
-                                                              x, hx, cx, key[4])
+                                                              x, hx, cx, key[4], batched)
                     execution = None  # the _Repeat's own now
                     if previous is not None:
                         previous.execution._bind(None, None)
@@ -319,16 +320,18 @@ class _Repeat:
     rnnjit. Streaming calls (T=1, N=1: a few microseconds of work) are all such calls, and the
     general path's checks cost several times the step."""
 
-    __slots__ = ("key", "execution", "call", "packed", "params", "stamp", "x_shape", "hx_shape", "cx_shape",
+    __slots__ = ("key", "execution", "call", "packed", "params", "stamp", "batched", "x_shape", "hx_shape", "cx_shape",
                  "training", "batch_first", "precision", "threads")
 
-    def __init__(self, module, key, execution, call, packed, params, x, hx, cx, threads):
+    def __init__(self, module, key, execution, call, packed, params, x, hx, cx, threads, batched):
         self.key, self.execution, self.call, self.packed = key, execution, call, packed
         self.params = tuple(params)
         self.stamp = [(p._version, p.data_ptr()) for p in params]
-        self.x_shape = x.shape
-        self.hx_shape = None if hx is None else hx.shape
-        self.cx_shape = None if cx is None else cx.shape
+        # The shapes as the caller gives them: unbatched input and states without their batch of 1.
+        self.batched = batched
+        self.x_shape = x.shape if batched else x.squeeze(0 if module.batch_first else 1).shape
+        self.hx_shape = None if hx is None else hx.shape if batched else hx.squeeze(1).shape
+        self.cx_shape = None if cx is None else cx.shape if batched else cx.squeeze(1).shape
         self.training, self.batch_first = module.training, module.batch_first
         self.precision, self.threads = torch.get_float32_matmul_precision(), threads  # fpmath from the precision
         # The Execution is this _Repeat's alone until it goes back to the pool (unbound there).
@@ -360,6 +363,8 @@ class _Repeat:
         cy = None if call.c_shape is None else torch.empty(call.c_shape)
         self.execution._forward_bound(x.data_ptr(), y.data_ptr(), 0 if hx is None else hx.data_ptr(),
                                       0 if cx is None else cx.data_ptr(), hy.data_ptr(), 0 if cy is None else cy.data_ptr())
+        if not self.batched:
+            return y.squeeze(0 if self.batch_first else 1), hy.squeeze(1), None if cy is None else cy.squeeze(1)
         return y, hy, cy
 
 
