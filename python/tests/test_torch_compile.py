@@ -137,3 +137,23 @@ def test_onnx_export_writes_onnx_rnn_operators(ours_cls, theirs_cls, kwargs, dyn
         want = outputs(theirs(x))
     for g, w in zip(got, want):
         torch.testing.assert_close(torch.from_numpy(g), w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("ours_cls,theirs_cls,kwargs", CELLS, ids=IDS)
+def test_compile_under_cpu_autocast_and_bf16_modules(ours_cls, theirs_cls, kwargs):
+    torch._dynamo.reset()
+    from rnnjit.torch import modules
+    modules._AUTOCAST_RESULTS.clear()  # the probe runs while Dynamo traces
+    ours, theirs = pair(ours_cls, theirs_cls, kwargs)
+    x = torch.rand(4, 2, 5)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        got = torch.compile(ours, fullgraph=True)(x)
+        want = theirs(x)
+    for g, w in zip(outputs(got), outputs(want)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g.float(), w.float(), rtol=3e-2, atol=3e-2)
+    ours.to(torch.bfloat16)
+    with torch.no_grad():
+        y = torch.compile(ours, fullgraph=True)(x.to(torch.bfloat16))[0]
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), theirs(x)[0], rtol=3e-2, atol=3e-2)

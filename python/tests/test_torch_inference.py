@@ -154,7 +154,7 @@ def test_bf16_modules_run_bf16_gemms_and_return_bf16(ours_cls, theirs_cls, kwarg
 
 
 @pytest.mark.filterwarnings("error::rnnjit.torch.FallbackWarning")
-@pytest.mark.parametrize("ours_cls,theirs_cls,kwargs", CELLS)
+@pytest.mark.parametrize("ours_cls,theirs_cls,kwargs", CELLS + [(rnnjit.torch.LSTM, torch.nn.LSTM, {"proj_size": 5})])
 def test_cpu_autocast_returns_what_torch_nn_returns(ours_cls, theirs_cls, kwargs):
     torch.manual_seed(1)
     ours, theirs = pair(ours_cls, theirs_cls, 12, 24, **kwargs)

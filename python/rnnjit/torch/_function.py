@@ -12,16 +12,16 @@ from torch.autograd.function import once_differentiable
 class Call:
     """What one call hands to the Function besides its tensors."""
 
-    __slots__ = ("lease", "flat", "blocks", "lengths", "dropout_seed", "y_shape", "h_shape", "c_shape", "dtype")
+    __slots__ = ("lease", "flat", "blocks", "lengths", "dropout_seed", "y_shape", "h_shape", "c_shape", "dtypes")
 
-    def __init__(self, lease, flat, blocks, lengths, dropout_seed, y_shape, h_shape, c_shape, dtype):
+    def __init__(self, lease, flat, blocks, lengths, dropout_seed, y_shape, h_shape, c_shape, dtypes):
         self.lease = lease        # the borrowed Execution (rnnjit.torch._pool.Lease)
         self.flat = flat          # the canonical float32 weight buffer (the parameters' views, or their copy)
         self.blocks = blocks      # rnnjit.ParamBlock of each parameter, in the layout's order
         self.lengths = lengths    # int32 sequence lengths on the CPU, or None for all T
         self.dropout_seed = dropout_seed
         self.y_shape, self.h_shape, self.c_shape = y_shape, h_shape, c_shape  # c_shape: None but LSTM
-        self.dtype = dtype        # of the outputs (float32, or bfloat16: rnnjit computes in float32)
+        self.dtypes = dtypes      # of y, h_n, c_n (float32, or bfloat16: rnnjit computes in float32)
 
 
 def raw(t):
@@ -71,7 +71,7 @@ class RnnFunction(torch.autograd.Function):
         ctx.dtypes = x.dtype, None if hx is None else hx.dtype, None if cx is None else cx.dtype
         ctx.save_for_backward(x32, *weights)  # their version counters catch in-place updates before backward
         ctx.set_materialize_grads(False)      # an unused hy or cy needs no zeros: rnnjit takes "none"
-        y, hy, cy = cast(y, call.dtype), cast(hy, call.dtype), cast(cy, call.dtype)
+        y, hy, cy = cast(y, call.dtypes[0]), cast(hy, call.dtypes[1]), cast(cy, call.dtypes[2])
         return (y, hy, cy) if cy is not None else (y, hy)
 
     @staticmethod
@@ -85,10 +85,10 @@ class RnnFunction(torch.autograd.Function):
         needs = ctx.needs_input_grad
         x_dtype, hx_dtype, cx_dtype = ctx.dtypes
         try:
-            for name, g in (("y", dy), ("h_n", dhy), ("c_n", dcy)):
-                if g is not None and (g.dtype != call.dtype or g.device != x.device):
+            for name, g, dtype in zip(("y", "h_n", "c_n"), (dy, dhy, dcy), call.dtypes):
+                if g is not None and (g.dtype != dtype or g.device != x.device):
                     raise TypeError(f"rnnjit.torch: the gradient of {name} is {g.dtype} on {g.device}, "
-                                    f"expected {call.dtype} on {x.device}")
+                                    f"expected {dtype} on {x.device}")
             dy = torch.zeros(call.y_shape, dtype=x.dtype, device=x.device) if dy is None else float32(dy)
             dhy, dcy = float32(dhy), float32(dcy)
             dx = torch.empty_like(x)

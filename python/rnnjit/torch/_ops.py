@@ -205,13 +205,15 @@ def _backward(ctx, dy, dhy, dcy, dreserve):
 rnn_forward.register_autograd(_backward, setup_context=_setup_context)
 
 
-def run(module, x, hx, cx, lengths, batch_first, dropout, dtype, training):
-    """The layer's call as rnnjit::rnn_forward (x, hx, cx as the layer checked them): y, h_n, c_n."""
+def run(module, x, hx, cx, lengths, batch_first, dropout, dtypes, training):
+    """The layer's call as rnnjit::rnn_forward (x, hx, cx as the layer checked them): y, h_n, c_n
+    in `dtypes`."""
     config = [module.input_size, module.hidden_size, module.num_layers, int(module.bidirectional),
               getattr(module, "proj_size", 0), int(module.bias), int(batch_first)]
+    dtype = dtypes[0]
     if dtype != x.dtype:  # CPU autocast to bf16: torch.nn's operator casts its inputs too
         x, hx, cx = cast(x, dtype), cast(hx, dtype), cast(cx, dtype)
     seed = torch.randint(0, 2**62, (1,)) if dropout > 0 else torch.zeros(1, dtype=torch.int64)
     y, hy, cy, _ = rnn_forward(x, hx, cx, module._rnnjit_params(), lengths, seed, config, module._rnnjit_cell,
                                float(dropout), training)
-    return y, hy, (cy if module._rnnjit_cell == "lstm" else None)
+    return cast(y, dtypes[0]), cast(hy, dtypes[1]), (cast(cy, dtypes[2]) if module._rnnjit_cell == "lstm" else None)

@@ -112,25 +112,27 @@ class _RnnjitLayer:
 
     # ---- what runs a call ----
 
-    def _rnnjit_dtype(self, x, p, states):
-        """The dtype of the call's outputs where rnnjit runs it (float32, or bfloat16: float32
-        arithmetic around bf16 GEMMs), else None: torch.nn's implementation runs it, which also
-        gives torch.nn's own error for a mixture it refuses."""
+    def _rnnjit_dtypes(self, x, p, states):
+        """The dtypes of the call's outputs (y, h_n, c_n) where rnnjit runs it (float32, or
+        bfloat16: float32 arithmetic around bf16 GEMMs where y is bf16), else None: torch.nn's
+        implementation runs it, which also gives torch.nn's own error for a mixture it refuses."""
         device = x.device.type
         if device == "cpu" and _autocast_cpu():
-            want = _autocast_result(self._torch_base, self._rnnjit_cell, x.dtype, p.dtype)
+            dtypes = _autocast_result(self._torch_base, self._rnnjit_cell, x.dtype, p.dtype,
+                                      getattr(self, "proj_size", 0) > 0)
             inputs_ok = True  # autocast casts inputs and states to the dtype it runs
         else:
-            want = x.dtype
-            inputs_ok = p.dtype == want and all(s is None or s.dtype == want for s in states)
+            dtypes = (x.dtype,) * 3
+            inputs_ok = p.dtype == x.dtype and all(s is None or s.dtype == x.dtype for s in states)
         if not inputs_ok:
             return None  # torch.nn raises its message
         if p.device != x.device:
             return None
-        if device == "cpu" and want in (torch.float32, torch.bfloat16):
-            return want
+        want = dtypes[0]
+        if device == "cpu" and all(d in (torch.float32, torch.bfloat16) for d in dtypes):
+            return dtypes
         if device == "cuda" and want is torch.float32 and x.device.index == 0:
-            return want  # rnnjit's CUDA executor runs on cuda:0 (CUDA_VISIBLE_DEVICES chooses the GPU)
+            return dtypes  # rnnjit's CUDA executor runs on cuda:0 (CUDA_VISIBLE_DEVICES chooses the GPU)
         why = (f"rnnjit runs float32 and bfloat16 on the CPU and float32 on CUDA, not {want} on {device}")
         if self.strict:
             raise (TypeError if device in ("cpu", "cuda") else ValueError)(
@@ -159,8 +161,8 @@ class _RnnjitLayer:
         if not isinstance(x, torch.Tensor):
             return None
         params = self._rnnjit_params()
-        dtype = self._rnnjit_dtype(x, params[0], (hx, cx))
-        if dtype is None:
+        dtypes = self._rnnjit_dtypes(x, params[0], (hx, cx))
+        if dtypes is None:
             return None
         if packed:
             x, lengths = pad_packed_sequence(input)  # [T, N, I], the batch in its original order
@@ -190,7 +192,7 @@ class _RnnjitLayer:
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params) or
                                             (hx is not None and hx.requires_grad) or
                                             (cx is not None and cx.requires_grad))
-        y, hy, cy = self._rnnjit_eager(x, hx, cx, lengths, batch_first, dropout, dtype, grad, params,
+        y, hy, cy = self._rnnjit_eager(x, hx, cx, lengths, batch_first, dropout, dtypes, grad, params,
                                        (seq_len, batch), h_shape, c_shape, batched)
         if packed:
             y = PackedSequence(y[_packed_rows(input)], input.batch_sizes, input.sorted_indices,
@@ -212,12 +214,19 @@ class _RnnjitLayer:
         params = self._rnnjit_params()
         p = params[0]
         if x.device.type == "cpu" and _autocast_cpu():
-            dtype = _autocast_result(self._torch_base, self._rnnjit_cell, x.dtype, p.dtype)
-        else:
-            dtype = x.dtype
-            if p.dtype != dtype or any(s is not None and s.dtype != dtype for s in (hx, cx)):
+            if x.dtype not in _DTYPE_NAMES or p.dtype not in _DTYPE_NAMES:
                 return None
-        if not ((x.device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)) or
+            names = _autocast_result_name(self._rnnjit_cell, _DTYPE_NAMES[x.dtype], _DTYPE_NAMES[p.dtype],
+                                          getattr(self, "proj_size", 0) > 0)
+            if not names:
+                return None
+            dtypes = tuple(getattr(torch, name) for name in names.split(","))
+        else:
+            dtypes = (x.dtype,) * 3
+            if p.dtype != x.dtype or any(s is not None and s.dtype != x.dtype for s in (hx, cx)):
+                return None
+        dtype = dtypes[0]
+        if not ((x.device.type == "cpu" and all(d in (torch.float32, torch.bfloat16) for d in dtypes)) or
                 (x.device.type == "cuda" and dtype == torch.float32)) or p.device != x.device:
             return None
         batch_first = self.batch_first
@@ -235,15 +244,16 @@ class _RnnjitLayer:
         grad = torch.is_grad_enabled() and (x.requires_grad or any(q.requires_grad for q in params) or
                                             (hx is not None and hx.requires_grad) or
                                             (cx is not None and cx.requires_grad))
-        return _ops.run(self, x.contiguous(), hx, cx, None, batch_first, dropout, dtype, grad or dropout > 0)
+        return _ops.run(self, x.contiguous(), hx, cx, None, batch_first, dropout, dtypes, grad or dropout > 0)
 
-    def _rnnjit_eager(self, x, hx, cx, lengths, batch_first, dropout, dtype, grad, params, shape, h_shape, c_shape,
+    def _rnnjit_eager(self, x, hx, cx, lengths, batch_first, dropout, dtypes, grad, params, shape, h_shape, c_shape,
                       batched=True):
         """The call through the module's Executions: inference on cached packed weights, or the
         training plan inside RnnFunction."""
         flat, params = self._rnnjit_weights()
         mode = "training" if grad or dropout > 0 else "inference"
         cpu = x.device.type == "cpu"
+        dtype = dtypes[0]  # bf16 outputs: bf16 GEMMs
         fpmath = "bf16" if dtype is torch.bfloat16 else _fpmath()
         key = (batch_first, dropout, x.device, fpmath, torch.get_num_threads() if cpu else 0)
         rnn = self._rnnjit_rnn(key)
@@ -264,10 +274,10 @@ class _RnnjitLayer:
                     flat32, packed = _packs.inference_weights(params, flat, execution)
                 else:
                     flat32 = float32(flat)
-                call = Call(None, flat32, None, lengths, 0, y_shape, h_shape, c_shape, dtype)
+                call = Call(None, flat32, None, lengths, 0, y_shape, h_shape, c_shape, dtypes)
                 y, hy, cy = run_forward(execution, call, float32(x.detach()), float32(_detached(hx)),
                                         float32(_detached(cx)), packed)
-                if cpu and lengths is None and dtype is torch.float32:
+                if cpu and lengths is None and dtypes == (torch.float32,) * 3:
                     # Calls like this one (a stream of T=1 steps) skip the checks above.
                     # The previous one's Execution goes back to the pool: calls of two shapes in turn
                     # (chunks and single steps) borrow rather than prepare.
@@ -281,12 +291,11 @@ class _RnnjitLayer:
             finally:
                 if execution is not None:
                     pool._give_back(execution_key, execution)
-            if dtype is not torch.float32:
-                y, hy, cy = cast(y, dtype), cast(hy, dtype), cast(cy, dtype)
+            y, hy, cy = cast(y, dtypes[0]), cast(hy, dtypes[1]), cast(cy, dtypes[2])
             return y, hy, cy
         lease = pool.acquire((key, seq_len, batch, mode), rnn, shape, mode)
         seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout > 0 else 0
-        call = Call(lease, float32(flat), rnn.weight_layout, lengths, seed, y_shape, h_shape, c_shape, dtype)
+        call = Call(lease, float32(flat), rnn.weight_layout, lengths, seed, y_shape, h_shape, c_shape, dtypes)
         if grad:
             y, hy, *cy = RnnFunction.apply(call, x.contiguous(), hx, cx, *params)
             return y, hy, (cy[0] if cy else None)
@@ -430,22 +439,44 @@ _is_tracing = torch._C._is_tracing if hasattr(torch._C, "_is_tracing") else torc
 _AUTOCAST_RESULTS = {}
 
 
-def _autocast_result(base, cell, x_dtype, p_dtype):
-    """The dtype torch.nn's layer returns under the CPU autocast now in force: what its operator
-    is listed as (bf16 for LSTM and RNN, float32 for GRU in torch 2.15) differs by cell and
-    version, so it is asked once, on a layer of one unit."""
+def _autocast_result(base, cell, x_dtype, p_dtype, projection):
+    """The dtypes of (y, h_n, c_n) torch.nn's layer returns under the CPU autocast now in force:
+    what its operator is listed as differs by cell, version and even output (torch 2.15: LSTM
+    and RNN bf16, GRU float32; an LSTM with projection bf16 y and h_n but float32 c_n), so it
+    is asked once, of a layer of one or two units."""
     try:
         autocast_dtype = torch.get_autocast_dtype("cpu")  # PyTorch >= 2.4
     except AttributeError:
         autocast_dtype = torch.get_autocast_cpu_dtype()
-    key = (base, cell, autocast_dtype, x_dtype, p_dtype)
+    key = (base, cell, autocast_dtype, x_dtype, p_dtype, projection)
     result = _AUTOCAST_RESULTS.get(key)
     if result is None:
-        kwargs = {"nonlinearity": "relu"} if cell == "rnn_relu" else {}
+        kwargs = {"nonlinearity": "relu"} if cell == "rnn_relu" else {"proj_size": 1} if projection else {}
         with torch.no_grad():
-            probe = base(1, 1, **kwargs).to(p_dtype)
-            result = _AUTOCAST_RESULTS[key] = probe(torch.zeros(1, 1, 1, dtype=x_dtype))[0].dtype
+            probe = base(1, 2, **kwargs).to(p_dtype)
+            y, h = probe(torch.zeros(1, 1, 1, dtype=x_dtype))
+            h, c = h if isinstance(h, tuple) else (h, h)
+            result = _AUTOCAST_RESULTS[key] = (y.dtype, h.dtype, c.dtype)
     return result
+
+
+_BASES = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn_tanh": torch.nn.RNN, "rnn_relu": torch.nn.RNN}
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
+                torch.float64: "float64"}
+
+
+def _autocast_result_name(cell, x_dtype, p_dtype, projection):
+    """_autocast_result by names ("bfloat16,bfloat16,float32"; "" for a dtype without a name
+    here), for torch.compile: Dynamo runs it as it traces and keeps the answer as a constant (it
+    cannot trace the probe layer's call)."""
+    result = _autocast_result(_BASES[cell], cell, getattr(torch, x_dtype), getattr(torch, p_dtype), projection)
+    if any(d not in _DTYPE_NAMES for d in result):
+        return ""
+    return ",".join(_DTYPE_NAMES[d] for d in result)
+
+
+if hasattr(torch, "compiler") and hasattr(torch.compiler, "assume_constant_result"):
+    _autocast_result_name = torch.compiler.assume_constant_result(_autocast_result_name)
 
 
 def _detached(t):
