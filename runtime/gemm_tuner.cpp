@@ -34,7 +34,7 @@ OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated, co
   plan.caches = caches;
   if (generated) {
     g.blocking.packed_b = true;
-    g = plan_generated_gemm(g, group, threads, plan.kernels, false, plan.caches);
+    g = plan_generated_gemm(g, group, threads, plan.kernels, false, plan.caches, plan.isa);
     const int region = plan.workspace.add(
         "packed", Space::packed,
         static_cast<std::size_t>(packed_elements(g.blocking, g.n / group, g.k)) * sizeof(float));
