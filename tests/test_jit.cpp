@@ -148,7 +148,9 @@ TEST_P(JitOn, VectorSplitCutPanelsMatchTheReference) {
       EXPECT_GT(steps, 0);
       // AVX2's step tiles are one vector wide (its 16 registers hold 6 x 1 tiles), so a split at
       // whole vectors cuts no panel there: its cases check the split by units alone.
-      if (GetParam() == Isa::avx512) EXPECT_EQ(cut, steps) << "GEMMs of a step whose threads cut a panel";
+      if (GetParam() == Isa::avx512) {
+        EXPECT_EQ(cut, steps) << "GEMMs of a step whose threads cut a panel";
+      }
       expect_matches(rc.run(ex), rc.reference(train), rc, train);
     }
   }
