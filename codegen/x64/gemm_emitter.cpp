@@ -25,6 +25,7 @@ GemmEmitter::GemmEmitter(const KernelDesc& d)
   store_c();
   vzeroupper();
   ret();
+  text_size_ = getSize();
   if (!isa_.opmask && desc_.n_tail % isa_.lanes) {  // the lanes of the half n_tail cuts
     align(32);
     L(tail_table_);

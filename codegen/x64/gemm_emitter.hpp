@@ -31,6 +31,7 @@ class GemmEmitter final : public JitGenerator {
  public:
   explicit GemmEmitter(const KernelDesc& desc);
   const KernelDesc& desc() const { return desc_; }
+  std::size_t text_size() const override { return text_size_; }  // instructions before AVX2's tail mask
 
 
  private:
@@ -54,6 +55,7 @@ class GemmEmitter final : public JitGenerator {
   KernelDesc desc_;
   VectorIsa isa_;
   int rows_, vectors_, per_vector_, regs_;
+  std::size_t text_size_ = 0;
   Xbyak::Label tail_table_;
   const Xbyak::Reg64 a_ = r8, b_ = r9, c_ = r10, k_ = r11, next_b_ = rdx;
 };
