@@ -141,12 +141,14 @@ void Activations::sigmoid(std::span<const Xmm> regs) {
 }
 
 // v <- 1 / v: vrcp14ps (relative error < 2^-14) and one Newton step, y = y0 + y0 (1 - v y0),
-// which squares the error (to below an ulp before rounding; AVX2's vrcpps, < 1.5 2^-12, to
-// about 2^-23). A zmm vdivps holds the divider
+// which squares the error (to below an ulp before rounding). A zmm vdivps holds the divider
 // for 10 cycles, and an LSTM kernel has 20 per 16 units of a row: it waited on the divider
-// most of its time; these are three cheap instructions. 1/NaN stays NaN. With `may_be_inf`,
-// 1/inf = 0 needs one more: 1 - inf * 0 is NaN, and vminps(e, 1) returns its second operand
-// for a NaN e, so y = 0 + 0 * 1 (a NaN v still gives y0 = NaN, so NaN).
+// most of its time; these are three cheap instructions. AVX2's vrcpps (< 1.5 2^-12) takes the
+// series' next term too: 1 / v = y0 / (1 - e) = y0 (1 + e + e^2 + ...), e = 1 - v y0; with e
+// alone 1/1 came out 1 - 2^-24 (and sigmoid(+inf) not 1), e^3 < 2^-33 is below rounding.
+// 1/NaN stays NaN. With `may_be_inf`, 1/inf = 0 needs one more: 1 - inf * 0 is NaN, and
+// vminps(e, 1) returns its second operand for a NaN e, so y = 0 + 0 * 1 (a NaN v still gives
+// y0 = NaN, so NaN).
 void Activations::reciprocal(std::span<const Xmm> v, std::span<const Xmm> y0, bool may_be_inf) {
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (isa_.opmask) g_.vrcp14ps(y0[i], v[i]);
@@ -155,6 +157,8 @@ void Activations::reciprocal(std::span<const Xmm> v, std::span<const Xmm> y0, bo
   for (std::size_t i = 0; i < v.size(); ++i) g_.vfnmadd213ps(v[i], y0[i], regs_.one);  // e = 1 - v y0
   if (may_be_inf)
     for (std::size_t i = 0; i < v.size(); ++i) g_.vminps(v[i], v[i], regs_.one);
+  if (!isa_.opmask)
+    for (std::size_t i = 0; i < v.size(); ++i) g_.vfmadd213ps(v[i], v[i], v[i]);  // e + e^2
   for (std::size_t i = 0; i < v.size(); ++i) g_.vfmadd213ps(v[i], y0[i], y0[i]);  // y0 + y0 e
 }
 
