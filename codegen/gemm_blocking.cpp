@@ -316,7 +316,7 @@ void choose_amx_tile(GemmBlocking& b, std::int64_t m, bool shared) {
 // block, so it takes the fewest row blocks: one 16-column tile of up to 29 rows (N = 20 in
 // one block), else two tiles of up to 14 rows where M fits either way.
 void choose_dpbf16_tile(GemmBlocking& b, std::int64_t m, bool shared) {
-  auto most_rows = [](std::int64_t n_r) { return (vector_registers(Isa::avx512) - 2 - n_r) / n_r; };
+  auto most_rows = [](std::int64_t n_r) { return (kZmmRegisters - 2 - n_r) / n_r; };
   const std::int64_t tiles = (b.group + 15) / 16;
   if (shared) b.n_r = std::min<std::int64_t>(tiles, 4);
   else b.n_r = tiles > 1 && m <= most_rows(2) ? 2 : 1;

@@ -16,6 +16,8 @@ constexpr bool generates_x64(Isa isa) { return isa == Isa::avx512 || isa == Isa:
 constexpr int vector_lanes(Isa isa) { return isa == Isa::avx2 ? 8 : 16; }
 // Vector registers the encoding reaches: zmm0-31 with EVEX, ymm0-15 with VEX (AVX2).
 constexpr int vector_registers(Isa isa) { return isa == Isa::avx2 ? 16 : 32; }
+// zmm registers of AVX-512 (the AVX-512-only kernels', AMX and AVX512_BF16, budget).
+inline constexpr int kZmmRegisters = vector_registers(Isa::avx512);
 
 // A GEMM tile's unit of columns is a 16-float vector (a cache line: the packed panels and the
 // blocking are the same on both ISAs); on AVX2 each is two ymm registers.

@@ -34,9 +34,9 @@ void Dpbf16GemmEmitter::check_desc() const {
   const std::string name = kernel_name(d);
   if (d.kind_of() != KernelKind::dpbf16_gemm || d.isa_kind() != Isa::avx512)
     throw Error(fmt::format("{}: not an AVX512_BF16 GEMM descriptor", name));
-  if (vectors_ < 1 || rows_ < 1 || rows_ * vectors_ + vectors_ + 2 > vector_registers(Isa::avx512))
+  if (vectors_ < 1 || rows_ < 1 || rows_ * vectors_ + vectors_ + 2 > kZmmRegisters)
     throw Error(fmt::format("{}: a {}x{} tile needs {} zmm registers, only {} exist", name, rows_, vectors_,
-                            rows_ * vectors_ + vectors_ + 2, vector_registers(Isa::avx512)));
+                            rows_ * vectors_ + vectors_ + 2, kZmmRegisters));
   if (d.n_tail > 15 || d.b_k_stride < d.vectors || d.b_k_stride > 8 || d.b_lookahead > 16)
     throw Error(fmt::format("{}: n_tail must be < 16, vectors <= b_k_stride <= 8 and b_lookahead <= 16", name));
   if (d.a_row_stride == 0 || d.a_row_stride % (2 * kPairsPerTile) != 0 || d.c_row_stride == 0)
