@@ -8,6 +8,7 @@
 Forward, autograd (backward data and weights from forward's reserve), PackedSequence inputs,
 torch.no_grad() and eval(), state_dict both ways and DistributedDataParallel work as with
 torch.nn. rnnjit runs float32 on the CPU (and on CUDA devices in builds with CUDA).
+rnnjit.torch.quantize_dynamic(model) swaps them for int8 inference modules (QuantizedRNN).
 """
 
 try:
@@ -18,5 +19,6 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from rnnjit.torch.convert import convert
 from rnnjit.torch.modules import GRU, LSTM, RNN
+from rnnjit.torch.quantized import QuantizedRNN, quantize_dynamic
 
-__all__ = ["GRU", "LSTM", "RNN", "convert"]
+__all__ = ["GRU", "LSTM", "RNN", "QuantizedRNN", "convert", "quantize_dynamic"]

@@ -1,0 +1,172 @@
+"""com.microsoft:DynamicQuantizeLSTM on rnnjit (librnnjit_onnxruntime.so, docs/onnxruntime.md): models
+made by onnxruntime.quantization.quantize_dynamic (a scale per direction and per channel) run on
+rnnjit's int8 plan (the library's counters say so), with an error against the FP32 model no larger
+than ONNX Runtime's own DynamicQuantizeLSTM kernel gives on the same model; malformed
+DynamicQuantizeLSTM nodes are ONNX Runtime errors."""
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="onnx is not installed here (tools/test.sh installs it from PyPI)")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed here (tools/test.sh installs it)")
+quantization = pytest.importorskip("onnxruntime.quantization", reason="this onnxruntime has no quantization tools")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import rnnjit  # noqa: E402
+import rnnjit.onnxruntime  # noqa: E402
+
+try:
+    LIBRARY = rnnjit.onnxruntime.library_path()
+except FileNotFoundError as e:
+    pytest.skip(str(e), allow_module_level=True)
+
+if rnnjit.int8_unit() is None:
+    pytest.skip("this CPU has no int8 unit (AVX512-VNNI or AMX-INT8): rnnjit's plan would not be int8",
+                allow_module_level=True)
+
+
+def lstm_model(I, H, direction, seed, peepholes=False, seq_lens=False):
+    """A one-node FP32 LSTM with random weights as initializers (those quantize_dynamic quantizes)."""
+    rng = np.random.default_rng(seed)
+    D = 2 if direction == "bidirectional" else 1
+    s = 1 / np.sqrt(H)
+    inits = {"W": rng.uniform(-s, s, (D, 4 * H, I)), "R": rng.uniform(-s, s, (D, 4 * H, H)),
+             "B": rng.uniform(-s, s, (D, 8 * H))}
+    if peepholes:
+        inits["P"] = rng.uniform(-s, s, (D, 3 * H))
+    inputs = ["X", "W", "R", "B", "sequence_lens" if seq_lens else "", "", "", "P" if peepholes else ""]
+    while inputs[-1] == "":
+        inputs.pop()
+    node = helper.make_node("LSTM", inputs, ["Y", "Y_h", "Y_c"], hidden_size=H, direction=direction, name="lstm")
+    graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["T", "N", I])]
+    if seq_lens:
+        graph_inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, ["N"]))
+    graph = helper.make_graph(
+        [node], "lstm", graph_inputs,
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("Y_c", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def quantized(model, per_channel, tmp_path):
+    src, dst = tmp_path / "fp32.onnx", tmp_path / f"int8_{per_channel}.onnx"
+    onnx.save(model, src)
+    quantization.quantize_dynamic(str(src), str(dst), per_channel=per_channel, weight_type=quantization.QuantType.QInt8)
+    q = onnx.load(dst)
+    ops = [n.op_type for n in q.graph.node]
+    assert "DynamicQuantizeLSTM" in ops, f"quantize_dynamic made {ops}"
+    return q
+
+
+def session(model, with_library):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    if with_library:
+        options.register_custom_ops_library(LIBRARY)
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def worst(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("I,H,direction,T,N", [(40, 64, "forward", 7, 3), (33, 96, "bidirectional", 5, 2),
+                                               (128, 256, "forward", 4, 1)])
+def test_quantize_dynamic_models_run_on_rnnjit_int8(per_channel, I, H, direction, T, N, tmp_path):
+    fp32 = lstm_model(I, H, direction, seed=H + I)
+    int8 = quantized(fp32, per_channel, tmp_path)
+    x = np.random.default_rng(7).uniform(-1, 1, (T, N, I)).astype(np.float32)
+    want = session(fp32, False).run(None, {"X": x})
+    theirs = session(int8, False).run(None, {"X": x})
+    before = rnnjit.onnxruntime.stats()
+    ours = session(int8, True).run(None, {"X": x})
+    after = rnnjit.onnxruntime.stats()
+    assert after["rnnjit_kernels"] - before["rnnjit_kernels"] == 1
+    assert after["rnnjit_runs"] - before["rnnjit_runs"] == 1
+    for name, o, t, w in zip(("Y", "Y_h", "Y_c"), ours, theirs, want):
+        assert o.shape == w.shape, name
+        err_ours, err_theirs = worst(o, w), worst(t, w)
+        # rnnjit's grid is never coarser than ONNX Runtime's (weights per row, activations per
+        # row rather than per tensor): its error stays within ONNX Runtime's, with a margin for
+        # the different rounding points.
+        assert err_ours <= 1.25 * err_theirs + 1e-3, f"{name}: rnnjit {err_ours:.3g}, ONNX Runtime {err_theirs:.3g}"
+        assert err_ours > 0, f"{name}: equal to FP32 to the bit: the int8 plan did not run"
+
+
+def test_sequence_lengths_and_peepholes(tmp_path):
+    fp32 = lstm_model(24, 48, "bidirectional", seed=3, peepholes=True, seq_lens=True)
+    int8 = quantized(fp32, True, tmp_path)
+    rng = np.random.default_rng(1)
+    feeds = {"X": rng.uniform(-1, 1, (6, 3, 24)).astype(np.float32),
+             "sequence_lens": np.array([6, 2, 4], np.int32)}
+    want = session(fp32, False).run(None, feeds)
+    theirs = session(int8, False).run(None, feeds)
+    ours = session(int8, True).run(None, feeds)
+    for o, t, w in zip(ours, theirs, want):
+        assert worst(o, w) <= 1.25 * worst(t, w) + 1e-3
+    assert np.all(ours[0][2:, :, 1] == 0), "Y past a sequence's length must be zero"
+
+
+def test_packed_once_for_many_runs(tmp_path):
+    int8 = quantized(lstm_model(16, 32, "forward", seed=5), False, tmp_path)
+    s = session(int8, True)
+    before = rnnjit.onnxruntime.stats()
+    x = np.random.default_rng(2).uniform(-1, 1, (3, 2, 16)).astype(np.float32)
+    first = s.run(None, {"X": x})
+    for _ in range(3):
+        again = s.run(None, {"X": x})
+        for a, b in zip(first, again):
+            np.testing.assert_array_equal(a, b)
+    after = rnnjit.onnxruntime.stats()
+    assert after["weight_packs"] - before["weight_packs"] == 1
+    assert after["rnnjit_runs"] - before["rnnjit_runs"] == 4
+
+
+def with_initializer(model, name, value):
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for i, init in enumerate(m.graph.initializer):
+        if init.name == name:
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(value, name))
+            return m
+    raise KeyError(name)
+
+
+def initializer(model, name):
+    return next(numpy_helper.to_array(i) for i in model.graph.initializer if i.name == name)
+
+
+def node_input(model, index):
+    return next(n for n in model.graph.node if n.op_type == "DynamicQuantizeLSTM").input[index]
+
+
+# (description, input index of DynamicQuantizeLSTM, how to change that initializer's value)
+BAD = [
+    ("W_scale of 3 values", 8, lambda v: np.ones(3, np.float32)),
+    ("W_scale rank 3", 8, lambda v: np.ones((1,) + v.shape + (1,), np.float32)),
+    ("W_scale zero", 8, lambda v: np.zeros_like(v)),
+    ("W_scale NaN", 8, lambda v: np.full_like(v, np.nan)),
+    ("W_zero_point uint8 beside int8 W", 9, lambda v: v.astype(np.uint8)),
+    ("W_zero_point of another shape", 9, lambda v: np.zeros(5, v.dtype)),
+    ("R_scale int", 10, lambda v: v.astype(np.int32)),
+    ("R_zero_point of another shape", 11, lambda v: np.zeros((1, 2, 3), v.dtype)),
+    ("W transposed", 1, lambda v: np.ascontiguousarray(v.transpose(0, 2, 1))),
+    ("R float", 2, lambda v: v.astype(np.float32)),
+    ("R too short", 2, lambda v: v[:, :-1, :]),
+]
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("what,index,change", BAD, ids=[b[0] for b in BAD])
+def test_malformed_nodes_are_errors(what, index, change, per_channel, tmp_path):
+    int8 = quantized(lstm_model(8, 16, "forward", seed=11), per_channel, tmp_path)
+    name = node_input(int8, index)
+    bad = with_initializer(int8, name, change(initializer(int8, name)))
+    x = np.zeros((2, 1, 8), np.float32)
+    with pytest.raises(Exception) as e:  # at session creation (constant weights) or at the run
+        session(bad, True).run(None, {"X": x})
+    assert "rnnjit" in str(e.value) or "DynamicQuantizeLSTM" in str(e.value) or "type" in str(e.value).lower(), \
+        str(e.value)
