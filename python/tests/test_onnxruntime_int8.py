@@ -170,3 +170,88 @@ def test_malformed_nodes_are_errors(what, index, change, per_channel, tmp_path):
         session(bad, True).run(None, {"X": x})
     assert "rnnjit" in str(e.value) or "DynamicQuantizeLSTM" in str(e.value) or "type" in str(e.value).lower(), \
         str(e.value)
+
+
+def as_uint8(model):
+    """The model with DynamicQuantizeLSTM's int8 W, R and zero points as uint8 shifted by 128: the
+    same dequantized weights (quantize_dynamic writes int8 for LSTMs whatever weight_type says)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    names = [node_input(model, i) for i in (1, 2, 9, 11)]
+    for i, init in enumerate(m.graph.initializer):
+        if init.name in names:
+            v = numpy_helper.to_array(init)
+            assert v.dtype == np.int8
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array((v.astype(np.int16) + 128).astype(np.uint8),
+                                                                    init.name))
+    return m
+
+
+def as_graph_inputs(model):
+    """The model with DynamicQuantizeLSTM's initializers fed as graph inputs instead, and the feeds."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    feeds = {}
+    for init in m.graph.initializer:
+        v = numpy_helper.to_array(init)
+        feeds[init.name] = v
+        m.graph.input.append(helper.make_tensor_value_info(init.name, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                                           list(v.shape)))
+    del m.graph.initializer[:]
+    return m, feeds
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_uint8_weights_with_zero_points_dequantize_alike(per_channel, tmp_path):
+    int8 = quantized(lstm_model(20, 32, "bidirectional", seed=9), per_channel, tmp_path)
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 2, 20)).astype(np.float32)
+    want = session(int8, True).run(None, {"X": x})
+    got = session(as_uint8(int8), True).run(None, {"X": x})
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_weights_fed_as_inputs_are_dequantized_each_run(tmp_path):
+    int8 = quantized(lstm_model(20, 32, "forward", seed=10), True, tmp_path)
+    x = np.random.default_rng(4).uniform(-1, 1, (4, 2, 20)).astype(np.float32)
+    want = session(int8, True).run(None, {"X": x})
+    fed, feeds = as_graph_inputs(int8)
+    s = session(fed, True)
+    before = rnnjit.onnxruntime.stats()
+    got = s.run(None, {"X": x, **feeds})
+    after = rnnjit.onnxruntime.stats()
+    assert after["rnnjit_runs"] - before["rnnjit_runs"] == 1 and after["weight_packs"] == before["weight_packs"]
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    scale = node_input(fed, 8)
+    with pytest.raises(Exception, match="W_scale"):
+        s.run(None, {"X": x, **feeds, scale: -feeds[scale]})
+    again = s.run(None, {"X": x, **feeds})  # the kernel runs on after a failed run
+    np.testing.assert_array_equal(again[0], want[0])
+
+
+def test_torch_exported_two_layer_lstm(tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed here")
+    import inspect
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(48, 64, num_layers=2).eval()
+    x = torch.rand(6, 3, 48) * 2 - 1
+    path = tmp_path / "exported.onnx"
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    torch.onnx.export(lstm, (x,), str(path), input_names=["X"], output_names=["y", "h", "c"], opset_version=14,
+                      dynamic_axes={"X": {0: "T", 1: "N"}}, **legacy)
+    fp32 = onnx.load(path)
+    int8 = quantized(fp32, True, tmp_path)
+    assert sum(n.op_type == "DynamicQuantizeLSTM" for n in int8.graph.node) == 2
+    feeds = {"X": x.numpy()}
+    want = session(fp32, False).run(None, feeds)
+    theirs = session(int8, False).run(None, feeds)
+    before = rnnjit.onnxruntime.stats()
+    ours = session(int8, True).run(None, feeds)
+    after = rnnjit.onnxruntime.stats()
+    assert after["rnnjit_kernels"] - before["rnnjit_kernels"] == 2 and after["rnnjit_runs"] - before["rnnjit_runs"] == 2
+    with torch.no_grad():
+        y_torch = lstm(x)[0].numpy()
+    np.testing.assert_allclose(want[0], y_torch, atol=1e-5)
+    for o, t, w in zip(ours, theirs, want):
+        assert worst(o, w) <= 1.25 * worst(t, w) + 1e-3, (worst(o, w), worst(t, w))
