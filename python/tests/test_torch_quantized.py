@@ -194,3 +194,21 @@ def test_bad_use_raises():
     with pytest.raises(RuntimeError, match="h_0 has shape"):
         q(torch.rand(3, 2, 4), (torch.zeros(1, 2, 8), torch.zeros(2, 2, 8)))
     assert list(q.parameters()) == []  # nothing for an optimizer
+
+
+def test_deepcopy_and_whole_module_save():
+    import copy
+    torch.manual_seed(5)
+    q = rnnjit.torch.quantize_dynamic(torch.nn.Sequential(torch.nn.GRU(8, 16))).eval()
+    x = torch.rand(4, 2, 8)
+    with torch.no_grad():
+        want = q(x)[0]
+        twin = copy.deepcopy(q)
+        buffer = io.BytesIO()
+        torch.save(q, buffer)
+        buffer.seek(0)
+        kwargs = {"weights_only": False} if "weights_only" in torch.load.__code__.co_varnames else {}
+        loaded = torch.load(buffer, **kwargs)
+        assert torch.equal(twin(x)[0], want) and torch.equal(loaded(x)[0], want)
+        twin[0].weight_hh_l0.zero_()  # the copy's buffers are its own
+        assert not torch.equal(twin(x)[0], want) and torch.equal(q(x)[0], want)

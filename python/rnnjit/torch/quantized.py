@@ -47,20 +47,33 @@ class QuantizedRNN(torch.nn.Module):
         self.cell, self.input_size, self.hidden_size = cell, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
         self.dropout, self.bidirectional, self.proj_size = dropout, bidirectional, proj_size
-        config = rnnjit.RnnConfig(cell=cell, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers,
-                                  bidirectional=bidirectional, proj_size=proj_size, bias=bias,
-                                  batch_first=batch_first)
-        self._rnn = rnnjit.Rnn(config, rnnjit.Options(quantize="int8_dynamic"))
-        self._blocks = list(self._rnn.weight_layout)
+        self._make_rnn()
         for b in self._blocks:
             if b.name.startswith("weight"):
                 self.register_buffer(b.name, torch.zeros(tuple(b.shape), dtype=torch.int8))
                 self.register_buffer(b.name + "_scale", torch.ones(b.shape[0], dtype=torch.float32))
             else:
                 self.register_buffer(b.name, torch.zeros(tuple(b.shape), dtype=torch.float32))
+
+    def _make_rnn(self):
+        """rnnjit's objects (not picklable: made again by __setstate__, for copy.deepcopy and
+        torch.save of the whole module)."""
+        config = rnnjit.RnnConfig(cell=self.cell, input_size=self.input_size, hidden_size=self.hidden_size,
+                                  num_layers=self.num_layers, bidirectional=self.bidirectional,
+                                  proj_size=self.proj_size, bias=self.bias, batch_first=self.batch_first)
+        self._rnn = rnnjit.Rnn(config, rnnjit.Options(quantize="int8_dynamic"))
+        self._blocks = list(self._rnn.weight_layout)
         self._weights_key = None  # what the canonical buffer below was made from
         self._flat = None         # the dequantized weights in rnnjit's canonical layout
         self._shapes = {}         # (T, N) -> (Execution, packed weights), most recently used last
+
+    def __getstate__(self):
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__
+        return {k: v for k, v in state.items() if k not in ("_rnn", "_blocks", "_weights_key", "_flat", "_shapes")}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._make_rnn()
 
     @classmethod
     def from_float(cls, layer):
@@ -91,13 +104,11 @@ class QuantizedRNN(torch.nn.Module):
     # ---- weights: dequantized, packed per shape, rebuilt whenever a buffer changed ----
 
     def _canonical_weights(self):
-        buffers = [getattr(self, b.name) for b in self._blocks]
-        buffers += [getattr(self, b.name + "_scale") for b in self._blocks if b.name.startswith("weight")]
         # load_state_dict and in-place updates bump a tensor's version; .to() and assignment
         # replace its storage: either makes a new key, and the packed weights are made again.
-        key = tuple((t.data_ptr(), t._version) for t in buffers)
+        key = tuple((id(t), t.data_ptr(), t._version) for t in self._buffers.values())
         if key != self._weights_key:
-            for t in buffers:
+            for t in self._buffers.values():
                 if t.device.type != "cpu":
                     raise RuntimeError(f"rnnjit.torch.QuantizedRNN runs on the CPU; its buffers are on {t.device}")
             parts = []
