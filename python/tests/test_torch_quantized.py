@@ -17,9 +17,17 @@ import rnnjit  # noqa: E402
 import rnnjit.torch  # noqa: E402
 from rnnjit.torch.quantized import QuantizedRNN, quantize_rows  # noqa: E402
 
-if rnnjit.int8_unit() is None:
-    pytest.skip("this CPU has no int8 unit (AVX512-VNNI or AMX-INT8): the plans would not be int8",
-                allow_module_level=True)
+def int8_plan_or_skip():
+    """Skips the module where rnnjit's plans here are not int8 (no int8 unit, or RNNJIT_ISA=avx2)."""
+    rnn = rnnjit.Rnn(rnnjit.RnnConfig(cell="lstm", input_size=8, hidden_size=16), rnnjit.Options(quantize="int8_dynamic"))
+    plan = rnn.prepare((2, 1), "inference").plan_text()
+    if "quantize=int8_dynamic" not in plan.splitlines()[0]:
+        notes = [line for line in plan.splitlines() if "quantize" in line]
+        pytest.skip(f"rnnjit's plans here are not int8: {notes[0] if notes else plan.splitlines()[0]}",
+                    allow_module_level=True)
+
+
+int8_plan_or_skip()
 
 
 def quantization_bound(layer, x, outputs, seq_len):
@@ -73,6 +81,7 @@ def test_outputs_within_the_quantization_bound(case):
     for name, g, w in zip(("output", "h_n", "c_n"), got, want):
         assert_close(g.numpy(), w.numpy(), tol, name)
     assert any(float((g - w).abs().max()) > 0 for g, w in zip(got, want)), "equal to FP32: int8 did not run"
+    assert "quantize=int8_dynamic" in q.plan_text(T, N).splitlines()[0]
 
 
 @pytest.mark.parametrize("cls", ["LSTM", "GRU"])

@@ -135,6 +135,11 @@ class QuantizedRNN(torch.nn.Module):
         self._shapes[(seq_len, batch)] = entry
         return entry
 
+    def plan_text(self, seq_len, batch):
+        """rnnjit's plan for a call of this shape (its first line says quantize=int8_dynamic and the
+        unit, or its notes why the plan fell back to bf16 or FP32)."""
+        return self._execution(self._canonical_weights(), seq_len, batch)[0].plan_text()
+
     # ---- forward ----
 
     def forward(self, input, hx=None):
