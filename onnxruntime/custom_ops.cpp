@@ -90,7 +90,8 @@ std::unique_ptr<Kernel> make_rnn_kernel(const OrtKernelInfo* info, const OpSpec&
 }
 
 // DynamicQuantizeLSTM: on rnnjit's int8 plan, else an error naming the node and why.
-std::unique_ptr<Kernel> make_quantized_lstm_kernel(const OrtKernelInfo* info, const OpSpec& spec, const Domain& domain) {
+std::unique_ptr<Kernel> make_quantized_lstm_kernel(const OrtKernelInfo* info, const OpSpec& spec,
+                                                   const Domain& domain) {
   RnnNode node{read_attributes(info, RNNJIT_ONNX_LSTM), ""};
   node.what = std::string(spec.name) + " node '" + node_name(info) + "' (domain '" + domain.name + "')";
   try {

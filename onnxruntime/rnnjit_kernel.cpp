@@ -76,7 +76,8 @@ TensorView constant_input(const OrtKernelInfo* info, std::size_t index) {
 
 class RnnjitKernel final : public Kernel {
  public:
-  RnnjitKernel(const OrtKernelInfo* info, RnnNode node, bool quantized) : node_(std::move(node)), quantized_(quantized) {
+  RnnjitKernel(const OrtKernelInfo* info, RnnNode node, bool quantized)
+      : node_(std::move(node)), quantized_(quantized) {
     if (node_.attrs.activations_unreadable)
       throw Unsupported("its activations cannot be read by this ONNX Runtime (C API " +
                         std::to_string(api().version) + "; string lists need 25, ONNX Runtime 1.25)");
@@ -92,7 +93,8 @@ class RnnjitKernel final : public Kernel {
     if (quantized_)
       for (std::size_t i = 0; i < q.size(); ++i)
         if (present(info, kWScale + i, inputs)) q[i] = constant_input(info, kWScale + i);
-    const bool constant = W && R && (!has_B_ || B) && (!has_P_ || P) && (!quantized_ || (q[0] && q[1] && q[2] && q[3]));
+    const bool constant =
+        W && R && (!has_B_ || B) && (!has_P_ || P) && (!quantized_ || (q[0] && q[1] && q[2] && q[3]));
     // The attributes, checked now (a model rnnjit cannot run fails at session creation, not at
     // its first run), for the input size of W where it is known.
     std::int64_t input_size = 1;

@@ -19,7 +19,8 @@ from rnnjit.torch.quantized import QuantizedRNN, quantize_rows  # noqa: E402
 
 def int8_plan_or_skip():
     """Skips the module where rnnjit's plans here are not int8 (no int8 unit, or RNNJIT_ISA=avx2)."""
-    rnn = rnnjit.Rnn(rnnjit.RnnConfig(cell="lstm", input_size=8, hidden_size=16), rnnjit.Options(quantize="int8_dynamic"))
+    config = rnnjit.RnnConfig(cell="lstm", input_size=8, hidden_size=16)
+    rnn = rnnjit.Rnn(config, rnnjit.Options(quantize="int8_dynamic"))
     plan = rnn.prepare((2, 1), "inference").plan_text()
     if "quantize=int8_dynamic" not in plan.splitlines()[0]:
         notes = [line for line in plan.splitlines() if "quantize" in line]
