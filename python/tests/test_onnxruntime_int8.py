@@ -264,3 +264,26 @@ def test_torch_exported_two_layer_lstm(tmp_path):
     np.testing.assert_allclose(want[0], y_torch, atol=1e-5)
     for o, t, w in zip(ours, theirs, want):
         assert worst(o, w) <= 1.25 * worst(t, w) + 1e-3, (worst(o, w), worst(t, w))
+
+
+def test_other_com_microsoft_ops_still_run(tmp_path):
+    """The library registers a custom domain named com.microsoft: ONNX Runtime's own contrib ops of
+    that domain (Gelu here) must still resolve to its kernels in sessions that load it."""
+    import math
+    fp32 = lstm_model(16, 32, "forward", seed=1)
+    g = fp32.graph
+    g.node.append(helper.make_node("Squeeze", ["Y", "axis1"], ["Ys"]))
+    g.node.append(helper.make_node("MatMul", ["Ys", "Wout"], ["Z"]))
+    g.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
+    g.initializer.append(numpy_helper.from_array(np.random.default_rng(0).uniform(-1, 1, (32, 10)).astype(np.float32),
+                                                 "Wout"))
+    int8 = quantized(fp32, True, tmp_path)
+    int8.graph.node.append(helper.make_node("Gelu", ["Z"], ["G"], domain="com.microsoft"))
+    del int8.graph.output[:]
+    int8.graph.output.extend([helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Z", "G")])
+    x = np.random.default_rng(2).uniform(-1, 1, (4, 2, 16)).astype(np.float32)
+    before = rnnjit.onnxruntime.stats()
+    y, z, gelu = session(int8, True).run(None, {"X": x})
+    assert rnnjit.onnxruntime.stats()["rnnjit_runs"] - before["rnnjit_runs"] == 1
+    want = z * 0.5 * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
+    np.testing.assert_allclose(gelu, want, atol=1e-5)
