@@ -12,7 +12,12 @@ T=1 N=1), the same random FP32 weights run as:
   rnnjit.torch-int8  rnnjit.torch.quantize_dynamic (packed weights cached)
 Prints a Markdown table of medians (ms) and the ratios peer / rnnjit (> 1: rnnjit faster).
 
-    python bench/int8_peers.py [--reps 9] [--threads 2] [--per-channel] [--only n1]
+    python bench/int8_peers.py [--reps 9] [--threads 2] [--per-channel] [--only n1] [--peers a,b]
+
+The peers share the process's cores: a peer whose threads spin after their work (torch's OpenMP
+pool, ONNX Runtime's without allow_spinning=0, which this script sets) slows the next one.
+Where a row looks like that, time the peers apart (--peers torch-int8,rnnjit.torch-int8, then
+--peers ort-int8,ort+rnnjit-int8) and say so beside the table.
 
 Needs numpy; each peer whose package is missing (onnx/onnxruntime, torch, rnnjit's Python
 package or its ORT library) is left out with a note. Run on an otherwise idle machine.
@@ -139,6 +144,7 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--per-channel", action="store_true", help="quantize_dynamic(per_channel=True) for ORT")
     p.add_argument("--only", default="", help="cases whose name contains this")
+    p.add_argument("--peers", default="", help="comma-separated peers to run (default: all)")
     args = p.parse_args()
     os.environ["RNNJIT_NUM_THREADS"] = str(args.threads)
     notes = []
@@ -149,6 +155,8 @@ def main():
         params = weights(I, H, layers)
         peers = {**ort_peers(params, I, H, args.threads, args.per_channel, notes),
                  **torch_peers(params, I, H, args.threads, notes)}
+        if args.peers:
+            peers = {k: f for k, f in peers.items() if k in args.peers.split(",")}
         x = np.random.default_rng(1).uniform(-1, 1, (T, N, I)).astype(np.float32)
         import contextlib
         try:
