@@ -91,8 +91,11 @@ class RnnjitKernel final : public Kernel {
     TensorView P = has_P_ ? constant_input(info, kP) : TensorView{};
     std::array<TensorView, 4> q{};  // DynamicQuantizeLSTM's scales and zero points
     if (quantized_)
-      for (std::size_t i = 0; i < q.size(); ++i)
-        if (present(info, kWScale + i, inputs)) q[i] = constant_input(info, kWScale + i);
+      for (std::size_t i = 0; i < q.size(); ++i) {
+        constexpr const char* kNames[] = {"W_scale", "W_zero_point", "R_scale", "R_zero_point"};
+        if (!present(info, kWScale + i, inputs)) node_.fail_here(std::string(kNames[i]) + " is a required input");
+        q[i] = constant_input(info, kWScale + i);
+      }
     const bool constant =
         W && R && (!has_B_ || B) && (!has_P_ || P) && (!quantized_ || (q[0] && q[1] && q[2] && q[3]));
     // The attributes, checked now (a model rnnjit cannot run fails at session creation, not at

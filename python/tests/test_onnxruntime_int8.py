@@ -287,3 +287,12 @@ def test_other_com_microsoft_ops_still_run(tmp_path):
     assert rnnjit.onnxruntime.stats()["rnnjit_runs"] - before["rnnjit_runs"] == 1
     want = z * 0.5 * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
     np.testing.assert_allclose(gelu, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("index", [8, 9, 10, 11])
+def test_absent_scales_and_zero_points_are_errors_at_session_creation(index, tmp_path):
+    int8 = quantized(lstm_model(8, 16, "forward", seed=12), True, tmp_path)
+    name = node_input(int8, index)
+    next(n for n in int8.graph.node if n.op_type == "DynamicQuantizeLSTM").input[index] = ""
+    with pytest.raises(Exception, match=f"{name.split('_quantized')[0]} is a required input"):
+        session(int8, True)
