@@ -222,3 +222,45 @@ def test_deepcopy_and_whole_module_save():
         assert torch.equal(twin(x)[0], want) and torch.equal(loaded(x)[0], want)
         twin[0].weight_hh_l0.zero_()  # the copy's buffers are its own
         assert not torch.equal(twin(x)[0], want) and torch.equal(q(x)[0], want)
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, cell):
+        super().__init__()
+        self.rnn = getattr(torch.nn, cell)(3, 32, batch_first=True)
+        self.head = torch.nn.Linear(32, 2)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.head(y[:, -1])
+
+
+def sequence_task(n, generator):
+    """Is the first channel's sum over the sequence larger than the second's? (12 steps, noise in
+    the third channel): the answer needs the whole sequence, carried in the state."""
+    x = torch.rand(n, 12, 3, generator=generator) * 2 - 1
+    return x, (x[:, :, 0].sum(1) > x[:, :, 1].sum(1)).long()
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_trained_model_keeps_its_accuracy(cell):
+    torch.manual_seed(6)
+    g = torch.Generator().manual_seed(7)
+    model = Classifier(cell)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(80):
+        x, label = sequence_task(64, g)
+        loss = torch.nn.functional.cross_entropy(model(x), label)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    x, label = sequence_task(4000, g)
+    with torch.no_grad():
+        fp32 = (model(x).argmax(1) == label).float().mean().item()
+        int8_model = rnnjit.torch.quantize_dynamic(model)
+        assert isinstance(int8_model.rnn, QuantizedRNN)
+        int8 = (int8_model(x).argmax(1) == label).float().mean().item()
+    assert fp32 > 0.9, f"the FP32 model did not learn the task ({fp32:.3f}): the test would prove nothing"
+    print(f"{cell}: FP32 {fp32:.4f}, int8 {int8:.4f}")
+    assert int8 >= fp32 - 0.01, f"int8 accuracy {int8:.4f} vs FP32 {fp32:.4f}"
