@@ -2,7 +2,8 @@
 model becomes a QuantizedRNN whose outputs stay within the quantization bound of the FP32 layer's
 (and, where torch.ao's dynamic quantization runs here, no further from them than torch's own int8
 LSTM and GRU); state_dict saves and loads the int8 weights and scales; packed weights follow
-loaded weights; bad use (gradients, training dropout, wrong inputs) raises."""
+loaded weights; trained models keep their accuracy; bad use (gradients, training dropout, wrong
+inputs) raises."""
 
 import io
 import math
