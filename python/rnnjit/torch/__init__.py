@@ -12,6 +12,7 @@ edits through .data). rnnjit runs float32 and bfloat16 (and CPU autocast) on the
 CUDA in builds with CUDA; anything else runs torch.nn's implementation (FallbackWarning). On
 PyTorch >= 2.4, torch.compile(fullgraph=True) and torch.export trace the layers to custom
 operators; torch.onnx.export writes ONNX's RNN operators. docs/python.md has the details.
+rnnjit.torch.quantize_dynamic(model) swaps them for int8 inference modules (QuantizedRNN).
 """
 
 try:
@@ -23,5 +24,6 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from rnnjit.torch._threads import use_torch_threads
 from rnnjit.torch.convert import convert
 from rnnjit.torch.modules import GRU, LSTM, RNN, FallbackWarning
+from rnnjit.torch.quantized import QuantizedRNN, quantize_dynamic
 
-__all__ = ["GRU", "LSTM", "RNN", "FallbackWarning", "convert", "use_torch_threads"]
+__all__ = ["GRU", "LSTM", "RNN", "FallbackWarning", "QuantizedRNN", "convert", "quantize_dynamic", "use_torch_threads"]
