@@ -50,10 +50,10 @@ CASES = {
     "lstmp32": ("lstm", 512, 1024, 1, False, 512, 32, 1, False),
     "diarization": ("lstm", 128, 128, 2, True, 0, 200, 32, True),
     "tts": ("lstm", 512, 256, 1, True, 0, 200, 1, False),
-    "ds2_lstm_n20": ("lstm", 800, 800, 1, True, 0, 300, 20, True),
-    "ds2_lstm_n1": ("lstm", 800, 800, 1, True, 0, 300, 1, False),
-    "ds2_gru_n20": ("gru", 800, 800, 1, True, 0, 300, 20, True),
-    "ds2_gru_n1": ("gru", 800, 800, 1, True, 0, 300, 1, False),
+    "ds2_lstm_n20": ("lstm", 800, 800, 1, False, 0, 300, 20, True),
+    "ds2_lstm_n1": ("lstm", 800, 800, 1, False, 0, 300, 1, False),
+    "ds2_gru_n20": ("gru", 800, 800, 1, False, 0, 300, 20, True),
+    "ds2_gru_n1": ("gru", 800, 800, 1, False, 0, 300, 1, False),
 }
 LAYERS = {"lstm": (rnnjit.torch.LSTM, torch.nn.LSTM), "gru": (rnnjit.torch.GRU, torch.nn.GRU)}
 
