@@ -49,7 +49,7 @@ extern "C" {
 
 /* Kept equal to the CMake project's version (the build checks it). */
 #define RNNJIT_VERSION_MAJOR 0
-#define RNNJIT_VERSION_MINOR 6
+#define RNNJIT_VERSION_MINOR 7
 #define RNNJIT_VERSION_PATCH 0
 
 typedef enum rnnjit_status {
@@ -97,6 +97,32 @@ typedef enum rnnjit_mode {
 /* Struct fields and parameters that take these enums are int32_t: a fixed size in the ABI, and
  * any value a caller stores is defined behaviour (out-of-range values are INVALID_ARGUMENT). */
 
+/* ONNX's activation functions of RNN, GRU and LSTM (rnnjit_config_t.activations), with ONNX's
+ * alpha and beta: Affine alpha*x + beta, LeakyRelu x >= 0 ? x : alpha*x, ThresholdedRelu
+ * x > alpha ? x : 0, ScaledTanh alpha*tanh(beta*x), HardSigmoid min(max(alpha*x + beta, 0), 1),
+ * Elu x >= 0 ? x : alpha*(exp(x) - 1); Relu, Tanh, Sigmoid, Softsign x/(1+|x|) and Softplus
+ * log(1+exp(x)) take neither (alpha and beta 0). */
+typedef enum rnnjit_activation_kind {
+  RNNJIT_ACTIVATION_STANDARD = 0, /* the cell's own function for that role */
+  RNNJIT_ACTIVATION_RELU = 1,
+  RNNJIT_ACTIVATION_TANH = 2,
+  RNNJIT_ACTIVATION_SIGMOID = 3,
+  RNNJIT_ACTIVATION_AFFINE = 4,
+  RNNJIT_ACTIVATION_LEAKY_RELU = 5,
+  RNNJIT_ACTIVATION_THRESHOLDED_RELU = 6,
+  RNNJIT_ACTIVATION_SCALED_TANH = 7,
+  RNNJIT_ACTIVATION_HARD_SIGMOID = 8,
+  RNNJIT_ACTIVATION_ELU = 9,
+  RNNJIT_ACTIVATION_SOFTSIGN = 10,
+  RNNJIT_ACTIVATION_SOFTPLUS = 11
+} rnnjit_activation_kind_t;
+
+typedef struct rnnjit_activation {
+  int32_t kind; /* an rnnjit_activation_kind_t */
+  float alpha;  /* finite; 0 for a function that takes none */
+  float beta;   /* finite; 0 for a function that takes none */
+} rnnjit_activation_t;
+
 typedef struct rnnjit_rnn rnnjit_rnn_t;
 typedef struct rnnjit_execution rnnjit_execution_t;
 
@@ -132,6 +158,12 @@ typedef struct rnnjit_config {
   /* RNNJIT_CELL_RNN_RELU: the slope below zero, finite and >= 0 (leaky ReLU: oneDNN's alpha,
    * ONNX's LeakyRelu); 0: plain ReLU. */
   float relu_alpha;
+  /* ONNX's activations [direction][role] (role 0: f, LSTM's i, f, o, GRU's r, z, the RNN's one
+   * function; 1: g, LSTM's cell input, GRU's n; 2: h, LSTM's h = o * h(c)); all zero
+   * (RNNJIT_ACTIVATION_STANDARD) is the cell's own. Inference on the CPU only: a training
+   * execution of a network with others than the cell's own is UNSUPPORTED. Direction 1 only when
+   * bidirectional, roles the cell lacks stay zero (else INVALID_ARGUMENT). */
+  rnnjit_activation_t activations[2][3];
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
@@ -148,7 +180,7 @@ typedef struct rnnjit_tensor_sizes {
 const char* rnnjit_last_error(void);
 /* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
 const char* rnnjit_status_string(int32_t status);
-/* "0.6.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
+/* "0.7.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
 const char* rnnjit_version(void);
 
 /* ---- network ---- */
