@@ -144,8 +144,8 @@ std::vector<ActivationFunction> parse_activations(const rnnjit_onnx_attributes_t
       unsupported(fmt::format("ONNX {}: activation {} is not supported (alpha and beta must be finite)", op, describe(f)));
   }
   if (alphas < a.activation_alpha_count || betas < a.activation_beta_count)
-    unsupported(fmt::format("ONNX {}: activation_alpha has {} and activation_beta {} entries, but the activations "
-                            "read only {} and {} of them",
+    unsupported(fmt::format("ONNX {}: activation_alpha of {} and activation_beta of {} entries are not supported: the "
+                            "activations read only {} and {} of them",
                             op, a.activation_alpha_count, a.activation_beta_count, alphas, betas));
   return out;
 }
