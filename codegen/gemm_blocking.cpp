@@ -349,6 +349,7 @@ GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t g
 }
 
 std::int64_t packed_elements(const GemmBlocking& b, std::int64_t groups, std::int64_t k) {
+  if (b.int8) return groups * b.panels_per_group() * int8_panel_bytes(b.n_r, k) / 4;
   if (b.bf16) return groups * b.panels_per_group() * bf16_k(k) * b.panel_columns() / 2;
   return groups * b.panels_per_group() * k * b.panel_columns();
 }

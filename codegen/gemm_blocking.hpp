@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "codegen/cache_sizes.hpp"
+#include "codegen/int8_layout.hpp"
 #include "rnnjit/rnn.hpp"
 
 namespace rnnjit {
@@ -65,6 +66,12 @@ struct GemmBlocking {
   std::int64_t a_copies = 1;
   // AMX-BF16: each k step also prefetches A's rows this many k tiles on into L1 (0: none).
   std::int64_t a_lookahead = 0;
+  // int8 (Plan::quantize int8_dynamic; codegen/int8_layout.hpp): B packed as int8 panels with
+  // their compensations and scales, A quantized per row into a_copies copies of M uint8 rows
+  // of int8_k(K) and their scales before the tiles read it; C FP32. Tiles as AVX512_BF16's
+  // (m_r x n_r sums in zmm registers, n_r up to 4 column tiles), k_c all of int8_k(K).
+  bool int8 = false;
+  Int8Unit int8_unit = Int8Unit::avx512_vnni;
   // Plan kernel indices: [row tail][column tail][beta]; -1 where that case cannot occur.
   int kernels[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
   // A recurrence's step (not bf16): the threads split each group at whole vectors, not whole
@@ -151,6 +158,7 @@ inline std::int64_t bf16_packed_offset(std::int64_t n_r, std::int64_t k, std::in
 // with whole_k, of every k block: block kb at a_panel_offset(kb)), or with bf16, a_copies
 // copies of M rows of bf16_k(K) bf16 values.
 inline std::int64_t a_panel_elements(const GemmBlocking& b, std::int64_t m, std::int64_t k, bool whole_k = false) {
+  if (b.int8) return b.a_copies * int8_a_bytes(m, k) / 4;
   if (b.bf16) return b.a_copies * m * bf16_k(k) / 2;
   return (whole_k ? k : std::min(b.k_c, k)) * b.row_blocks(m) * b.m_r;
 }
@@ -164,6 +172,12 @@ inline std::int64_t a_panel_offset(const GemmBlocking& b, std::int64_t m, std::i
 // at every step of a recurrence (a copy of A per thread).
 GemmBlocking choose_bf16_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads,
                                   const CacheSizes& caches, bool shared, Bf16Unit unit = Bf16Unit::amx);
+
+// Tiling of an int8 GEMM of M rows over column groups of `group` (GemmBlocking::int8): the
+// AVX512_BF16 tiles (the same register budget: m_r x n_r sums, n_r B vectors, two broadcasts),
+// k_c all of int8_k(K), m blocks of A's uint8 rows in 3/8 of L2.
+GemmBlocking choose_int8_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads,
+                                  const CacheSizes& caches, bool shared, Int8Unit unit = Int8Unit::avx512_vnni);
 
 // Floats of a packed B for `groups` groups of `group` columns and K rows (bf16: half as many
 // floats as bf16 values).

@@ -77,4 +77,18 @@ struct GemmArgs {
   std::int64_t configured;
 };
 
+// vnni_gemm and amx_int8_gemm (codegen/int8_layout.hpp): C[rows, vectors*16] (+)= dequantized A[rows, 64*k] B:
+// A uint8 rows (zero point 128), B one packed int8 panel with its compensation and scales
+// behind its data, C FP32 = float(sum - compensation) * scale_w[column] * a_scale[row].
+struct Int8GemmArgs {
+  const std::uint8_t* a;
+  const std::int8_t* b;
+  float* c;
+  std::int64_t k;         // tiles of 64 k, >= 1: all of the panel's
+  const float* a_scale;   // [rows] the scales of A's rows
+  // amx_int8_gemm: nonzero when this thread's tiles already hold this kernel's configuration
+  // (as GemmArgs::configured).
+  std::int64_t configured;
+};
+
 }  // namespace rnnjit

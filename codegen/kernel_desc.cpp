@@ -41,6 +41,12 @@ std::string kernel_name(const KernelDesc& d) {
   if (d.kind_of() == KernelKind::amx_gemm)
     return fmt::format("bf16gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}_pa{}", d.rows, d.vectors, d.n_tail, d.beta,
                        d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead, d.a_lookahead);
+  if (d.kind_of() == KernelKind::amx_int8_gemm)
+    return fmt::format("i8gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}_pa{}", d.rows, d.vectors, d.n_tail, d.beta,
+                       d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead, d.a_lookahead);
+  if (d.kind_of() == KernelKind::vnni_gemm)
+    return fmt::format("i8gemm_vnni_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}", d.rows, d.vectors, d.n_tail, d.beta,
+                       d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead);
   if (d.kind_of() == KernelKind::dpbf16_gemm)
     return fmt::format("bf16gemm_dp_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}", d.rows, d.vectors, d.n_tail, d.beta,
                        d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead);
@@ -69,6 +75,16 @@ std::string describe(const KernelDesc& d) {
         "b_lookahead={} a_lookahead={} gen={}",
         to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.b_k_stride, d.c_row_stride,
         d.b_lookahead, d.a_lookahead, d.generator_version);
+  if (d.kind_of() == KernelKind::amx_int8_gemm)
+    return fmt::format("kind=amx_int8_gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} b_k_stride={} "
+                       "c_row_stride={} b_lookahead={} a_lookahead={} gen={}",
+                       to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.b_k_stride,
+                       d.c_row_stride, d.b_lookahead, d.a_lookahead, d.generator_version);
+  if (d.kind_of() == KernelKind::vnni_gemm)
+    return fmt::format("kind=vnni_gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} b_k_stride={} "
+                       "c_row_stride={} b_lookahead={} gen={}",
+                       to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.b_k_stride,
+                       d.c_row_stride, d.b_lookahead, d.generator_version);
   if (d.kind_of() == KernelKind::dpbf16_gemm)
     return fmt::format("kind=dpbf16_gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} b_k_stride={} "
                        "c_row_stride={} b_lookahead={} gen={}",

@@ -21,7 +21,8 @@ namespace rnnjit {
 inline constexpr std::uint32_t kGeneratorVersion = 7;
 
 enum class Pass : std::uint8_t { forward = 0, backward = 1 };
-enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2, dpbf16_gemm = 3 };
+enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2, dpbf16_gemm = 3, vnni_gemm = 4,
+                                       amx_int8_gemm = 5 };
 
 // One descriptor type for every generated kernel; fields a kind does not use stay zero.
 //   gate: the fused elementwise cell kernel of one time step over `rows` x `cols` hidden units.
@@ -33,6 +34,11 @@ enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2, dpbf16_
 //         rows <= 32, vectors <= b_k_stride <= 2, the last 16 columns cut to n_tail (0: all 16).
 //   dpbf16_gemm: the same product on the same operands with AVX512_BF16's vdpbf16ps on zmm
 //         registers (rows x vectors sums, vectors <= b_k_stride <= 8), for CPUs without AMX.
+//   vnni_gemm: C[rows, 16*vectors] (+)= A[rows, 64*k] B dequantized, AVX512-VNNI's vpdpbusd on
+//         uint8 A rows (a_row_stride bytes apart) and one packed int8 panel of b_k_stride column
+//         tiles (codegen/int8_layout.hpp), C FP32; k (tiles of 64) a run-time argument.
+//   amx_int8_gemm: the same product on the same operands on AMX-INT8 tiles (TDPBUSD): rows <= 32,
+//         vectors <= b_k_stride <= 2, as amx_gemm.
 struct KernelDesc {
   std::uint32_t generator_version = kGeneratorVersion;
   std::uint8_t kind = 0;      // KernelKind

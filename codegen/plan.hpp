@@ -302,6 +302,9 @@ struct Plan {
   CacheSizes caches;               // the per-core caches the generated GEMMs are blocked for
   FpMath fpmath = FpMath::strict;  // bf16: the GEMMs on packed weights run on bf16 operands (GemmBlocking::bf16)
   Bf16Unit bf16_unit = Bf16Unit::amx;  // with fpmath bf16: which unit runs them
+  // int8_dynamic: the GEMMs on packed weights run on int8 (GemmBlocking::int8), on int8_unit.
+  Quantize quantize = Quantize::none;
+  Int8Unit int8_unit = Int8Unit::avx512_vnni;
   std::vector<std::string> notes;  // decisions worth telling the user (e.g. fallbacks)
   std::vector<KernelDesc> kernels;
   WorkspacePlan workspace;

@@ -26,6 +26,10 @@ nlohmann::json operand_json(const Plan& p, const Operand& o) {
 
 std::string blocking_text(const GemmBlocking& b) {
   if (!b.generated()) return "openblas";
+  if (b.int8)
+    return fmt::format("{} m_r={} n_r={} group={} threads={} packed int8 B (a scale per column), A quantized "
+                       "to uint8 per row ({} cop{})",
+                       b.int8_unit == Int8Unit::amx ? "amx-int8" : "avx512-vnni", b.m_r, b.n_r, b.group, b.threads, b.a_copies, b.a_copies == 1 ? "y" : "ies");
   if (b.bf16)
     return fmt::format("{} m_r={} n_r={} group={} threads={} packed bf16 B, A rounded to bf16 ({} cop{})",
                        b.bf16_unit == Bf16Unit::amx ? "amx-bf16" : "avx512-bf16", b.m_r, b.n_r, b.group, b.threads,
@@ -47,7 +51,7 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
     for (const auto& r : part.kernels)
       for (int k : r)
         if (k >= 0) kernels.push_back(kernel_name(p.kernels[static_cast<std::size_t>(k)]));
-  return {{"engine", b.bf16 ? "amx_bf16" : "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
+  return {{"engine", b.int8 ? (b.int8_unit == Int8Unit::amx ? "amx_int8" : "vnni_int8") : b.bf16 ? "amx_bf16" : "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
           {"threads", b.threads}, {"packed_b", b.packed_b}, {"pack_a", b.pack_a}, {"cuts", b.cuts()},
           {"kernels", kernels}};
 }
@@ -243,12 +247,15 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
                    {"kind", k.kind_of() == KernelKind::gemm          ? "gemm"
                             : k.kind_of() == KernelKind::amx_gemm    ? "amx_gemm"
                             : k.kind_of() == KernelKind::dpbf16_gemm ? "dpbf16_gemm"
+                            : k.kind_of() == KernelKind::vnni_gemm   ? "vnni_gemm"
+                            : k.kind_of() == KernelKind::amx_int8_gemm ? "amx_int8_gemm"
                                                                      : "gate"},
                    {"rows", k.rows}, {"unroll", k.unroll}};
-  if (k.kind_of() == KernelKind::amx_gemm || k.kind_of() == KernelKind::dpbf16_gemm) {
+  if (k.kind_of() == KernelKind::amx_gemm || k.kind_of() == KernelKind::dpbf16_gemm ||
+      k.kind_of() == KernelKind::vnni_gemm || k.kind_of() == KernelKind::amx_int8_gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}, {"b_lookahead", k.b_lookahead}});
-    if (k.kind_of() == KernelKind::amx_gemm) j["a_lookahead"] = k.a_lookahead;
+    if (k.kind_of() == KernelKind::amx_gemm || k.kind_of() == KernelKind::amx_int8_gemm) j["a_lookahead"] = k.a_lookahead;
   } else if (k.kind_of() == KernelKind::gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride},
@@ -284,7 +291,10 @@ std::string to_text(const Plan& p) {
       "plan: {} T={} N={} mode={} isa={}{} threads={} caches=L1d {} KiB, L2 {} KiB, L3 {} KiB, TLB reach {} KiB, "
       "{} zmm FMAs a cycle\n",
       describe(p.config), p.shape.seq_len, p.shape.batch, to_string(p.mode), to_string(p.isa),
-      p.fpmath == FpMath::bf16 ? fmt::format(" fpmath=bf16 bf16_unit={}", to_string(p.bf16_unit)) : "", p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024,
+      p.fpmath == FpMath::bf16 ? fmt::format(" fpmath=bf16 bf16_unit={}", to_string(p.bf16_unit))
+      : p.quantize == Quantize::int8_dynamic ? fmt::format(" quantize=int8_dynamic int8_unit={}", to_string(p.int8_unit))
+                                             : "",
+      p.threads, p.caches.l1d / 1024, p.caches.l2 / 1024,
       p.caches.l3 / 1024, p.caches.tlb_reach / 1024, p.caches.zmm_fmas_per_cycle);
   for (const std::string& n : p.notes) out += fmt::format("note: {}\n", n);
   out += "kernels:\n";
@@ -311,6 +321,8 @@ std::string to_json(const Plan& p) {
   j["threads"] = p.threads;
   j["fpmath"] = std::string(to_string(p.fpmath));
   if (p.fpmath == FpMath::bf16) j["bf16_unit"] = std::string(to_string(p.bf16_unit));
+  j["quantize"] = std::string(to_string(p.quantize));
+  if (p.quantize == Quantize::int8_dynamic) j["int8_unit"] = std::string(to_string(p.int8_unit));
   j["caches"] = {{"l1d_bytes", p.caches.l1d}, {"l2_bytes", p.caches.l2}, {"l3_bytes", p.caches.l3},
                     {"tlb_reach_bytes", p.caches.tlb_reach}, {"zmm_fmas_per_cycle", p.caches.zmm_fmas_per_cycle}};
   j["packed_bytes"] = p.workspace.packed_bytes;

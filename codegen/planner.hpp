@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "codegen/plan.hpp"
@@ -32,9 +33,13 @@ using GemmChooser = std::function<GemmChoice(const GemmStep& g, std::int64_t gro
 // `fpmath` bf16: the inference GEMMs on packed weights run on bf16 operands with `bf16_unit`
 // (AVX-512 plans; the caller has checked that the CPU runs it: bf16_unit()); other plans note
 // that they stay FP32.
+// `quantize` int8_dynamic (inference only: a training plan throws Error): the GEMMs on packed
+// weights run on int8 with `int8_unit`, the unit this CPU runs (the caller's int8_unit()); with
+// none, or an isa without an int8 GEMM, the plan keeps `fpmath`'s GEMMs and its notes say why.
 Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads = 1,
                const GemmChooser& projection_gemm = {}, const CacheSizes& caches = {},
-               FpMath fpmath = FpMath::strict, Bf16Unit bf16_unit = Bf16Unit::amx);
+               FpMath fpmath = FpMath::strict, Bf16Unit bf16_unit = Bf16Unit::amx,
+               Quantize quantize = Quantize::none, std::optional<Int8Unit> int8_unit = std::nullopt);
 
 // Tiles `g` for the generated GEMM (columns in groups of `group`, panels split over `threads`)
 // and appends the microkernels it needs to `kernels`. g.blocking.packed_b says whether B is

@@ -64,6 +64,7 @@ void build_from_flags(CLI::App& sub, const CommandAction& action) {
   take(sub, "--mode", shape.mode);
   take(sub, "--backend", backend.backend);
   take(sub, "--fpmath", backend.fpmath);
+  take(sub, "--quantize", backend.quantize);
   take(sub, "--isa", isa);
   take(sub, "--target", target);
   take(sub, "--output-dir", out);

@@ -14,6 +14,7 @@
 #include "kernels/activation.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/gate_clip.hpp"
+#include "kernels/int8_reference.hpp"
 #include "rnnjit/weights.hpp"
 
 namespace rnnjit::reference {
@@ -140,6 +141,60 @@ void check_reserve_matches(const RnnConfig& config, const Shape& shape, const Re
                             describe(config), shape.seq_len, shape.batch));
 }
 
+// Quantize::int8_dynamic's products for one layer and direction (kernels/int8_reference.hpp):
+// W_ih, W_hh and W_hr quantized per row once; x_t, h_{t-1}, r * h_{t-1} and the projection's
+// input quantized as float rows when read, as the int8 GEMMs quantize theirs. The biases are
+// added in Acc as the FP32 path adds them.
+class Int8Products {
+ public:
+  Int8Products() = default;
+  template <typename T>
+  Int8Products(const LayerWeights<T>& lw, i64 GH, i64 S, i64 H, i64 P)
+      : w_ih_(int8::quantize_matrix(floats(lw.w_ih, GH * lw.in).data(), GH, lw.in)),
+        w_hh_(int8::quantize_matrix(floats(lw.w_hh, GH * S).data(), GH, S)) {
+    if (P > 0) w_hr_ = int8::quantize_matrix(floats(lw.w_hr, P * H).data(), P, H);
+  }
+  template <typename T>
+  void products(const T* x, const T* h, i64 in, i64 S, const LayerWeights<T>& lw, std::vector<Acc>& gx,
+                std::vector<Acc>& gh) {
+    const i64 GH = w_hh_.rows;
+    matvec(w_ih_, 0, GH, floats(x, in), gx, lw.b_ih);
+    matvec(w_hh_, 0, GH, floats(h, S), gh, lw.b_hh);
+  }
+  // The reset-before GRU's n rows of W_hh on r * h_{t-1}.
+  template <typename T>
+  void reset_products(const T* reset_h, const LayerWeights<T>& lw, std::vector<Acc>& gh) {
+    const i64 H = w_hh_.rows / 3;
+    std::vector<float> out(sz(H));
+    int8::quantized_matvec(w_hh_, 2 * H, H, floats(reset_h, w_hh_.cols).data(), out.data());
+    for (i64 j = 0; j < H; ++j) gh[sz(2 * H + j)] = Acc(lw.b_hh ? lw.b_hh[2 * H + j] : 0) + Acc(out[sz(j)]);
+  }
+  // Row p of the projection of r_t.
+  template <typename T>
+  T projection(const T* r, i64 p) {
+    if (p == 0) {
+      projected_.resize(sz(w_hr_.rows));
+      int8::quantized_matvec(w_hr_, 0, w_hr_.rows, floats(r, w_hr_.cols).data(), projected_.data());
+    }
+    return static_cast<T>(projected_[sz(p)]);
+  }
+
+ private:
+  template <typename T>
+  static std::vector<float> floats(const T* v, i64 n) {
+    return std::vector<float>(v, v + n);
+  }
+  template <typename T>
+  static void matvec(const int8::QuantizedMatrix& w, i64 row0, i64 rows, const std::vector<float>& x,
+                     std::vector<Acc>& out, const T* bias) {
+    std::vector<float> y(sz(rows));
+    int8::quantized_matvec(w, row0, rows, x.data(), y.data());
+    for (i64 j = 0; j < rows; ++j) out[sz(row0 + j)] = Acc(bias ? bias[row0 + j] : 0) + Acc(y[sz(j)]);
+  }
+  int8::QuantizedMatrix w_ih_, w_hh_, w_hr_;
+  std::vector<float> projected_;
+};
+
 }  // namespace
 
 template <typename T>
@@ -165,6 +220,8 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
                             describe_activations(config)));
   // Dropout acts in training only, between layers.
   const bool dropout = reserve != nullptr && config.dropout > 0.0f && L > 1;
+  const bool int8 = options.quantize == Quantize::int8_dynamic;
+  if (int8 && reserve) throw Error("quantize int8_dynamic is for inference only: forward training cannot quantize");
   const T dropout_factor = static_cast<T>(dropout_scale(config.dropout));
 
   if (reserve) {
@@ -230,6 +287,9 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
       };
       const auto act_g = [&](T a) { return custom ? activate(ga, a) : tanh_(a); };
       const auto act_h = [&](T a) { return custom ? activate(ha, a) : tanh_(a); };
+      // int8: the weights quantized once per call, each product's vector as it is read.
+      Int8Products q8;
+      if (int8) q8 = Int8Products(lw, GH, S, H, P);
       for (i64 e = 0; e < N * S; ++e) h_state[sz(e)] = h0 ? h0[ld * N * S + e] : T(0);
       for (i64 e = 0; e < N * H; ++e) c_state[sz(e)] = (lstm && c0) ? c0[ld * N * H + e] : T(0);
       if (reserve) {
@@ -246,22 +306,30 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           T* hp = h_state.data() + n * S;  // h_{t-1} [S], overwritten with h_t below
           T* cp = c_state.data() + n * H;  // c_{t-1} [H] (LSTM)
           // Both GEMV halves, kept apart because GRU needs W_hn h + b_hn on its own.
-          for (i64 j = 0; j < GH; ++j) {
-            Acc a = lw.b_ih ? lw.b_ih[j] : 0;
-            for (i64 k = 0; k < in_width; ++k) a += Acc(lw.w_ih[j * in_width + k]) * Acc(xt[k]);
-            Acc b = lw.b_hh ? lw.b_hh[j] : 0;
-            for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(hp[k]);
-            gx[sz(j)] = a;
-            gh[sz(j)] = b;
+          if (int8) {
+            q8.products(xt, hp, in_width, S, lw, gx, gh);
+          } else {
+            for (i64 j = 0; j < GH; ++j) {
+              Acc a = lw.b_ih ? lw.b_ih[j] : 0;
+              for (i64 k = 0; k < in_width; ++k) a += Acc(lw.w_ih[j * in_width + k]) * Acc(xt[k]);
+              Acc b = lw.b_hh ? lw.b_hh[j] : 0;
+              for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(hp[k]);
+              gx[sz(j)] = a;
+              gh[sz(j)] = b;
+            }
           }
           if (reset_before) {
             // n's recurrent product reads r * h_{t-1}: r first, then W_hn (r * h) + b_hn
             // replaces W_hn h + b_hn (S = H: no projection on a GRU).
             for (i64 k = 0; k < H; ++k) reset_h[sz(k)] = act_f(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]))) * hp[k];
-            for (i64 j = 2 * H; j < GH; ++j) {
-              Acc b = lw.b_hh ? lw.b_hh[j] : 0;
-              for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(reset_h[sz(k)]);
-              gh[sz(j)] = b;
+            if (int8) {
+              q8.reset_products(reset_h.data(), lw, gh);
+            } else {
+              for (i64 j = 2 * H; j < GH; ++j) {
+                Acc b = lw.b_hh ? lw.b_hh[j] : 0;
+                for (i64 k = 0; k < S; ++k) b += Acc(lw.w_hh[j * S + k]) * Acc(reset_h[sz(k)]);
+                gh[sz(j)] = b;
+              }
             }
           }
           const i64 row = t * N + n;  // (t, n) row of the [T, N, ...] arrays
@@ -309,7 +377,9 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           // The new state: h_t = W_hr r_t [P] with a projection, else the cell's output [H].
           for (i64 p = 0; p < S; ++p) {
             T h = cell_out[sz(p)];
-            if (proj) {
+            if (proj && int8) {
+              h = q8.projection(cell_out.data(), p);
+            } else if (proj) {
               Acc a = 0;
               for (i64 k = 0; k < H; ++k) a += Acc(lw.w_hr[p * H + k]) * Acc(cell_out[sz(k)]);
               h = static_cast<T>(a);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rnnjit/config.hpp"
+#include "rnnjit/rnn.hpp"
 
 namespace rnnjit::reference {
 
@@ -20,6 +21,10 @@ struct CallOptions {
   const std::int32_t* seq_lengths = nullptr;
   // Seed of the dropout masks between layers (rnnjit/dropout.hpp); training with dropout only.
   std::uint64_t dropout_seed = 0;
+  // int8_dynamic (inference only): every product with a weight matrix quantizes as the int8
+  // GEMMs do (kernels/int8_reference.hpp): W per row once, each x_t, h_{t-1} (and the LSTM
+  // projection's and the reset-before GRU's inputs) per row of the batch at every step.
+  Quantize quantize = Quantize::none;
 };
 
 // What forward training keeps for backward (plain vectors: the reference is the oracle, not a

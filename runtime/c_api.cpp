@@ -176,6 +176,7 @@ rnnjit_config_t to_c(const RnnConfig& config) {
       c.activations[d][r] = {static_cast<int32_t>(f.kind), f.alpha, f.beta};
     }
   c.fpmath = RNNJIT_FPMATH_STRICT;
+  c.quantize = RNNJIT_QUANTIZE_NONE;
   return c;
 }
 
@@ -211,9 +212,13 @@ rnnjit_status_t rnnjit_rnn_create(const rnnjit_config_t* config, rnnjit_rnn_t** 
     if (c.threads < 0) invalid(fmt::format("config.threads must be 0 (default) or positive, got {}", c.threads));
     if (c.fpmath != RNNJIT_FPMATH_STRICT && c.fpmath != RNNJIT_FPMATH_BF16)
       invalid(fmt::format("config.fpmath {} is not an rnnjit_fpmath_t (0 strict, 1 bf16)", c.fpmath));
+    if (c.quantize != RNNJIT_QUANTIZE_NONE && c.quantize != RNNJIT_QUANTIZE_INT8_DYNAMIC)
+      invalid(fmt::format("config.quantize {} is not an rnnjit_quantize_t (0 none, 1 int8_dynamic)", c.quantize));
     out = new rnnjit_rnn{rnnjit::Rnn(
         cpp, rnnjit::Options{.threads = c.threads,
-                             .fpmath = c.fpmath == RNNJIT_FPMATH_BF16 ? rnnjit::FpMath::bf16 : rnnjit::FpMath::strict})};
+                             .fpmath = c.fpmath == RNNJIT_FPMATH_BF16 ? rnnjit::FpMath::bf16 : rnnjit::FpMath::strict,
+                             .quantize = c.quantize == RNNJIT_QUANTIZE_INT8_DYNAMIC ? rnnjit::Quantize::int8_dynamic
+                                                                                   : rnnjit::Quantize::none})};
   });
 }
 

@@ -52,6 +52,8 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(static_cast<std::uint64_t>(k.caches.zmm_fmas_per_cycle));
   mix(static_cast<std::uint64_t>(k.fpmath));
   mix(static_cast<std::uint64_t>(k.bf16_unit));
+  mix(static_cast<std::uint64_t>(k.quantize));
+  mix(k.int8_unit ? 1 + static_cast<std::uint64_t>(*k.int8_unit) : 0);
   return h;
 }
 
@@ -93,7 +95,8 @@ std::shared_ptr<const Plan> Cache::plan(const PlanKey& key) {
   auto p = plans_.get(key, [&] {
     auto plan = std::make_shared<const Plan>(make_plan(key.config, key.shape, key.mode, key.isa, key.threads,
                                                        projection_chooser(key.projection_gemm, key.caches),
-                                                       key.caches, key.fpmath, key.bf16_unit));
+                                                       key.caches, key.fpmath, key.bf16_unit, key.quantize,
+                                                       key.int8_unit));
     check_extents(*plan);
     return plan;
   }, hit);

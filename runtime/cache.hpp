@@ -26,6 +26,8 @@ struct PlanKey {
   CacheSizes caches;
   FpMath fpmath = FpMath::strict;
   Bf16Unit bf16_unit = Bf16Unit::amx;  // with fpmath bf16
+  Quantize quantize = Quantize::none;
+  std::optional<Int8Unit> int8_unit;  // with quantize int8_dynamic: the CPU's (none: it has none)
   bool operator==(const PlanKey&) const = default;
 };
 

@@ -42,7 +42,7 @@ bool runs_openblas(const Stage& stage) {
 
 Executor::Executor(std::shared_ptr<const Plan> plan, std::vector<std::shared_ptr<const CompiledKernel>> kernels)
     : plan_(std::move(plan)), kernels_(std::move(kernels)) {
-  for (const KernelDesc& d : plan_->kernels) uses_amx_ = uses_amx_ || d.kind_of() == KernelKind::amx_gemm;
+  for (const KernelDesc& d : plan_->kernels) uses_amx_ = uses_amx_ || d.kind_of() == KernelKind::amx_gemm || d.kind_of() == KernelKind::amx_int8_gemm;
 }
 
 float* Executor::resolve(const Operand& o, const Bindings& b) const {

@@ -42,6 +42,9 @@ inline std::int64_t blas_chunk_rows(std::int64_t m, int threads) {
 
 // Returns this thread's AMX tiles to their initial state (tilerelease); only where AMX is usable.
 void release_amx_tiles();
+// The AMX kernel (bf16 or int8) whose tile configuration this thread's tiles hold (null after a
+// release): a kernel called again loads none (its arguments' `configured`).
+const CompiledKernel*& amx_configured_kernel();
 
 class Executor {
  public:
@@ -104,6 +107,13 @@ class Executor {
   // a sequence's length, with PackStep::sequences, as zeros).
   void pack_bf16(const PackStep& p, const float* w, float* out, const std::int32_t* lengths, int tid,
                  int threads) const;
+  // The same on int8 (g.blocking.int8; runtime/executor_int8.cpp): A is first quantized to
+  // uint8 rows and their scales in call.a_panels, by all threads together (shared) or each
+  // into its own copy; the kernels dequantize into C.
+  void int8_gemm(const GemmStep& g, const GemmCall& call, int tid, int threads, bool shared) const;
+  // Quantizes W^T into int8 panels with their compensations and scales (PackStep with an int8
+  // blocking; kernels/int8_reference.hpp's pack_panel).
+  void pack_int8(const PackStep& p, const float* w, float* out, int tid, int threads) const;
   // A product through OpenBLAS (every row: blocks of finished rows are computed too).
   static void blas_gemm(const GemmStep& g, const GemmCall& call);
   // An OpenBLAS GEMM: on one thread as it is, or on several by chunks of rows that the threads

@@ -125,10 +125,12 @@ __attribute__((target("avx512f,avx512bw"))) void pack_transposed_panel(std::uint
 #pragma GCC diagnostic pop
 #endif
 
-// The AMX kernel whose tile configuration this thread's tiles hold (none after a release).
-thread_local const CompiledKernel* configured_kernel = nullptr;
-
 }  // namespace
+
+// The AMX kernel whose tile configuration this thread's tiles hold (none after a release).
+static thread_local const CompiledKernel* configured_kernel = nullptr;
+
+const CompiledKernel*& amx_configured_kernel() { return configured_kernel; }
 
 void release_amx_tiles() {
   asm volatile(".byte 0xc4, 0xe2, 0x78, 0x49, 0xc0" ::: "memory");  // tilerelease (binutils may predate AMX)

@@ -244,6 +244,7 @@ void Executor::GemmWalk::run(bool shared) const {
 }
 
 void Executor::gemm(const GemmStep& g, const GemmCall& call, int tid, int threads, bool shared) const {
+  if (g.blocking.int8) return int8_gemm(g, call, tid, threads, shared);
   if (g.blocking.bf16) return bf16_gemm(g, call, tid, threads, shared);
   // vmovntps faults otherwise
   assert(!g.blocking.stream_c || reinterpret_cast<std::uintptr_t>(call.c) % kRegionAlignment == 0);

@@ -156,6 +156,7 @@ __attribute__((target("avx512f"))) void executor_util::pack_a_panels(float* pane
 void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) const {
   const float* w = resolve(p.src, b);
   float* out = resolve(p.dst, b);
+  if (p.blocking.int8) return pack_int8(p, w, out, tid, threads);
   if (p.blocking.bf16) return pack_bf16(p, w, out, b.lengths, tid, threads);
   if (!p.transpose) pack_rows(p, w, out, b.lengths, tid, threads);
   else pack_transposed(p, w, out, tid, threads);

@@ -5,9 +5,11 @@
 #include "codegen/kernel_args.hpp"
 #include "codegen/x64/disassembler.hpp"
 #include "codegen/x64/amx_gemm_emitter.hpp"
+#include "codegen/x64/amx_int8_gemm_emitter.hpp"
 #include "codegen/x64/dpbf16_gemm_emitter.hpp"
 #include "codegen/x64/gate_emitter.hpp"
 #include "codegen/x64/gemm_emitter.hpp"
+#include "codegen/x64/vnni_gemm_emitter.hpp"
 #include "kernels/gemm_reference.hpp"
 #include "kernels/gate_reference.hpp"
 
@@ -19,6 +21,8 @@ CompiledKernel::CompiledKernel(const KernelDesc& desc) : desc_(desc) {
     if (desc.kind_of() == KernelKind::gemm) jit_ = std::make_unique<x64::GemmEmitter>(desc);
     else if (desc.kind_of() == KernelKind::amx_gemm) jit_ = std::make_unique<x64::AmxGemmEmitter>(desc);
     else if (desc.kind_of() == KernelKind::dpbf16_gemm) jit_ = std::make_unique<x64::Dpbf16GemmEmitter>(desc);
+    else if (desc.kind_of() == KernelKind::vnni_gemm) jit_ = std::make_unique<x64::VnniGemmEmitter>(desc);
+    else if (desc.kind_of() == KernelKind::amx_int8_gemm) jit_ = std::make_unique<x64::AmxInt8GemmEmitter>(desc);
     else jit_ = x64::emit_gate_kernel(desc);
     entry_ = jit_->entry();
   }

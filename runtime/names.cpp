@@ -121,6 +121,61 @@ std::optional<Bf16Unit> bf16_unit() {
   return std::nullopt;
 }
 
+std::string_view to_string(Quantize q) { return q == Quantize::int8_dynamic ? "int8_dynamic" : "none"; }
+
+Quantize parse_quantize(std::string_view name) {
+  if (name == "int8") return Quantize::int8_dynamic;
+  for (Quantize q : {Quantize::none, Quantize::int8_dynamic})
+    if (name == to_string(q)) return q;
+  throw Error(fmt::format("unknown quantize '{}' (expected none, int8 or int8_dynamic)", name));
+}
+
+std::string_view to_string(Int8Unit unit) { return unit == Int8Unit::amx ? "amx" : "avx512_vnni"; }
+
+Int8Unit parse_int8_unit(std::string_view name) {
+  for (Int8Unit u : {Int8Unit::avx512_vnni, Int8Unit::amx})
+    if (name == to_string(u)) return u;
+  throw Error(fmt::format("unknown int8 unit '{}' (expected avx512_vnni or amx)", name));
+}
+
+bool amx_int8_usable() {
+  static const bool usable = [] {
+    const Xbyak::util::Cpu cpu;
+    using C = Xbyak::util::Cpu;
+    if (cpu_isa() != Isa::avx512 || !cpu.has(C::tAMX_TILE) || !cpu.has(C::tAMX_INT8)) return false;
+#if defined(__linux__)
+    // Linux hands out the 8 KiB tile data state only to processes that ask (kernel 5.16+).
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return usable;
+}
+
+bool avx512_vnni_usable() {
+  return cpu_isa() == Isa::avx512 && Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX512_VNNI);
+}
+
+std::optional<Int8Unit> int8_unit() {
+  const char* forced = std::getenv("RNNJIT_INT8_UNIT");
+  if (forced && *forced) {
+    Int8Unit unit{};
+    try {
+      unit = parse_int8_unit(forced);
+    } catch (const Error& e) {
+      throw Error(fmt::format("RNNJIT_INT8_UNIT: {}", e.what()));
+    }
+    if (unit == Int8Unit::amx ? !amx_int8_usable() : !avx512_vnni_usable())
+      throw Error(fmt::format("RNNJIT_INT8_UNIT={} but this CPU (or OS) does not run it", forced));
+    return unit;
+  }
+  if (amx_int8_usable()) return Int8Unit::amx;
+  if (avx512_vnni_usable()) return Int8Unit::avx512_vnni;
+  return std::nullopt;
+}
+
 Isa cpu_isa() {
   static const Isa best = [] {
     const Xbyak::util::Cpu cpu;

@@ -35,6 +35,8 @@ std::uint64_t packed_layout_fingerprint(const Plan& plan) {
   h.add(static_cast<std::uint64_t>(plan.fpmath));
   // The units' panels are alike; the tiles differ (and so do their blockings, hashed below).
   if (plan.fpmath == FpMath::bf16 && plan.bf16_unit != Bf16Unit::amx) h.add(static_cast<std::uint64_t>(plan.bf16_unit));
+  // int8 panels (their weights quantized, with compensations and scales) are unlike either.
+  if (plan.quantize != Quantize::none) h.add(0x1000 + static_cast<std::uint64_t>(plan.int8_unit));
   for (const Stage& stage : plan.pack_weights)
     for (const auto& lane : stage.lanes)
       for (const Step& step : lane) {

@@ -71,6 +71,14 @@ std::pair<FpMath, Bf16Unit> effective_fpmath(FpMath requested, Backend backend) 
   return {FpMath::strict, Bf16Unit::amx};
 }
 
+// int8 GEMMs where they were asked for (Options::quantize) and the jit backend runs them, with
+// this CPU's int8 unit (none: the planner falls back and says why). The reference backend runs
+// the scalar int8 reference (kernels/int8_reference.hpp) instead.
+std::optional<Int8Unit> effective_int8_unit(Quantize requested, Backend backend) {
+  if (requested != Quantize::int8_dynamic || backend != Backend::jit) return std::nullopt;
+  return int8_unit();
+}
+
 }  // namespace
 
 class ExecutionImpl {
@@ -79,10 +87,16 @@ class ExecutionImpl {
   ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, const Options& options)
       : config_(config), shape_(shape), mode_(mode), backend_(options.backend), checks_(config, shape, mode) {
     // The reference backend only describes its call with the plan (nothing to measure).
-    const auto [fpmath, bf16_unit] = effective_fpmath(options.fpmath, backend_);
+    const std::optional<Int8Unit> int8 = effective_int8_unit(options.quantize, backend_);
+    // Where int8 cannot run, the GEMMs fall back to bf16 where this CPU runs it (int8 asked for
+    // approximate GEMMs already), else FP32; the plan's notes say so.
+    const bool int8_falls_back = options.quantize == Quantize::int8_dynamic && backend_ == Backend::jit && !int8;
+    const auto [fpmath, bf16_unit] =
+        effective_fpmath(int8_falls_back && rnnjit::bf16_unit() ? FpMath::bf16 : options.fpmath, backend_);
     plan_ = Cache::instance().plan({config, shape, mode, options.isa, options.threads,
                                     backend_ == Backend::jit ? options.projection_gemm : ProjectionGemm::generated,
-                                    detect_caches(), fpmath, bf16_unit});
+                                    detect_caches(), fpmath, bf16_unit, options.quantize, int8});
+    quantize_ = options.quantize;
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),
@@ -134,7 +148,8 @@ class ExecutionImpl {
                                 io.y.data(), data_or_null(io.hy), data_or_null(io.cy),
                                 training ? ref_reserve_.get() : nullptr,
                                 {.seq_lengths = io.seq_lengths.empty() ? nullptr : io.seq_lengths.data(),
-                                 .dropout_seed = io.dropout_seed});
+                                 .dropout_seed = io.dropout_seed,
+                                 .quantize = quantize_});
       reserve_.set(training ? State::forwarded : State::empty);
       return;
     }
@@ -249,6 +264,7 @@ class ExecutionImpl {
   AlignedBuffer own_workspace_, own_reserve_, own_packed_;
   std::uint64_t packed_fingerprint_ = 0;
   std::uint64_t allocations_ = 0;
+  Quantize quantize_ = Quantize::none;  // the reference backend's (the jit's is its plan's)
   ReserveCycle reserve_;
   std::unique_ptr<reference::Reserve<float>> ref_reserve_;
 };
@@ -311,6 +327,8 @@ Execution Rnn::prepare(const Shape& shape, Mode mode) const {
   if (options_.device == Device::cuda) {
     if (options_.backend != Backend::jit)
       throw Error(fmt::format("backend {} runs on the CPU only: use Device::cpu", to_string(options_.backend)));
+    if (options_.quantize != Quantize::none)
+      throw Error(fmt::format("quantize {} runs on the CPU only: use Device::cpu", to_string(options_.quantize)));
     return Execution(make_cuda_execution(config(), shape, mode));
   }
   return Execution(std::make_unique<ExecutionImpl>(config(), shape, mode, options_));

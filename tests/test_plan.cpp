@@ -24,6 +24,7 @@ struct PlanCase {
   Isa isa;
   int threads;
   FpMath fpmath = FpMath::strict;
+  Quantize quantize = Quantize::none;
 };
 
 std::vector<PlanCase> cases() {
@@ -43,6 +44,11 @@ std::vector<PlanCase> cases() {
           out.push_back({cell, 5, 17, 3, bi, 4, 3, mode, isa, 2, FpMath::bf16});
           out.push_back({cell, 40, 100, 2, bi, 30, 37, mode, isa, 2, FpMath::bf16});
           out.push_back({cell, 300, 64, 1, bi, 60, 37, mode, isa, 2, FpMath::bf16});
+          if (mode == Mode::training) continue;
+          // int8: every GEMM on the weights quantizes its A into uint8 rows, B packed as int8 panels.
+          out.push_back({cell, 5, 17, 3, bi, 4, 3, mode, isa, 2, FpMath::strict, Quantize::int8_dynamic});
+          out.push_back({cell, 40, 100, 2, bi, 30, 37, mode, isa, 2, FpMath::strict, Quantize::int8_dynamic});
+          out.push_back({cell, 800, 800, 2, bi, 300, 20, mode, isa, 2, FpMath::strict, Quantize::int8_dynamic});
         }
   return out;
 }
@@ -51,7 +57,8 @@ class PlanTest : public testing::TestWithParam<PlanCase> {
  protected:
   Plan plan() const {
     const PlanCase& c = GetParam();
-    return make_plan({c.cell, c.I, c.H, c.L, c.bi}, {c.T, c.N}, c.mode, c.isa, c.threads, {}, {}, c.fpmath);
+    return make_plan({c.cell, c.I, c.H, c.L, c.bi}, {c.T, c.N}, c.mode, c.isa, c.threads, {}, {}, c.fpmath,
+                     Bf16Unit::amx, c.quantize, Int8Unit::avx512_vnni);
   }
 };
 
@@ -208,9 +215,9 @@ TEST(PlanJson, DescriptorsNameTheFeatures) {
 
 INSTANTIATE_TEST_SUITE_P(Plans, PlanTest, testing::ValuesIn(cases()), [](const auto& info) {
   const PlanCase& c = info.param;
-  return fmt::format("{}_i{}_h{}_l{}_d{}_t{}_n{}_{}_{}_th{}{}", to_string(c.cell), c.I, c.H, c.L, c.bi ? 2 : 1, c.T,
+  return fmt::format("{}_i{}_h{}_l{}_d{}_t{}_n{}_{}_{}_th{}{}{}", to_string(c.cell), c.I, c.H, c.L, c.bi ? 2 : 1, c.T,
                      c.N, c.mode == Mode::training ? "train" : "infer", to_string(c.isa), c.threads,
-                     c.fpmath == FpMath::bf16 ? "_bf16" : "");
+                     c.fpmath == FpMath::bf16 ? "_bf16" : "", c.quantize == Quantize::int8_dynamic ? "_int8" : "");
 });
 
 TEST(Planner, RejectsBadInput) {

@@ -111,6 +111,23 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
   return g;
 }
 
+// An int8 GEMM (GemmBlocking::int8): its blocking and a kernel per row tail, column tail and
+// beta. B must be packed W^T (quantized as it is packed); op(A) is quantized into uint8 rows.
+GemmStep plan_int8_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels, bool shared,
+                        const CacheSizes& caches) {
+  if (!g.blocking.packed_b || g.trans_a)
+    throw Error(fmt::format("gemm '{}': int8 runs only on packed weights and an untransposed A", g.what));
+  GemmBlocking& b = g.blocking;
+  b = choose_int8_blocking(g.m, g.k, group, threads, caches, shared, b.int8_unit);
+  const KernelKind kind = b.int8_unit == Int8Unit::amx ? KernelKind::amx_int8_gemm : KernelKind::vnni_gemm;
+  add_gemm_kernels(g, group, kind, kernels, [&](KernelDesc& d) {
+    d.a_row_stride = static_cast<std::uint32_t>(int8_k(g.k));
+    d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
+    d.a_lookahead = static_cast<std::uint8_t>(b.a_lookahead);
+  });
+  return g;
+}
+
 }  // namespace
 
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
@@ -121,6 +138,7 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
     throw Error(fmt::format("gemm '{}': whole vectors of C need one group and rows of {} floats, got {} and {}",
                             g.what, g.c_columns_written(), group, g.ldc));
   GemmBlocking& b = g.blocking;
+  if (b.int8) return plan_int8_gemm(std::move(g), group, threads, kernels, /*shared=*/!recurrent, caches);
   if (b.bf16) return plan_bf16_gemm(std::move(g), group, threads, kernels, /*shared=*/!recurrent, caches);
   const std::int64_t b_share_bytes = recurrent ? g.k * g.n * static_cast<std::int64_t>(sizeof(float)) / threads : 0;
   // A^T's rows (read in place or packed) are adjacent floats.
@@ -188,6 +206,8 @@ GemmStep Planner::generated(GemmStep g, std::int64_t group, int threads, bool re
 // forward, W in backward data) and the weight gradients, as oneDNN's bf16 RNN training does.
 // Its sums and C stay FP32, as do the master weights and their gradients.
 GemmStep Planner::with_fpmath(GemmStep g) const {
+  g.blocking.int8 = plan_.quantize == Quantize::int8_dynamic;  // (inference only: these are W^T)
+  g.blocking.int8_unit = plan_.int8_unit;
   g.blocking.bf16 = plan_.fpmath == FpMath::bf16;
   g.blocking.bf16_unit = plan_.bf16_unit;
   return g;
@@ -232,7 +252,8 @@ GemmStep Planner::with_packed_weights(GemmStep g, const std::string& name, bool 
 // place) where the caller's chooser says so.
 GemmStep Planner::input_projection(GemmStep g, const std::string& name, std::int64_t group, std::int64_t groups,
                                    int threads) {
-  if (generate_gemms() && projection_gemm_) {
+  // (int8 GEMMs have no OpenBLAS peer to choose.)
+  if (generate_gemms() && projection_gemm_ && plan_.quantize == Quantize::none) {
     GemmChoice choice = projection_gemm_(g, group, threads);
     if (!choice.why.empty()) plan_.notes.push_back(fmt::format("{}: {}", g.what, choice.why));
     if (choice.openblas) return g;

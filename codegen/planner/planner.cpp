@@ -37,7 +37,7 @@ Sizes sizes_of(const RnnConfig& config, const Shape& shape, Isa isa) {
 
 Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, const Schedule& schedule,
                  const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath,
-                 Bf16Unit bf16_unit)
+                 Bf16Unit bf16_unit, Quantize quantize, std::optional<Int8Unit> int8_unit)
     : config_(config),
       projection_gemm_(projection_gemm),
       layout_(config),
@@ -48,7 +48,8 @@ Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa
       dropout_(mode == Mode::training && config.dropout > 0.0f && config.num_layers > 1) {
   regions_.a_panels.assign(static_cast<std::size_t>(s_.D * schedule_.batch_slices), -1);
   regions_.b_panels = regions_.a_panels;
-  if (fpmath == FpMath::bf16) {
+  if (quantize == Quantize::int8_dynamic) plan_quantize(int8_unit, fpmath);
+  if (fpmath == FpMath::bf16 && plan_.quantize == Quantize::none) {
     if (isa != Isa::avx512)
       plan_.notes.push_back(fmt::format("fpmath bf16: isa {} has no bf16 GEMM, every GEMM stays FP32", to_string(isa)));
     else {
@@ -59,6 +60,33 @@ Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa
                               "the weight gradients read bf16 copies of their operands; the weights, their "
                               "gradients and every sum stay FP32");
     }
+  }
+}
+
+// Quantize int8_dynamic (inference: make_plan refuses training): int8 GEMMs where this isa has
+// them and the CPU an int8 unit, else the plan's fpmath, and a note that says why.
+void Planner::plan_quantize(std::optional<Int8Unit> int8_unit, FpMath fallback) {
+  const std::string_view instead = fallback == FpMath::bf16 && plan_.isa == Isa::avx512 ? "bf16" : "FP32";
+  std::int64_t widest = std::max<std::int64_t>(s_.H, s_.S);
+  for (std::int64_t l = 0; l < s_.L; ++l) widest = std::max(widest, config_.layer_input_size(l));
+  if (plan_.isa != Isa::avx512)
+    plan_.notes.push_back(fmt::format("quantize int8_dynamic: isa {} has no int8 GEMM, the GEMMs run {}",
+                                      to_string(plan_.isa), instead));
+  else if (!int8_unit)
+    plan_.notes.push_back(fmt::format("quantize int8_dynamic: this CPU has no int8 unit (AVX512_VNNI or AMX-INT8), the GEMMs "
+                                      "run {}",
+                                      instead));
+  else if (widest > kMaxInt8K)
+    plan_.notes.push_back(fmt::format("quantize int8_dynamic: a GEMM sums over {} k, past the {} whose int32 sums "
+                                      "cannot overflow; the GEMMs run {}",
+                                      widest, kMaxInt8K, instead));
+  else {
+    plan_.quantize = Quantize::int8_dynamic;
+    plan_.int8_unit = *int8_unit;
+    plan_.notes.push_back(fmt::format(
+        "quantize int8_dynamic on {}: int8 weights (a scale per gate row), x and h quantized per row to uint8 as each "
+        "GEMM reads them; gate math and states FP32",
+        to_string(*int8_unit)));
   }
 }
 
@@ -211,7 +239,7 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
 
 Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads,
                const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath,
-               Bf16Unit bf16_unit) {
+               Bf16Unit bf16_unit, Quantize quantize, std::optional<Int8Unit> int8_unit) {
   validate(config, shape);
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
@@ -224,8 +252,12 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
     throw Error(fmt::format("caches must have an L1d of at least 1 KiB and an L2 no smaller and at most 4 GiB, "
                             "got L1d {} L2 {} bytes",
                             caches.l1d, caches.l2));
+  if (quantize == Quantize::int8_dynamic && mode == Mode::training)
+    throw Error("quantize int8_dynamic is for inference only: prepare a training plan with quantize none");
   const planner::Schedule schedule = planner::choose_schedule(config, shape, mode, isa, threads, caches);
-  return planner::Planner(config, shape, mode, isa, schedule, projection_gemm, caches, fpmath, bf16_unit).build();
+  return planner::Planner(config, shape, mode, isa, schedule, projection_gemm, caches, fpmath, bf16_unit, quantize,
+                          int8_unit)
+      .build();
 }
 
 }  // namespace rnnjit

@@ -81,10 +81,11 @@ class Planner {
  public:
   Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, const Schedule& schedule,
           const GemmChooser& projection_gemm, const CacheSizes& caches, FpMath fpmath,
-          Bf16Unit bf16_unit);
+          Bf16Unit bf16_unit, Quantize quantize = Quantize::none, std::optional<Int8Unit> int8_unit = std::nullopt);
   Plan build();
 
  private:
+  void plan_quantize(std::optional<Int8Unit> int8_unit, FpMath fallback);
   // --- regions (regions.cpp) ---
   int region(const std::string& name, bool reserve, std::int64_t elements);
   void allocate_forward();

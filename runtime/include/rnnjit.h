@@ -89,6 +89,17 @@ typedef enum rnnjit_fpmath {
   RNNJIT_FPMATH_BF16 = 1
 } rnnjit_fpmath_t;
 
+/* Quantized inference (Options::quantize in the C++ API). */
+typedef enum rnnjit_quantize {
+  RNNJIT_QUANTIZE_NONE = 0,
+  /* Inference only: the GEMMs on the weights multiply int8 weights (a scale per gate row,
+   * quantized once as they are packed) by x and h quantized per row to uint8 as each GEMM reads
+   * them, summing in int32 on AMX-INT8 or AVX512-VNNI; gate math, states and outputs stay FP32. Where the
+   * CPU has no int8 unit, bf16 or FP32 (the plan's notes say why). Preparing a training
+   * execution fails with INVALID_ARGUMENT. */
+  RNNJIT_QUANTIZE_INT8_DYNAMIC = 1
+} rnnjit_quantize_t;
+
 typedef enum rnnjit_mode {
   RNNJIT_MODE_INFERENCE = 0,
   RNNJIT_MODE_TRAINING = 1 /* forward keeps a reserve for backward */
@@ -158,6 +169,7 @@ typedef struct rnnjit_config {
   /* RNNJIT_CELL_RNN_RELU: the slope below zero, finite and >= 0 (leaky ReLU: oneDNN's alpha,
    * ONNX's LeakyRelu); 0: plain ReLU. */
   float relu_alpha;
+  int32_t quantize;             /* an rnnjit_quantize_t (0: none) */
   /* ONNX's activations [direction][role] (role 0: f, LSTM's i, f, o, GRU's r, z, the RNN's one
    * function; 1: g, LSTM's cell input, GRU's n; 2: h, LSTM's h = o * h(c)); all zero
    * (RNNJIT_ACTIVATION_STANDARD) is the cell's own. Inference on the CPU only: a training

@@ -242,11 +242,35 @@ Bf16Unit build_bf16_unit(const std::string& value) {
   }
 }
 
+void add_quantize_flag(CLI::App& app, std::string& value) {
+  app.add_option("--quantize", value,
+                 "none, or int8 (inference: int8 weights with a scale per gate row, x and h quantized per row as each "
+                 "GEMM reads them, gate math FP32; on AMX-INT8 or AVX512-VNNI, else bf16 or FP32 with a note in the plan)")
+      ->capture_default_str();
+}
+
+Quantize build_quantize(const std::string& value) {
+  try {
+    return parse_quantize(value);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--quantize: {}", e.what()));
+  }
+}
+
+Int8Unit build_int8_unit(const std::string& value) {
+  try {
+    return parse_int8_unit(value);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--int8-unit: {}", e.what()));
+  }
+}
+
 void add_backend_flags(CLI::App& app, BackendFlags& f) {
   app.add_option("--backend", f.backend, "reference, jit or auto")->capture_default_str();
   add_threads_flag(app, f.threads);
   add_projection_gemm_flag(app, f.projection_gemm);
   add_fpmath_flag(app, f.fpmath);
+  add_quantize_flag(app, f.quantize);
 }
 
 Options build_options(const BackendFlags& f) {
@@ -254,6 +278,7 @@ Options build_options(const BackendFlags& f) {
   o.threads = build_threads(f.threads);
   o.projection_gemm = build_projection_gemm(f.projection_gemm);
   o.fpmath = build_fpmath(f.fpmath);
+  o.quantize = build_quantize(f.quantize);
   if (f.backend == "auto") {
     o.backend = Backend::automatic;
   } else if (f.backend == "reference") {

@@ -110,6 +110,11 @@ void add_fpmath_flag(CLI::App& app, std::string& value);
 FpMath build_fpmath(const std::string& value);  // or UsageError naming the flag
 Bf16Unit build_bf16_unit(const std::string& value);  // or UsageError naming the flag
 
+// --quantize none|int8 (Options::quantize)
+void add_quantize_flag(CLI::App& app, std::string& value);
+Quantize build_quantize(const std::string& value);  // or UsageError naming the flag
+Int8Unit build_int8_unit(const std::string& value);  // or UsageError naming --int8-unit
+
 // --sms and --shared-per-block: the GPU that `dump --target cuda` and `cache warm` shape the
 // persistent recurrent kernels for (codegen/cuda/persistent_source.hpp); default: an H100/H200
 // SXM's 132 SMs and 232448 bytes of shared memory a block may opt in to.
@@ -119,12 +124,13 @@ struct GpuShapeFlags {
 };
 void add_gpu_shape_flags(CLI::App& app, GpuShapeFlags& flags);
 
-// --backend reference|jit|auto, --threads, --projection-gemm and --fpmath
+// --backend reference|jit|auto, --threads, --projection-gemm, --fpmath and --quantize
 struct BackendFlags {
   std::string backend = "auto";
   int threads = 0;
   std::string projection_gemm = "generated";
   std::string fpmath = "strict";
+  std::string quantize = "none";
 };
 void add_backend_flags(CLI::App& app, BackendFlags& flags);
 Options build_options(const BackendFlags& flags);  // throws UsageError naming the bad flag

@@ -73,6 +73,7 @@ struct Contender {
   std::function<void()> iteration;
   FpMath fpmath = FpMath::strict;  // rnnjit on the CPU: the GEMM math its plan runs
   Bf16Unit bf16_unit = Bf16Unit::amx;  // with fpmath bf16: the unit that runs it
+  Quantize quantize = Quantize::none;  // rnnjit on the CPU: int8_dynamic where its plan runs int8
   std::string library;             // a library's peer: which version runs (oneDNN's dnnl_version())
   std::string about;               // and what it runs, in one line (OnednnRnn's run_info())
 };
@@ -117,7 +118,7 @@ Contender rnnjit_contender(const std::string& name, const RnnConfig& config, con
               ex->backward_weights({.x = d.x, .dweights = d.dw});
             }
           },
-          ex->plan().fpmath, ex->plan().bf16_unit};
+          ex->plan().fpmath, ex->plan().bf16_unit, ex->plan().quantize};
 }
 
 Contender peer(const std::string& name, const RnnConfig& config, const Shape& shape, Mode mode, const Options& options,
@@ -155,19 +156,21 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
               dnnl->forward({.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy});
               if (mode == Mode::training) dnnl->backward({.dy = d.dy, .dx = d.dx});
             },
-            FpMath::strict, Bf16Unit::amx, info.library, info.summary()};
+            FpMath::strict, Bf16Unit::amx, Quantize::none, info.library, info.summary()};
   }
   if (name == "baseline")  // MXNet's CPU design: OpenBLAS GEMMs and plain C++ gate loops
     return rnnjit_contender(name, config, shape, mode, {Backend::jit, Isa::reference}, d);
   if (name == "reference") return rnnjit_contender(name, config, shape, mode, {Backend::reference, Isa::detect}, d);
-  if (name == "strict") {  // rnnjit itself with FP32 GEMMs: what --fpmath bf16 gains
-    if (device != Device::cpu) throw UsageError("--compare strict runs on the CPU only");
-    Options strict = options;
-    strict.fpmath = FpMath::strict;
-    return rnnjit_contender(name, config, shape, mode, strict, d);
+  if (name == "strict" || name == "bf16") {  // rnnjit itself with FP32 (or bf16) GEMMs: what --fpmath bf16 or
+                                             // --quantize int8 gains
+    if (device != Device::cpu) throw UsageError(fmt::format("--compare {} runs on the CPU only", name));
+    Options other = options;
+    other.fpmath = name == "bf16" ? FpMath::bf16 : FpMath::strict;
+    other.quantize = Quantize::none;
+    return rnnjit_contender(name, config, shape, mode, other, d);
   }
   throw UsageError(fmt::format(
-      "--compare: unknown peer '{}' (expected onednn, onednn_bf16, baseline, reference or strict); cudnn and "
+"--compare: unknown peer '{}' (expected onednn, onednn_bf16, baseline, reference, strict or bf16); cudnn and "
       "cudnn_persistent with --device cuda",
       name));
 }
@@ -262,9 +265,12 @@ int bench(const BenchFlags& f) {
   // at the rate the threads read working sets of that size now.
   // bf16 weights (the forward pass of a plan with --fpmath bf16) are half the bytes; backward
   // data reads them in FP32.
+  // int8 weights (--quantize int8, inference) a quarter.
   const bool bf16 = contenders.front().fpmath == FpMath::bf16;
-  const double step_bytes = recurrent_weight_bytes(config) * (bf16 ? 0.5 : 1.0);
-  const double passes = (bf16 ? 0.5 : 1.0) + (training ? 1.0 : 0.0);  // in FP32 weights' bytes
+  const bool int8 = contenders.front().quantize == Quantize::int8_dynamic;
+  const double narrowed = int8 ? 0.25 : bf16 ? 0.5 : 1.0;
+  const double step_bytes = recurrent_weight_bytes(config) * narrowed;
+  const double passes = narrowed + (training ? 1.0 : 0.0);  // in FP32 weights' bytes
   const double streamed_bytes = passes *
                                 (static_cast<double>(shape.seq_len) * recurrent_weight_bytes(config) - w_hh_bytes(config)) *
                                 static_cast<double>(config.num_layers) * config.directions();
@@ -283,7 +289,8 @@ int bench(const BenchFlags& f) {
                      {"min_ms", ours.min()}, {"gflops", ours_gflops}, {"threads", threads},
                      {"config", describe(config)}, {"mixed_lengths", f.mixed_lengths},
                      {"sorted_lengths", f.mixed_lengths && !f.unsorted_lengths},
-                     {"device", std::string(to_string(device))}, {"fpmath", std::string(to_string(options.fpmath))}};
+                     {"device", std::string(to_string(device))}, {"fpmath", std::string(to_string(options.fpmath))},
+                     {"quantize", std::string(to_string(contenders.front().quantize))}};
     if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
     if (ceiling.size > 0)
       j["gemm_ceiling"] = {{"size", ceiling.size}, {"openblas_gflops", ceiling.openblas},
@@ -311,9 +318,16 @@ int bench(const BenchFlags& f) {
              mode == Mode::training ? "train" : "infer", f.reps,
              device == Device::cuda ? std::string("device=cuda") : fmt::format("threads={}", threads), flops * 1e-9);
   if (options.fpmath == FpMath::bf16) fmt::print("  fpmath bf16: {}\n", fpmath_outcome(contenders.front(), options, mode, device));
+  if (options.quantize == Quantize::int8_dynamic)
+    fmt::print("  quantize int8: {}\n",
+               contenders.front().quantize == Quantize::int8_dynamic
+                   ? "int8 weights and activations (AVX512-VNNI or AMX-INT8: rnn-jit plan says which), gate math FP32"
+                   : "not run here (see rnn-jit plan --quantize int8 for why): the plan's GEMMs are bf16 or FP32");
   if (peak > 0)
     fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it{}\n", peak, threads,
-               100.0 * ours_gflops / peak, bf16 ? " (its GEMMs run on AMX tiles, not FMAs)" : "");
+               100.0 * ours_gflops / peak,
+               int8 ? " (its GEMMs run on int8 dot products, not FMAs)"
+               : bf16 ? " (its GEMMs run on AMX tiles, not FMAs)" : "");
   if (ceiling.size > 0) {
     auto rate = [&](const char* name, double gflops) {
       return gflops > 0 ? fmt::format(", {} {:.1f} ({:.0f}%)", name, gflops, 100.0 * gflops / peak) : std::string();
@@ -359,7 +373,7 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--compare", f->compare,
                  "peers timed in the same run: onednn, onednn_bf16 (its RNN primitives on bf16 data and weights; "
                  "with --fpmath bf16, onednn times it too), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
-                 "with FP32 GEMMs, beside --fpmath bf16); cudnn (cuDNN's standard algorithm) and cudnn_persistent (its "
+                 "with FP32 GEMMs, beside --fpmath bf16 or --quantize int8), bf16 (rnnjit with --fpmath bf16, beside --quantize int8); cudnn (cuDNN's standard algorithm) and cudnn_persistent (its "
                  "persistent kernels) with --device cuda")
       ->delimiter(',');
   sub.add_option("--device", f->device, "cpu or cuda (rnnjit's CUDA executor; builds with the CUDA toolkit)")

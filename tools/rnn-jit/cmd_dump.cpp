@@ -57,6 +57,8 @@ struct DumpFlags {
   int threads = 0;  // 0: the runtime's default
   std::string fpmath = "strict";
   std::string bf16_unit = "amx";
+  std::string quantize = "none";
+  std::string int8_unit = "avx512_vnni";
 };
 
 Format parse_format(const std::string& name, bool cuda) {
@@ -166,9 +168,11 @@ int dump(const DumpFlags& f) {
     throw UsageError("--format bin writes raw bytes: give -o DIR or redirect stdout to a file or pipe");
   if (cuda) return dump_cuda(config, shape, mode, format, f);
 
-  // Code is generated, never run: the bf16 kernels of --fpmath bf16 dump on any CPU.
+  // Code is generated, never run: the bf16 kernels of --fpmath bf16 and the int8 ones of
+  // --quantize int8 dump on any CPU.
   const Plan plan = make_plan(config, shape, mode, isa, build_threads(f.threads), {}, detect_caches(),
-                              build_fpmath(f.fpmath), build_bf16_unit(f.bf16_unit));
+                              build_fpmath(f.fpmath), build_bf16_unit(f.bf16_unit), build_quantize(f.quantize),
+                              build_int8_unit(f.int8_unit));
   std::vector<KernelDesc> selected;
   std::vector<std::string> names;  // every kernel of the plan, once
   for (const KernelDesc& d : plan.kernels) {
@@ -250,6 +254,9 @@ CommandAction setup_dump(CLI::App& sub) {
   add_threads_flag(sub, f->threads);
   add_fpmath_flag(sub, f->fpmath);
   sub.add_option("--bf16-unit", f->bf16_unit, "with --fpmath bf16: the kernels of amx or avx512_bf16")
+      ->capture_default_str();
+  add_quantize_flag(sub, f->quantize);
+  sub.add_option("--int8-unit", f->int8_unit, "with --quantize int8: the kernels of avx512_vnni or amx")
       ->capture_default_str();
   sub.add_option("--format", f->format, "asm (disassembly), hex or bin (raw bytes); cu or ptx for --target cuda")
       ->capture_default_str();

@@ -27,6 +27,7 @@ struct PlanFlags {
   int threads = 0;  // 0: the runtime's default
   std::string projection_gemm = "generated";
   std::string fpmath = "strict";
+  std::string quantize = "none";
   bool json = false;
 };
 
@@ -37,7 +38,10 @@ int plan(const PlanFlags& f) {
   validate_flags(config, shape);
   const Isa isa = build_isa(f.isa);
   const ProjectionGemm projection_gemm = build_projection_gemm(f.projection_gemm);
-  FpMath fpmath = build_fpmath(f.fpmath);
+  const Quantize quantize = build_quantize(f.quantize);
+  const std::optional<Int8Unit> int8 = quantize == Quantize::int8_dynamic ? int8_unit() : std::nullopt;
+  // As Rnn::prepare: where int8 cannot run, bf16 where this CPU runs it (the plan's note says so).
+  FpMath fpmath = quantize == Quantize::int8_dynamic && !int8 && bf16_unit() ? FpMath::bf16 : build_fpmath(f.fpmath);
   const std::optional<Bf16Unit> unit = fpmath == FpMath::bf16 ? bf16_unit() : std::nullopt;
   if (fpmath == FpMath::bf16 && !unit) {
     if (!f.json) fmt::print("fpmath bf16: this CPU (or OS) runs neither AMX-BF16 nor AVX512_BF16, so the plan is FP32\n");
@@ -47,7 +51,7 @@ int plan(const PlanFlags& f) {
   const CacheSizes caches = detect_caches();
   const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads),
                            projection_chooser(projection_gemm, caches), caches, fpmath,
-                           unit.value_or(Bf16Unit::amx));
+                           unit.value_or(Bf16Unit::amx), quantize, int8);
   if (f.json) {
     fmt::print("{}\n", to_json(p));
   } else {
@@ -64,6 +68,7 @@ CommandAction setup_plan(CLI::App& sub) {
   add_threads_flag(sub, f->threads);
   add_projection_gemm_flag(sub, f->projection_gemm);
   add_fpmath_flag(sub, f->fpmath);
+  add_quantize_flag(sub, f->quantize);
   sub.add_flag("--json", f->json, "print the plan as one JSON document");
   sub.footer(
       "Defaults: the DeepSpeech2 LSTM (lstm, I=H=800, 1 layer, T=300, N=20, infer). Nothing is compiled, except "

@@ -99,6 +99,37 @@ Bf16Unit parse_bf16_unit(std::string_view name);  // "amx"|"avx512_bf16"
 // Intel core without usable AMX runs vdpbf16ps at half its FP32 FMA rate: FP32 is faster).
 std::optional<Bf16Unit> bf16_unit();
 
+// Quantized inference (ONNX Runtime's DynamicQuantizeLSTM, PyTorch's quantize_dynamic).
+//   none (default): the GEMMs are FP32 (or bf16, as fpmath says).
+//   int8_dynamic: inference only (a training plan is refused with an Error). The GEMMs on the
+//     packed weights (input projections, recurrent products, the LSTM projection, both GEMMs of
+//     the reset-before GRU) multiply int8 weights, quantized once as they are packed
+//     (symmetric, one scale per output channel: max|row| / 127), by activations quantized as
+//     each GEMM reads them: every row of x, and of h at every step, gets its own dynamic scale
+//     (max|row| / 127) and is stored as uint8 with zero point 128. Products are summed in int32
+//     and dequantized (scale of the row x scale of the channel) into FP32 gates; biases, gate
+//     math and states stay FP32. Where the CPU has no int8 unit (int8_unit()) or the plan's isa
+//     has no int8 GEMM, the plan falls back to bf16 (where bf16_unit() runs) or FP32 and says
+//     why in its notes. Results differ from FP32 by the quantization of both operands.
+enum class Quantize : std::uint8_t { none = 0, int8_dynamic = 1 };
+std::string_view to_string(Quantize q);
+Quantize parse_quantize(std::string_view name);  // "none"|"int8_dynamic" (also "int8")
+// What runs the int8 GEMMs of Quantize::int8_dynamic: AVX512-VNNI's vpdpbusd on zmm registers
+// (AMD Zen 4 and Zen 5, Intel from Cascade Lake on), or AMX-INT8 tiles (TDPBUSD; Intel from
+// Sapphire Rapids on), on the same packed weights and quantized rows.
+enum class Int8Unit : std::uint8_t { avx512_vnni = 0, amx = 1 };
+std::string_view to_string(Int8Unit unit);
+Int8Unit parse_int8_unit(std::string_view name);  // "avx512_vnni"|"amx"
+// Whether this CPU has AVX512_VNNI beside AVX-512 F, DQ, BW and VL.
+bool avx512_vnni_usable();
+// Whether this CPU runs AMX-INT8 tiles (with AVX-512, for the kernels' epilogue) and the OS
+// lets this process use them (as amx_bf16_usable()).
+bool amx_int8_usable();
+// The unit this process runs int8 GEMMs on: RNNJIT_INT8_UNIT where set (an Error if this CPU
+// cannot run it), else AMX-INT8 where usable, else AVX512-VNNI where the CPU has it; none
+// otherwise.
+std::optional<Int8Unit> int8_unit();
+
 // The most threads a plan is split across (Options::threads, RNNJIT_NUM_THREADS, --threads).
 inline constexpr int kMaxThreads = 256;
 
@@ -109,6 +140,7 @@ struct Options {
   Device device = Device::cpu;
   ProjectionGemm projection_gemm = ProjectionGemm::generated;  // CPU, AVX-512 plans
   FpMath fpmath = FpMath::strict;                              // CPU, AVX-512 plans
+  Quantize quantize = Quantize::none;                          // CPU, AVX-512 plans, inference only
 };
 
 // Shapes below are for sequence-major tensors; with RnnConfig::batch_first, x, y, dx and dy
