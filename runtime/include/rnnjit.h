@@ -292,9 +292,15 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * A zero-initialized rnnjit_onnx_attributes_t holds ONNX's defaults (set op and hidden_size).
  * Supported: direction forward, reverse and bidirectional; layout 0 and 1; sequence_lens in
  * [0, T] (Y zero past an element's length, Y_h/Y_c at its last step; an element of length 0 has
- * all-zero Y, Y_h and Y_c, as in onnxruntime); RNN with activations Tanh
- * (default), Relu, Sigmoid (RNNJIT_CELL_RNN_SIGMOID) or LeakyRelu (config.relu_alpha: its
- * activation_alpha, default 0.01, one value >= 0 for every direction); GRU with
+ * all-zero Y, Y_h and Y_c, as in onnxruntime); every activation function ONNX names (Relu,
+ * Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign,
+ * Softplus; names in any case, a list for one direction serving both), read as onnxruntime reads
+ * them: activation_alpha and activation_beta are consumed in the list's order by the functions
+ * that take them, and those left without one take onnxruntime's default (LeakyRelu 0.01,
+ * HardSigmoid 0.2 and 0.5, Elu 1, any other 0). An RNN whose directions all use Tanh, Relu,
+ * Sigmoid or LeakyRelu with alpha >= 0 is RNNJIT_CELL_RNN_TANH, _RELU, _SIGMOID or _RELU with
+ * config.relu_alpha (generated gate kernels); any other function, where it is not the cell's own,
+ * is in config.activations (inference only; its gate kernels are the scalar reference's); GRU with
  * linear_before_reset=1 (RNNJIT_CELL_GRU) and 0 (ONNX's default, RNNJIT_CELL_GRU_RESET_BEFORE);
  * clip, for every op (config.gate_clip: each gate's pre-activation, biases and peepholes
  * included, is clamped to [-clip, clip]); LSTM peepholes
@@ -307,10 +313,10 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * INVALID_ARGUMENT, besides values ONNX does not allow: clip not > 0 and finite; has_peepholes
  * or input_forget on another op than LSTM; has_peepholes without P at the import, or a nonzero P
  * without has_peepholes.
- * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: activations
- * other than the defaults (and Relu, Sigmoid, LeakyRelu for RNN) or differing between the
- * directions, activation_alpha other than LeakyRelu's (or one < 0, or differing between the
- * directions), activation_beta. */
+ * INVALID_ARGUMENT also for an activation name ONNX does not define.
+ * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute, for: activation_alpha or
+ * activation_beta with more entries than the activations read (onnxruntime ignores the rest),
+ * and alpha or beta values that are not finite. */
 
 typedef enum rnnjit_onnx_op { RNNJIT_ONNX_RNN = 0, RNNJIT_ONNX_GRU = 1, RNNJIT_ONNX_LSTM = 2 } rnnjit_onnx_op_t;
 
