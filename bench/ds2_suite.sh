@@ -17,17 +17,26 @@
 #   (defaults: build; onednn; build-onednn3 where it has rnn-jit with a oneDNN peer, "none" for no second build)
 # DS2_CASES (a bash regular expression) runs only the cases whose name matches, e.g.
 # DS2_CASES='^lstm L=1 N=1 ' for the batch of one.
+# DS2_ISA caps both sides at one instruction set, e.g. DS2_ISA=avx2 on an AVX-512 machine: rnnjit's
+# plans (rnn-jit bench --isa avx2), oneDNN's JIT in both builds (the same flag caps it through
+# dnnl::set_max_cpu_isa; DNNL_MAX_CPU_ISA and ONEDNN_MAX_CPU_ISA are exported as well, for 2.x and
+# 3.x), and the FMA peak (ymm FMAs); the table's header names the cap.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build}
 peers=${2:-onednn}
 build3=${3:-build-onednn3}
 cli="$build/bin/rnn-jit"
+isa_flags=()
+if [[ -n ${DS2_ISA:-} ]]; then
+  isa_flags=(--isa "$DS2_ISA")
+  [[ $DS2_ISA == avx2 ]] && export DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
+fi
 
 # The oneDNN that a build's peer runs ("oneDNN 3.2.0"), or nothing where it has none.
 onednn_of() {
   "$1" bench --cell lstm --input-size 4 --hidden-size 4 --seq 1 --batch 1 --reps 1 --warmup 0 --compare onednn \
-    --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["onednn_version"].split(" (")[0])' \
+    "${isa_flags[@]}" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["onednn_version"].split(" (")[0])' \
     2>/dev/null || true
 }
 version=$(onednn_of "$cli")
@@ -42,12 +51,13 @@ run_case() {  # cli variant layers bidirectional(0/1) mode batch reps [flags...]
   local cli=$1 variant=$2 layers=$3 bi=$4 mode=$5 batch=$6 reps=$7
   shift 7
   local flags=(--cell "${variant%+*}" --input-size 800 --hidden-size 800 --layers "$layers" --seq 300
-               --batch "$batch" --mode "$mode" --reps "$reps" --warmup 1 --json "$@")
+               --batch "$batch" --mode "$mode" --reps "$reps" --warmup 1 --json "${isa_flags[@]}" "$@")
   [[ $variant == *+peephole ]] && flags+=(--peephole)
   [[ $bi == 1 ]] && flags+=(--bidirectional)
   "$cli" bench "${flags[@]}"
 }
 
+[[ -n ${DS2_ISA:-} ]] && echo "Both sides capped at isa $DS2_ISA (rnn-jit bench --isa $DS2_ISA; oneDNN's max CPU ISA)."
 first=${peers%%,*}
 first_name=${first:-peer}
 [[ $first == onednn && -n $version ]] && first_name=$version

@@ -7,8 +7,8 @@
 # runs (bench packs once). Prints a Markdown table. Run on an otherwise idle machine with
 # AVX512_VNNI (elsewhere the int8 plan is bf16 or FP32 and the table says so). INT8_CASES (a
 # bash regular expression) runs only the cases whose name matches, e.g. INT8_CASES='N=1$'.
-# ONNX Runtime's DynamicQuantizeLSTM and PyTorch's dynamic quantized LSTM are timed by the
-# Python peers (issue 57's ORT and torch work), not here.
+# ONNX Runtime's DynamicQuantizeLSTM (alone and on rnnjit through librnnjit_onnxruntime.so) and
+# PyTorch's dynamic quantized LSTM against rnnjit.torch.quantize_dynamic: bench/int8_peers.py.
 #   bench/int8_suite.sh [BUILD_DIR] [THREADS]     (default: build, every hardware thread)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

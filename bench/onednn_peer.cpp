@@ -196,6 +196,18 @@ struct Prims {
 
 bool onednn_available() { return true; }
 
+void onednn_cap_isa(Isa isa) {
+  static bool capped = false;  // oneDNN takes the cap once, before any JIT code
+  if (isa != Isa::avx2 || capped) return;
+  try {
+    dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+  } catch (const dnnl::error& e) {
+    throw Error(std::string("oneDNN refused the ISA cap avx2 (") + e.what() +
+                "): set DNNL_MAX_CPU_ISA=AVX2 (oneDNN 2.x) or ONEDNN_MAX_CPU_ISA=AVX2 (3.x) instead");
+  }
+  capped = true;
+}
+
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +

@@ -71,6 +71,14 @@ bool onednn_available();
 // RNNJIT_ONEDNN_ROOT (CMakeLists.txt, tools/onednn3.sh).
 std::string onednn_version();
 
+// Caps the instructions oneDNN's JIT may use at those of `isa`, as rnnjit's plans are capped
+// (dnnl::set_max_cpu_isa, what DNNL_MAX_CPU_ISA=AVX2 does for 2.x and ONEDNN_MAX_CPU_ISA=AVX2 for
+// 3.x): Isa::avx2 caps it at AVX2 (its RNN and sgemm kernels then run ymm code); any other ISA
+// leaves oneDNN's own choice. Must come before oneDNN's first primitive; calling it again with
+// the same ISA does nothing. Throws Error where oneDNN refuses (called too late, or built
+// without the cap); a no-op without the peer.
+void onednn_cap_isa(Isa isa);
+
 // C = A B for row-major size x size matrices through oneDNN's dnnl_sgemm on `threads` threads
 // (0: OpenMP's default), for the FP32 GEMM ceiling (bench/gemm_ceiling.hpp). Throws Error
 // when oneDNN was not found at build time or the call fails.

@@ -6,6 +6,7 @@ namespace rnnjit::bench {
 
 bool onednn_available() { return false; }
 std::string onednn_version() { return {}; }
+void onednn_cap_isa(Isa) {}
 
 struct OnednnRnn::Impl {
   RnnConfig config;

@@ -1,7 +1,5 @@
 #include "bench/read_bandwidth.hpp"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,25 +13,47 @@
 namespace rnnjit::bench {
 namespace {
 
-// Sums `vectors` zmm loads into eight independent accumulators, so that the loads, not the
-// adds, set the pace, prefetching a few lines ahead as the generated GEMM does with its B.
-__attribute__((target("avx512f"))) float read_once(const float* data, std::int64_t vectors) {
+// Sums `lines` 64-byte lines, read as Bytes-wide vector loads (zmm or ymm: what the plan's ISA
+// loads), into eight independent accumulators, so that the loads, not the adds, set the pace,
+// prefetching a few lines ahead as the generated GEMM does with its B. GCC's vector types (no
+// intrinsics), so that each ISA's entry below compiles the one loop for its registers.
+template <int Bytes>
+struct VectorOf;  // (GCC drops a vector_size that depends on a template parameter)
+template <>
+struct VectorOf<64> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <>
+struct VectorOf<32> {
+  typedef float type __attribute__((vector_size(32)));
+};
+
+template <int Bytes>
+[[gnu::always_inline]] inline float read_lines(const float* data, std::int64_t lines) {
+  using Vec = typename VectorOf<Bytes>::type;
+  constexpr int kPerLine = 64 / Bytes, kLanes = Bytes / 4;
   constexpr std::int64_t kAhead = 16;  // cache lines: of 0, 16, 64 and 256, 16 read fastest here
-  __m512 acc[8];
-  for (__m512& a : acc) a = _mm512_setzero_ps();
-  std::int64_t v = 0;
-  for (; v + 8 <= vectors; v += 8) {
-    _mm_prefetch(reinterpret_cast<const char*>(data + 16 * (v + kAhead)), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(data + 16 * (v + kAhead + 4)), _MM_HINT_T0);
-    for (int i = 0; i < 8; ++i) acc[i] = _mm512_add_ps(acc[i], _mm512_load_ps(data + 16 * (v + i)));
+  Vec acc[8] = {};
+  const auto* v = reinterpret_cast<const Vec*>(data);
+  const std::int64_t vectors = lines * kPerLine;
+  std::int64_t i = 0;
+  for (; i + 8 <= vectors; i += 8) {
+    __builtin_prefetch(data + kLanes * i + 16 * kAhead);
+    __builtin_prefetch(data + kLanes * i + 16 * (kAhead + 8 / kPerLine / 2));
+    for (int j = 0; j < 8; ++j) acc[j] += v[i + j];
   }
-  for (; v < vectors; ++v) acc[0] = _mm512_add_ps(acc[0], _mm512_load_ps(data + 16 * v));
-  for (int i = 1; i < 8; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, acc[0]);
+  for (; i < vectors; ++i) acc[0] += v[i];
+  for (int j = 1; j < 8; ++j) acc[0] += acc[j];
   float sum = 0.0f;
-  for (float l : lanes) sum += l;
+  for (int lane = 0; lane < kLanes; ++lane) sum += acc[0][lane];
   return sum;
+}
+
+__attribute__((target("avx512f"))) float read_zmm(const float* data, std::int64_t lines) {
+  return read_lines<64>(data, lines);
+}
+__attribute__((target("avx2"))) float read_ymm(const float* data, std::int64_t lines) {
+  return read_lines<32>(data, lines);
 }
 
 struct FreeAligned {
@@ -42,10 +62,11 @@ struct FreeAligned {
 
 // One window of `seconds`: all threads read their buffers from a common start; 0 when the
 // buffers cannot be allocated.
-double read_window(int threads, std::int64_t vectors, double seconds) {
+double read_window(int threads, std::int64_t lines, double seconds, Isa isa) {
+  const auto read_once = isa == Isa::avx512 ? read_zmm : read_ymm;
   std::vector<std::unique_ptr<float, FreeAligned>> buffers;
   for (int t = 0; t < threads; ++t) {
-    buffers.emplace_back(static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>(vectors) * 64)));
+    buffers.emplace_back(static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>(lines) * 64)));
     if (!buffers.back()) return 0.0;
   }
   std::atomic<int> ready{0};
@@ -56,14 +77,14 @@ double read_window(int threads, std::int64_t vectors, double seconds) {
     workers.emplace_back([&, buffer = buffers[static_cast<std::size_t>(t)].get()] {
       // Each thread's buffer is first touched by that thread, as a plan's packed weights are
       // read by the thread that owns those columns.
-      std::fill_n(buffer, vectors * 16, 1.0f);
-      volatile float sink = read_once(buffer, vectors);  // warm: the steady state is measured
+      std::fill_n(buffer, lines * 16, 1.0f);
+      volatile float sink = read_once(buffer, lines);  // warm: the steady state is measured
       ready.fetch_add(1);
       while (!go.load()) std::this_thread::yield();
       std::int64_t mine = 0;
       while (!stop.load(std::memory_order_relaxed)) {
-        sink = read_once(buffer, vectors);
-        mine += vectors * 64;
+        sink = read_once(buffer, lines);
+        mine += lines * 64;
       }
       bytes_read.fetch_add(mine);
       (void)sink;
@@ -81,10 +102,11 @@ double read_window(int threads, std::int64_t vectors, double seconds) {
 }  // namespace
 
 double measure_read_bandwidth(int threads, std::int64_t bytes_per_thread, double seconds) {
-  if (detect_isa() != Isa::avx512 || threads < 1 || bytes_per_thread < 1) return 0.0;
+  const Isa isa = detect_isa();
+  if ((isa != Isa::avx512 && isa != Isa::avx2) || threads < 1 || bytes_per_thread < 1) return 0.0;
   // The best of three windows: other tenants of the machine only ever slow a window down.
   double best = 0.0;
-  for (int w = 0; w < 3; ++w) best = std::max(best, read_window(threads, (bytes_per_thread + 63) / 64, seconds / 3));
+  for (int w = 0; w < 3; ++w) best = std::max(best, read_window(threads, (bytes_per_thread + 63) / 64, seconds / 3, isa));
   return best;
 }
 

@@ -10,8 +10,8 @@
 namespace rnnjit::bench {
 
 // GB/s of `threads` threads together, each reading a buffer of its own of `bytes_per_thread`
-// (rounded up to 64 bytes) again and again, the best of three windows in about `seconds`; 0 when
-// the CPU has no AVX-512.
+// (rounded up to 64 bytes) again and again with the vector loads of detect_isa() (zmm or ymm),
+// the best of three windows in about `seconds`; 0 for an ISA other than avx512 and avx2.
 double measure_read_bandwidth(int threads, std::int64_t bytes_per_thread, double seconds = 0.3);
 
 }  // namespace rnnjit::bench

@@ -166,18 +166,22 @@ namespace {
 // 10 x 2 tile, whose panel L2 serves twice, ran 1.1x as fast as a 5 x 5 one (four times),
 // though the two tie with B in L2.
 // With `weigh_loads`, each load of the k step also delays the FMAs by kLoadCycles (above).
+// AVX2 runs a 16-column vector as two ymm halves: twice the FMAs and B's loads of a zmm one, at
+// the same two FMAs a cycle, and its 16 registers cap the tiles (gemm_max_rows).
 struct TileSearch {
   std::int64_t m, k, group;
   int threads;
   bool shared;
   const CacheSizes& caches;
   double l2_cycles;  // a vector of B from L2: 2 cycles, 3 where the step's share streams from L3
+  Isa isa;
 
   // Cycles of a k step of an m_r x n_r tile that computes `vectors` of its n_r.
   double per_k(std::int64_t m_r, std::int64_t n_r, std::int64_t vectors, bool weigh_loads) const {
-    const double fma = static_cast<double>(m_r * vectors) / 2.0 +
-                       (weigh_loads ? kLoadCycles * static_cast<double>(m_r + vectors) : 0.0),
-                 loads = static_cast<double>(m_r + vectors) / 1.5;
+    const std::int64_t registers = vectors * gemm_registers_per_vector(isa);
+    const double fma = static_cast<double>(m_r * registers) / 2.0 +
+                       (weigh_loads ? kLoadCycles * static_cast<double>(m_r + registers) : 0.0),
+                 loads = static_cast<double>(m_r + registers) / 1.5;
     return std::max({fma, loads, 4.0, b_panel_in_l1(k, n_r, caches) ? 0.0 : l2_cycles * static_cast<double>(vectors)});
   }
 
@@ -218,7 +222,7 @@ struct TileSearch {
     double best_cost = std::numeric_limits<double>::max();
     const std::int64_t group_vectors = (group + 15) / 16;
     for (std::int64_t n_r = 1; n_r <= 15; ++n_r) {
-      const std::int64_t max_rows = std::min<std::int64_t>(gemm_max_rows(static_cast<int>(n_r)), row_cap);
+      const std::int64_t max_rows = std::min<std::int64_t>(gemm_max_rows(static_cast<int>(n_r), isa), row_cap);
       if (max_rows < 1) break;
       if (shared && n_r > group_vectors && best.m_r > 0) break;
       const std::int64_t row_blocks = (m + max_rows - 1) / max_rows;
@@ -244,8 +248,8 @@ struct TileSearch {
 
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
                              const CacheSizes& caches, bool shared, std::int64_t b_share_bytes,
-                             std::int64_t a_row_bytes) {
-  const TileSearch search{m, k, group, threads, shared, caches, b_share_bytes > caches.l2 ? 3.0 : 2.0};
+                             std::int64_t a_row_bytes, Isa isa) {
+  const TileSearch search{m, k, group, threads, shared, caches, b_share_bytes > caches.l2 ? 3.0 : 2.0, isa};
   // Tiles whose rows of A would overfill a set of L1 are left out, but only where the cheapest
   // tile is one: elsewhere the model's near ties (13 x 2 against 6 x 4) stay as they were.
   // Under the cap every candidate is short, and what sets them apart is their loads, which the

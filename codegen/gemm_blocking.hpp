@@ -25,7 +25,7 @@ namespace rnnjit {
 
 struct GemmBlocking {
   std::int64_t m_r = 0;    // rows of a tile; 0 means "not generated" (OpenBLAS runs the GEMM)
-  std::int64_t n_r = 0;    // zmm vectors of a tile (16 columns each)
+  std::int64_t n_r = 0;    // vectors of a tile (16 columns each: a zmm, or two ymm on AVX2)
   std::int64_t k_c = 0;    // k block: B panels of k_c rows stay in L2
   std::int64_t m_c = 0;    // rows per m block (a multiple of m_r): that much of A stays in L2
                            // while every panel of B passes by
@@ -136,9 +136,10 @@ struct GemmBlocking {
 // than each computing its panels of every group (a recurrence's step). `b_share_bytes`: a
 // step's bytes of B per thread, which stream from L3 at every step where L2 cannot hold them.
 // `a_row_bytes`: how far apart A's rows lie where the tiles read them in place (0: packed).
+// `isa`: the microkernel's (avx512 or avx2), whose registers bound the tiles.
 GemmBlocking choose_blocking(std::int64_t m, std::int64_t k, std::int64_t group, int threads, bool packed_b,
                              const CacheSizes& caches = {}, bool shared = false, std::int64_t b_share_bytes = 0,
-                             std::int64_t a_row_bytes = 0);
+                             std::int64_t a_row_bytes = 0, Isa isa = Isa::avx512);
 
 // The most rows of A, `a_row_bytes` apart, that a tile reads without overfilling a set of L1
 // (any number where A is packed: a_row_bytes 0); see gemm_blocking.cpp.

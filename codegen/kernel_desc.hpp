@@ -18,7 +18,7 @@
 namespace rnnjit {
 
 // Bumped whenever any emitter's output changes for an unchanged descriptor.
-inline constexpr std::uint32_t kGeneratorVersion = 7;
+inline constexpr std::uint32_t kGeneratorVersion = 8;
 
 enum class Pass : std::uint8_t { forward = 0, backward = 1 };
 enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2, dpbf16_gemm = 3, vnni_gemm = 4,
@@ -27,7 +27,8 @@ enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2, dpbf16_
 // One descriptor type for every generated kernel; fields a kind does not use stay zero.
 //   gate: the fused elementwise cell kernel of one time step over `rows` x `cols` hidden units.
 //   gemm: C[rows, vectors*16] (+)= A[rows, k] B[k, vectors*16], k a run-time argument; the last
-//         vector keeps n_tail lanes (0: all 16). Strides in elements.
+//         vector keeps n_tail lanes (0: all 16). Strides in elements. isa avx512 or avx2 (a
+//         vector of 16 columns is two ymm there).
 //   amx_gemm: C[rows, 16*vectors] (+)= A[rows, 32*k] B on AMX-BF16 tiles, k (tiles of 32) a
 //         run-time argument: A bf16 rows a_row_stride apart, B a packed bf16 panel
 //         (bf16_packed_offset in codegen/gemm_blocking.hpp) of b_k_stride column tiles, C FP32;
@@ -48,7 +49,7 @@ struct KernelDesc {
   std::uint8_t training = 0;  // gate forward: also store what backward needs into the reserve
   std::uint8_t beta = 0;      // gemm: 1 adds to C, 0 overwrites it
   std::uint8_t n_tail = 0;    // gemm: valid lanes of the last vector, 0 when it is full
-  std::uint8_t vectors = 0;   // gemm: zmm vectors of C per row (n_r)
+  std::uint8_t vectors = 0;   // gemm: 16-column vectors of C per row (n_r)
   std::uint8_t a_lookahead = 0;  // amx_gemm: A's rows prefetched this many k tiles on into L1 (0: none)
   // gate, gru_reset_before: which of the step's two kernels (the recurrent GEMM of n reads
   // r * h_prev, so the step splits at a barrier). Forward 0: r,z -> r * h_prev (h_out) and z
@@ -131,7 +132,8 @@ struct KernelDescHash {
 };
 
 // Derived from the descriptor and used everywhere: dumps, logs, test names, symbols.
-// e.g. "lstm_fwd_train_avx512_h800_c800_n20_ld800_u4", "sgemm_avx512_m5_v5_t0_b0_ar800_ak1_bk80_cr3200_u4".
+// e.g. "lstm_fwd_train_avx512_h800_c800_n20_ld800_u4", "lstm_fwd_avx2_h800_c800_n20_ld800_u2",
+// "sgemm_avx512_m5_v5_t0_b0_ar800_ak1_bk80_cr3200_u4", "sgemm_avx2_m6_v1_t0_b0_ar800_ak1_bk16_cr3200_u4".
 std::string kernel_name(const KernelDesc& d);
 // "cell=lstm pass=fwd training=1 isa=avx512 H=800 N=20 ld_h=800 unroll=4 gen=1"
 std::string describe(const KernelDesc& d);

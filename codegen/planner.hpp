@@ -45,12 +45,12 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
 // and appends the microkernels it needs to `kernels`. g.blocking.packed_b says whether B is
 // packed. Used by the planner, and by tests that run a single GEMM.
 // recurrent: a GEMM repeated every step of a recurrence, each thread on its panels. Otherwise a
-// one-shot GEMM whose threads share tiles.
+// one-shot GEMM whose threads share tiles. `isa`: the microkernels' (avx512 or avx2).
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
-                             bool recurrent = false, const CacheSizes& caches = {});
+                             bool recurrent = false, const CacheSizes& caches = {}, Isa isa = Isa::avx512);
 
-// The row stride of a layer's gx (its input projection, G*H columns) on `isa`: on AVX-512 whole
-// vectors, so that the projection can write gx with non-temporal stores (GemmBlocking::stream_c
+// The row stride of a layer's gx (its input projection, G*H columns) on `isa`: on AVX-512 and
+// AVX2 whole 16-float vectors, so that the projection can write gx with non-temporal stores (GemmBlocking::stream_c
 // needs 64-byte aligned rows) and the gate kernels read aligned rows; the GEMM writes the padding
 // columns too, as zeros (GemmStep::c_whole_vectors).
 std::int64_t gx_row_floats(const RnnConfig& config, Isa isa);

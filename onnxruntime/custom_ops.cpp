@@ -6,6 +6,9 @@
 //                rnnjit cannot run goes to ONNX Runtime's kernel (builtin_kernel.cpp).
 //   com.rnnjit   the stable route (rnnjit.onnx rewrites a model's nodes into it); a node rnnjit
 //                cannot run is an error at session creation.
+//   com.microsoft  ONNX Runtime's contrib ops: DynamicQuantizeLSTM (the int8 LSTM of models that
+//                onnxruntime.quantization.quantize_dynamic made) runs on rnnjit's int8 plan; a
+//                node rnnjit cannot run is an error at session creation.
 #include <algorithm>
 #include <climits>
 #include <cstdio>
@@ -27,6 +30,7 @@ struct Domain {
 };
 // LSTM, GRU and RNN: ONNX's own domain (the override) and com.rnnjit (the stable route).
 constexpr Domain kRnnDomains[] = {{"", true}, {"com.rnnjit", false}};
+constexpr Domain kMicrosoftDomain[] = {{"com.microsoft", false}};
 
 struct OpSpec;
 using KernelMaker = std::unique_ptr<Kernel> (*)(const OrtKernelInfo* info, const OpSpec& spec, const Domain& domain);
@@ -46,6 +50,14 @@ struct OpSpec {
 
 ONNXTensorElementDataType rnn_input_type(std::size_t index) {
   return index == kSequenceLens ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
+
+// DynamicQuantizeLSTM: W, R and their zero points are int8 or uint8 (any type here: the kernel
+// checks them and says which it wants), sequence_lens int32, the rest float.
+ONNXTensorElementDataType quantized_lstm_input_type(std::size_t index) {
+  if (index == kW || index == kR || index == kWZeroPoint || index == kRZeroPoint)
+    return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  return rnn_input_type(index);
 }
 
 std::string node_name(const OrtKernelInfo* info) {
@@ -77,10 +89,25 @@ std::unique_ptr<Kernel> make_rnn_kernel(const OrtKernelInfo* info, const OpSpec&
   }
 }
 
+// DynamicQuantizeLSTM: on rnnjit's int8 plan, else an error naming the node and why.
+std::unique_ptr<Kernel> make_quantized_lstm_kernel(const OrtKernelInfo* info, const OpSpec& spec,
+                                                   const Domain& domain) {
+  RnnNode node{read_attributes(info, RNNJIT_ONNX_LSTM), ""};
+  node.what = std::string(spec.name) + " node '" + node_name(info) + "' (domain '" + domain.name + "')";
+  try {
+    return make_rnnjit_kernel(info, node, /*quantized=*/true);
+  } catch (const Unsupported& e) {
+    node.fail_here(e.what(), ORT_NOT_IMPLEMENTED);
+  }
+}
+
 const OpSpec kOps[] = {
     {"LSTM", RNNJIT_ONNX_LSTM, kRnnDomains, 8, 3, 3, rnn_input_type, make_rnn_kernel},
     {"GRU", RNNJIT_ONNX_GRU, kRnnDomains, 6, 3, 2, rnn_input_type, make_rnn_kernel},
     {"RNN", RNNJIT_ONNX_RNN, kRnnDomains, 6, 3, 2, rnn_input_type, make_rnn_kernel},
+    // Inputs beyond R optional here: the kernel reports a missing scale or zero point by name.
+    {"DynamicQuantizeLSTM", RNNJIT_ONNX_LSTM, kMicrosoftDomain, kQuantizedInputs, 3, 3, quantized_lstm_input_type,
+     make_quantized_lstm_kernel},
 };
 
 // One op of one domain: ONNX Runtime's OrtCustomOp (its callbacks receive it) and what it is.

@@ -3,6 +3,7 @@
 // cannot run). The op table (custom_ops.cpp) makes one per node at session creation.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -37,7 +38,23 @@ class Kernel {
 
 bool verbose();  // RNNJIT_VERBOSE set (not "0"): the library says what it decides, on stderr
 
-std::unique_ptr<Kernel> make_rnnjit_kernel(const OrtKernelInfo* info, RnnNode node);
+// quantized: the node is com.microsoft:DynamicQuantizeLSTM (its W and R dequantized as below, run
+// on rnnjit's int8 plan: Quantize::int8_dynamic).
+std::unique_ptr<Kernel> make_rnnjit_kernel(const OrtKernelInfo* info, RnnNode node, bool quantized = false);
 std::unique_ptr<Kernel> make_builtin_kernel(const OrtKernelInfo* info, RnnNode node);
+
+// com.microsoft:DynamicQuantizeLSTM (quantized_weights.cpp): LSTM's eight inputs, then W_scale,
+// W_zero_point, R_scale and R_zero_point. Its W [D, I, 4H] and R [D, H, 4H] (int8 or uint8) are
+// checked against the node and their scales and zero points (per direction [D] or per gate row
+// [D, 4H]) and dequantized to ONNX LSTM's FP32 W [D, 4H, I] and R [D, 4H, H].
+enum QuantizedInput : std::size_t { kWScale = 8, kWZeroPoint, kRScale, kRZeroPoint, kQuantizedInputs };
+struct Dequantized {
+  struct Weight {
+    std::vector<float> values;
+    TensorView view;  // of values, shaped as ONNX LSTM's
+  } W, R;
+};
+void dequantize_weights(const RnnNode& node, const TensorView& W, const TensorView& R,
+                        const std::array<TensorView, 4>& scales_and_zero_points, Dequantized& out);
 
 }  // namespace rnnjit::ort

@@ -2,7 +2,8 @@
 // (rnnjit_onnx_*: runtime/onnx_adapter.cpp). Weights that are constant initializers (nearly every
 // model's) are imported once when the kernel is made, and packed once per shape; others are
 // imported each run. Executions (a plan, its compiled kernels from rnnjit's process-wide cache, a
-// workspace) are kept per (T, N), the last kMaxShapes used.
+// workspace) are kept per (T, N), the last kMaxShapes used. A DynamicQuantizeLSTM node's int8 W and
+// R are dequantized as they are imported (quantized_weights.cpp) and run on rnnjit's int8 plan.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -75,7 +76,8 @@ TensorView constant_input(const OrtKernelInfo* info, std::size_t index) {
 
 class RnnjitKernel final : public Kernel {
  public:
-  RnnjitKernel(const OrtKernelInfo* info, RnnNode node) : node_(std::move(node)) {
+  RnnjitKernel(const OrtKernelInfo* info, RnnNode node, bool quantized)
+      : node_(std::move(node)), quantized_(quantized) {
     if (node_.attrs.activations_unreadable)
       throw Unsupported("its activations cannot be read by this ONNX Runtime (C API " +
                         std::to_string(api().version) + "; string lists need 25, ONNX Runtime 1.25)");
@@ -87,16 +89,25 @@ class RnnjitKernel final : public Kernel {
     TensorView W = constant_input(info, kW), R = constant_input(info, kR);
     TensorView B = has_B_ ? constant_input(info, kB) : TensorView{};
     TensorView P = has_P_ ? constant_input(info, kP) : TensorView{};
-    const bool constant = W && R && (!has_B_ || B) && (!has_P_ || P);
+    std::array<TensorView, 4> q{};  // DynamicQuantizeLSTM's scales and zero points
+    if (quantized_)
+      for (std::size_t i = 0; i < q.size(); ++i) {
+        constexpr const char* kNames[] = {"W_scale", "W_zero_point", "R_scale", "R_zero_point"};
+        if (!present(info, kWScale + i, inputs)) node_.fail_here(std::string(kNames[i]) + " is a required input");
+        q[i] = constant_input(info, kWScale + i);
+      }
+    const bool constant =
+        W && R && (!has_B_ || B) && (!has_P_ || P) && (!quantized_ || (q[0] && q[1] && q[2] && q[3]));
     // The attributes, checked now (a model rnnjit cannot run fails at session creation, not at
     // its first run), for the input size of W where it is known.
     std::int64_t input_size = 1;
-    if (W && W.dims.size() == 3 && W.dims[2] > 0) input_size = W.dims[2];
+    const std::size_t input_dim = quantized_ ? 1 : 2;  // DynamicQuantizeLSTM's W is [D, I, 4H]
+    if (W && W.dims.size() == 3 && W.dims[input_dim] > 0) input_size = W.dims[input_dim];
     threads_ = session_threads(info, node_);
     rnnjit_config_t config{};
     fill_c_attributes(node_.attrs, has_P_, c_attrs_);
     check_rnnjit(node_, rnnjit_onnx_config(&c_attrs_.attrs, input_size, &config));
-    if (constant) import_weights(W, R, B, P);
+    if (constant) import_weights(W, R, B, P, q);
     constant_ = constant;
     if (verbose())
       std::fprintf(stderr, "rnnjit: %s runs on rnnjit (weights %s)\n", node_.what.c_str(),
@@ -108,7 +119,8 @@ class RnnjitKernel final : public Kernel {
     RunTensors t = bind_run(node_, ctx, s);
     std::lock_guard<std::mutex> lock(mutex_);  // ONNX Runtime may run one session from several threads
     if (!constant_) {
-      import_weights(t.in[kW], t.in[kR], has_B_ ? t.in[kB] : TensorView{}, has_P_ ? t.in[kP] : TensorView{});
+      import_weights(t.in[kW], t.in[kR], has_B_ ? t.in[kB] : TensorView{}, has_P_ ? t.in[kP] : TensorView{},
+                     quantized_ ? quantized_inputs(ctx) : std::array<TensorView, 4>{});
     }
     if (s.I != input_size_)
       node_.fail_here("X's input size " + std::to_string(s.I) + " differs from W's " + std::to_string(input_size_));
@@ -146,15 +158,37 @@ class RnnjitKernel final : public Kernel {
     std::uint64_t last_use = 0;
   };
 
-  // W, R, B and P (checked against the node) into rnnjit's canonical weights; the network is made
-  // anew where the input size changes (the executions with it).
-  void import_weights(const TensorView& W, const TensorView& R, const TensorView& B, const TensorView& P) {
+  // DynamicQuantizeLSTM's scales and zero points of this run.
+  static std::array<TensorView, 4> quantized_inputs(OrtKernelContext* ctx) {
+    std::size_t inputs = 0;
+    check(api().api->KernelContext_GetInputCount(ctx, &inputs));
+    std::array<TensorView, 4> q{};
+    for (std::size_t i = 0; i < q.size() && kWScale + i < inputs; ++i) {
+      const OrtValue* v = nullptr;
+      check(api().api->KernelContext_GetInput(ctx, kWScale + i, &v));
+      q[i] = view(v);
+    }
+    return q;
+  }
+
+  // W, R, B and P (checked against the node; for DynamicQuantizeLSTM W and R dequantized with q's
+  // scales and zero points first) into rnnjit's canonical weights; the network is made anew where
+  // the input size changes (the executions with it).
+  void import_weights(const TensorView& W_given, const TensorView& R_given, const TensorView& B, const TensorView& P,
+                      const std::array<TensorView, 4>& q) {
+    Dequantized dequantized;  // FP32 W and R: needed only until imported
+    TensorView W = W_given, R = R_given;
+    if (quantized_) {
+      dequantize_weights(node_, W_given, R_given, q, dequantized);
+      W = dequantized.W.view, R = dequantized.R.view;
+    }
     node_.check_weights(W, R, B, P);
     const std::int64_t I = W.dims[2];
     if (!rnn_ || I != input_size_) {
       rnnjit_config_t config{};
       check_rnnjit(node_, rnnjit_onnx_config(&c_attrs_.attrs, I, &config));
       config.threads = threads_;
+      if (quantized_) config.quantize = RNNJIT_QUANTIZE_INT8_DYNAMIC;
       rnnjit_rnn_t* rnn = nullptr;
       check_rnnjit(node_, rnnjit_rnn_create(&config, &rnn));
       rnn_.reset(rnn);
@@ -211,6 +245,7 @@ class RnnjitKernel final : public Kernel {
 
   RnnNode node_;
   CAttributes c_attrs_;
+  bool quantized_ = false;  // DynamicQuantizeLSTM: int8 W and R, run on rnnjit's int8 plan
   bool has_B_ = false, has_P_ = false, constant_ = false;
   std::int32_t threads_ = 0;  // rnnjit's worker threads (0: its default)
   std::mutex mutex_;
@@ -236,8 +271,8 @@ bool verbose() {
   return v;
 }
 
-std::unique_ptr<Kernel> make_rnnjit_kernel(const OrtKernelInfo* info, RnnNode node) {
-  auto k = std::make_unique<RnnjitKernel>(info, std::move(node));
+std::unique_ptr<Kernel> make_rnnjit_kernel(const OrtKernelInfo* info, RnnNode node, bool quantized) {
+  auto k = std::make_unique<RnnjitKernel>(info, std::move(node), quantized);
   counters().rnnjit_kernels.fetch_add(1, std::memory_order_relaxed);
   return k;
 }

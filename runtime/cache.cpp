@@ -94,7 +94,7 @@ std::shared_ptr<const Plan> Cache::plan(const PlanKey& key) {
   const auto start = std::chrono::steady_clock::now();
   auto p = plans_.get(key, [&] {
     auto plan = std::make_shared<const Plan>(make_plan(key.config, key.shape, key.mode, key.isa, key.threads,
-                                                       projection_chooser(key.projection_gemm, key.caches),
+                                                       projection_chooser(key.projection_gemm, key.caches, key.isa),
                                                        key.caches, key.fpmath, key.bf16_unit, key.quantize,
                                                        key.int8_unit));
     check_extents(*plan);

@@ -232,8 +232,8 @@ void Executor::GemmWalk::run(bool shared) const {
     if (k.pack_a && g.a_panels_use != GemmStep::APanels::packed_before) {
       // All threads copy a share of this k block's rows of A into its panels (unless the last
       // GEMM did).
-      executor_util::pack_a_panels(a_block(kb), call.a + k0 * g.lda, g.lda, g.m, k.m_r, kn, kn * tid / threads,
-                                   kn * (tid + 1) / threads);
+      const auto pack = ex.plan_->isa == Isa::avx512 ? executor_util::pack_a_panels : executor_util::pack_a_panels_avx2;
+      pack(a_block(kb), call.a + k0 * g.lda, g.lda, g.m, k.m_r, kn, kn * tid / threads, kn * (tid + 1) / threads);
       if (threads > 1) team.barrier();
     }
     if (shared) shared_units(kb);

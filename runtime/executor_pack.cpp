@@ -1,6 +1,8 @@
 // rnnjit: the executor's packing: W (or W^T) into the generated GEMMs' B panels (PackStep),
 // and a k block of A^T into A's row-block panels (executor_util::pack_a_panels), both for the
-// generated GEMMs, in AVX-512 moves; the bf16 tiles are runtime/executor_bf16.cpp's.
+// generated GEMMs, in AVX-512 moves for AVX-512 plans and in plain loops compiled for AVX2 for
+// AVX2 plans (whose CPUs fault on any AVX-512 instruction); the bf16 tiles are
+// runtime/executor_bf16.cpp's.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,6 +23,22 @@ __attribute__((target("avx512f"))) void copy_panel_row(float* dst, const float* 
                                                         std::int64_t pc) {
   for (std::int64_t j = 0; j < pc; j += 16)
     _mm512_storeu_ps(dst + j, _mm512_maskz_loadu_ps(first_lanes(std::max<std::int64_t>(width - j, 0)), src + j));
+}
+
+// The same copies in plain loops, compiled for AVX2 (+FMA) for the plans of AVX2 CPUs.
+__attribute__((target("avx2,fma"))) void copy_panel_row_avx2(float* dst, const float* src, std::int64_t width,
+                                                             std::int64_t pc) {
+  std::copy_n(src, width, dst);
+  std::fill(dst + width, dst + pc, 0.0f);
+}
+
+// dst[kk][c] = rows[c][kk] as below, 8 columns at a time: each k row of W is read in order
+// while 8 of them share the lines they touch.
+__attribute__((target("avx2,fma"))) void pack_transposed_panel_avx2(float* dst, const float* rows, std::int64_t k,
+                                                                    std::int64_t width, std::int64_t pc) {
+  for (std::int64_t c0 = 0; c0 < pc; c0 += 8)
+    for (std::int64_t kk = 0; kk < k; ++kk)
+      for (std::int64_t c = c0; c < c0 + 8; ++c) dst[kk * pc + c] = c < width ? rows[c * k + kk] : 0.0f;
 }
 
 using executor_util::transpose_16x16;
@@ -53,7 +71,8 @@ __attribute__((target("avx512f"))) void pack_transposed_panel(float* dst, const 
 // dst[kk][c] = B[kk][column c]: row by row of B, each row read once and in order, its pieces
 // written to every panel (a panel at a time would read B in column strips, a new page at every
 // row). Variable lengths: the rows of finished sequences are packed as zeros (width 0).
-void pack_rows(const PackStep& p, const float* w, float* out, const std::int32_t* lengths, int tid, int threads) {
+void pack_rows(const PackStep& p, const float* w, float* out, const std::int32_t* lengths, int tid, int threads,
+               bool avx512) {
   const GemmBlocking& k = p.blocking;
   const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns(), panels = p.groups * ppg;
   const auto [k0, k1] = share(p.k, tid, threads);
@@ -63,16 +82,18 @@ void pack_rows(const PackStep& p, const float* w, float* out, const std::int32_t
       const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
       for (std::int64_t first = 0, end; first < pc; first = end) {  // each part of the panel
         end = k.part_end(q % ppg, first);
-        copy_panel_row(out + k.packed_part_offset(q, p.k, first) + kk * (end - first),
-                       w + kk * p.ld + grp * k.group + col0 + first,
-                       finished ? 0 : std::clamp<std::int64_t>(k.group - col0 - first, 0, end - first), end - first);
+        float* dst = out + k.packed_part_offset(q, p.k, first) + kk * (end - first);
+        const float* src = w + kk * p.ld + grp * k.group + col0 + first;
+        const std::int64_t width = finished ? 0 : std::clamp<std::int64_t>(k.group - col0 - first, 0, end - first);
+        if (avx512) copy_panel_row(dst, src, width, end - first);
+        else copy_panel_row_avx2(dst, src, width, end - first);
       }
     }
   }
 }
 
 // dst[kk][c] = W[column c][kk]: a panel (each part of it) reads its whole rows of W.
-void pack_transposed(const PackStep& p, const float* w, float* out, int tid, int threads) {
+void pack_transposed(const PackStep& p, const float* w, float* out, int tid, int threads, bool avx512) {
   const GemmBlocking& k = p.blocking;
   const std::int64_t ppg = k.panels_per_group(), pc = k.panel_columns(), panels = p.groups * ppg;
   const auto [q0, q1] = share(panels, tid, threads);
@@ -80,8 +101,11 @@ void pack_transposed(const PackStep& p, const float* w, float* out, int tid, int
     const std::int64_t grp = q / ppg, col0 = (q % ppg) * pc;
     for (std::int64_t first = 0, end; first < pc; first = end) {
       end = k.part_end(q % ppg, first);
-      pack_transposed_panel(out + k.packed_part_offset(q, p.k, first), w + (grp * k.group + col0 + first) * p.k, p.k,
-                            std::clamp<std::int64_t>(k.group - col0 - first, 0, end - first), end - first);
+      float* dst = out + k.packed_part_offset(q, p.k, first);
+      const float* rows = w + (grp * k.group + col0 + first) * p.k;
+      const std::int64_t width = std::clamp<std::int64_t>(k.group - col0 - first, 0, end - first);
+      if (avx512) pack_transposed_panel(dst, rows, p.k, width, end - first);
+      else pack_transposed_panel_avx2(dst, rows, p.k, width, end - first);
     }
   }
 }
@@ -153,13 +177,32 @@ __attribute__((target("avx512f"))) void executor_util::pack_a_panels(float* pane
   }
 }
 
+// The A panels of an AVX2 plan, as pack_a_panels above in plain loops compiled for AVX2.
+__attribute__((target("avx2,fma"))) void executor_util::pack_a_panels_avx2(float* panels, const float* a,
+                                                                           std::int64_t lda, std::int64_t m,
+                                                                           std::int64_t m_r, std::int64_t kn,
+                                                                           std::int64_t kk0, std::int64_t kk1) {
+  const std::int64_t row_blocks = (m + m_r - 1) / m_r;
+  constexpr std::int64_t kRows = 32;
+  for (std::int64_t c0 = kk0; c0 < kk1; c0 += kRows) {
+    const std::int64_t c1 = std::min(kk1, c0 + kRows);
+    for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+      const std::int64_t rows = std::min(m_r, m - rb * m_r);
+      const float* src = a + c0 * lda + rb * m_r;
+      float* dst = panels + (rb * kn + c0) * m_r;
+      for (std::int64_t kk = c0; kk < c1; ++kk, src += lda, dst += m_r) std::copy_n(src, rows, dst);
+    }
+  }
+}
+
 void Executor::pack(const PackStep& p, const Bindings& b, int tid, int threads) const {
   const float* w = resolve(p.src, b);
   float* out = resolve(p.dst, b);
   if (p.blocking.int8) return pack_int8(p, w, out, tid, threads);
   if (p.blocking.bf16) return pack_bf16(p, w, out, b.lengths, tid, threads);
-  if (!p.transpose) pack_rows(p, w, out, b.lengths, tid, threads);
-  else pack_transposed(p, w, out, tid, threads);
+  const bool avx512 = plan_->isa == Isa::avx512;
+  if (!p.transpose) pack_rows(p, w, out, b.lengths, tid, threads, avx512);
+  else pack_transposed(p, w, out, tid, threads, avx512);
 }
 
 }  // namespace rnnjit

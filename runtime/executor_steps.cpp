@@ -12,7 +12,8 @@ namespace {
 // sum[0:width] += each of `rows` rows of src (ld apart), times the same row of factor where
 // factor is not null. The sums live in L1 and the loop is bound by its loads and stores of
 // them: add_rows_avx512 compiles it for AVX-512 (16 floats at once against the baseline's 4),
-// which column sums take where the plan's ISA is AVX-512, as the GEMM packs do. (Not
+// add_rows_avx2 for AVX2 (8), which column sums take where the plan's ISA is that, as the GEMM
+// packs do. (Not
 // target_clones: its ifunc resolver runs before ThreadSanitizer's runtime is up, and every
 // TSan test crashed at load.)
 [[gnu::always_inline]] inline void add_rows_loop(float* sum, std::int64_t width, const float* src, std::int64_t ld,
@@ -34,6 +35,12 @@ __attribute__((target("avx512f"))) void add_rows_avx512(float* sum, std::int64_t
   add_rows_loop(sum, width, src, ld, rows, factor, ld_factor);
 }
 
+__attribute__((target("avx2,fma"))) void add_rows_avx2(float* sum, std::int64_t width, const float* src,
+                                                       std::int64_t ld, std::int64_t rows, const float* factor,
+                                                       std::int64_t ld_factor) {
+  add_rows_loop(sum, width, src, ld, rows, factor, ld_factor);
+}
+
 }  // namespace
 
 void Executor::column_sum(const ColumnSumStep& s, const Bindings& b, float beta, int tid, int threads) const {
@@ -51,6 +58,7 @@ void Executor::column_sum(const ColumnSumStep& s, const Bindings& b, float beta,
     std::fill_n(sum, width, 0.0f);
     const float* f = factor ? factor + jb : nullptr;
     if (plan_->isa == Isa::avx512) add_rows_avx512(sum, width, src + jb, s.ld_src, s.rows, f, s.ld_factor);
+    else if (plan_->isa == Isa::avx2) add_rows_avx2(sum, width, src + jb, s.ld_src, s.rows, f, s.ld_factor);
     else add_rows_loop(sum, width, src + jb, s.ld_src, s.rows, f, s.ld_factor);
     for (float* out : outputs)
       if (out)

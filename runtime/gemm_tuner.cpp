@@ -28,13 +28,14 @@ struct OneGemm {
   std::unique_ptr<Executor> executor;
 };
 
-OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated, const CacheSizes& caches) {
+OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated, const CacheSizes& caches, Isa isa) {
   Plan plan;
+  plan.isa = isa;
   plan.threads = threads;
   plan.caches = caches;
   if (generated) {
     g.blocking.packed_b = true;
-    g = plan_generated_gemm(g, group, threads, plan.kernels, false, plan.caches);
+    g = plan_generated_gemm(g, group, threads, plan.kernels, false, plan.caches, plan.isa);
     const int region = plan.workspace.add(
         "packed", Space::packed,
         static_cast<std::size_t>(packed_elements(g.blocking, g.n / group, g.k)) * sizeof(float));
@@ -53,7 +54,8 @@ OneGemm one_gemm(GemmStep g, std::int64_t group, int threads, bool generated, co
 
 }  // namespace
 
-GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int threads, const CacheSizes& caches) {
+GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int threads, const CacheSizes& caches,
+                          Isa isa) {
   const std::int64_t n = projection.n, k = projection.k;
   const auto per_row = 2.0 * static_cast<double>(n) * static_cast<double>(k);
   // At least enough rows that OpenBLAS runs in the chunks it runs in on the whole GEMM.
@@ -66,8 +68,8 @@ GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int th
              .ldb = k, .ldc = n};
   std::vector<float> a(static_cast<std::size_t>(rows * k), 0.5f), w(static_cast<std::size_t>(n * k), 0.25f),
       c(static_cast<std::size_t>(rows * n));
-  const OneGemm generated = one_gemm(g, group, threads, true, caches),
-                openblas = one_gemm(g, group, threads, false, caches);
+  const OneGemm generated = one_gemm(g, group, threads, true, caches, isa),
+                openblas = one_gemm(g, group, threads, false, caches, isa);
   // Packed panels 64-byte aligned, as an Execution's are.
   const std::size_t packed_bytes = (generated.plan->workspace.packed_bytes + 63) / 64 * 64;
   const std::unique_ptr<std::byte, decltype(&std::free)> packed(
@@ -96,23 +98,25 @@ GemmTimes time_projection(const GemmStep& projection, std::int64_t group, int th
 
 bool openblas_wins(const GemmTimes& t) { return t.openblas_ms < 0.9 * t.generated_ms; }
 
-GemmChooser projection_chooser(ProjectionGemm which, const CacheSizes& caches) {
+GemmChooser projection_chooser(ProjectionGemm which, const CacheSizes& caches, Isa isa) {
   switch (which) {
     case ProjectionGemm::generated: return {};
     case ProjectionGemm::openblas:
       return [](const GemmStep&, std::int64_t, int) { return GemmChoice{true, "OpenBLAS (Options::projection_gemm)"}; };
     case ProjectionGemm::measured: break;
   }
-  return [caches](const GemmStep& g, std::int64_t group, int threads) {
-    using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, std::int64_t>;
+  return [caches, isa](const GemmStep& g, std::int64_t group, int threads) {
+    using Key =
+        std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, std::int64_t, Isa>;
     static std::mutex mutex;
     static std::map<Key, GemmTimes> measured;
-    const Key key{g.m, g.n, g.k, group, threads, caches.l1d, caches.l2};
+    const Key key{g.m, g.n, g.k, group, threads, caches.l1d, caches.l2, isa};
     GemmTimes t;
     {
       std::lock_guard lock(mutex);
       auto found = measured.find(key);
-      if (found == measured.end()) found = measured.emplace(key, time_projection(g, group, threads, caches)).first;
+      if (found == measured.end())
+        found = measured.emplace(key, time_projection(g, group, threads, caches, isa)).first;
       t = found->second;
     }
     const bool blas = openblas_wins(t);

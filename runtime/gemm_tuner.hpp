@@ -21,15 +21,17 @@ struct GemmTimes {
 // callers do once) and OpenBLAS's sgemm, interleaved, best of three after a warm-up each.
 // rows = g.m, or fewer where that is still about a GFLOP and four chunks per thread of the
 // row chunks the threads share an OpenBLAS GEMM by (blas_chunk_rows): the time per row is what
-// matters. The generated GEMM is blocked for `caches`, as the plan's is.
-GemmTimes time_projection(const GemmStep& g, std::int64_t group, int threads, const CacheSizes& caches = {});
+// matters. The generated GEMM is blocked for `caches` and made for `isa` (avx512 or avx2), as
+// the plan's is.
+GemmTimes time_projection(const GemmStep& g, std::int64_t group, int threads, const CacheSizes& caches = {},
+                          Isa isa = Isa::avx512);
 
 // OpenBLAS only where it is clearly faster: within 10% the deterministic generated GEMM stays.
 bool openblas_wins(const GemmTimes& t);
 
-// The chooser for `which` in plans made for `caches`; empty for ProjectionGemm::generated.
-// measured: time_projection once per (rows, n, k, group, threads, caches) in the process, the
-// result remembered.
-GemmChooser projection_chooser(ProjectionGemm which, const CacheSizes& caches = {});
+// The chooser for `which` in plans made for `caches` and `isa`; empty for
+// ProjectionGemm::generated. measured: time_projection once per (rows, n, k, group, threads,
+// caches, isa) in the process, the result remembered.
+GemmChooser projection_chooser(ProjectionGemm which, const CacheSizes& caches = {}, Isa isa = Isa::avx512);
 
 }  // namespace rnnjit

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "codegen/kernel_args.hpp"
+#include "codegen/register_budgets.hpp"
 #include "codegen/x64/disassembler.hpp"
 #include "codegen/x64/amx_gemm_emitter.hpp"
 #include "codegen/x64/amx_int8_gemm_emitter.hpp"
@@ -17,7 +18,7 @@ namespace rnnjit {
 
 CompiledKernel::CompiledKernel(const KernelDesc& desc) : desc_(desc) {
   const auto start = std::chrono::steady_clock::now();
-  if (desc.isa_kind() == Isa::avx512) {
+  if (generates_x64(desc.isa_kind())) {
     if (desc.kind_of() == KernelKind::gemm) jit_ = std::make_unique<x64::GemmEmitter>(desc);
     else if (desc.kind_of() == KernelKind::amx_gemm) jit_ = std::make_unique<x64::AmxGemmEmitter>(desc);
     else if (desc.kind_of() == KernelKind::dpbf16_gemm) jit_ = std::make_unique<x64::Dpbf16GemmEmitter>(desc);

@@ -1,5 +1,6 @@
 #include "runtime/thread_team.hpp"
 
+#include <dlfcn.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
@@ -114,16 +115,26 @@ void ThreadTeam::keep_workers_off_callers_cpu() {
   for (std::thread& w : workers_) pthread_setaffinity_np(w.native_handle(), sizeof allowed, &allowed);
 }
 
-void ThreadTeam::run(int n, const std::function<void(int)>& fn) {
-  if (n <= 1) return fn(0);
-  std::lock_guard run_lock(run_mutex_);
-  ensure_workers(n);
-  keep_workers_off_callers_cpu();
+void ThreadTeam::start_job(int n) {
   errors_.assign(static_cast<std::size_t>(n), nullptr);
   remaining_.store(n - 1, std::memory_order_release);
   barrier_count_.store(0);
   claims_.store(0);
   loops_opened = 0;
+}
+
+void ThreadTeam::run(int n, const std::function<void(int)>& fn) {
+  if (n <= 1) return fn(0);
+  std::lock_guard run_lock(run_mutex_);
+  if (!run_on_openmp(n, fn)) run_on_own_workers(n, fn);
+  for (const std::exception_ptr& e : errors_)
+    if (e) std::rethrow_exception(e);
+}
+
+void ThreadTeam::run_on_own_workers(int n, const std::function<void(int)>& fn) {
+  ensure_workers(n);
+  keep_workers_off_callers_cpu();
+  start_job(n);
   {
     std::lock_guard lock(mutex_);
     job_ = &fn;
@@ -138,13 +149,74 @@ void ThreadTeam::run(int n, const std::function<void(int)>& fn) {
   }
   int spins = 0;
   while (remaining_.load(std::memory_order_acquire) != 0) spin_pause(spins);
+  std::lock_guard lock(mutex_);
+  job_ = nullptr;
+  job_threads_ = 0;
+}
+
+// A parallel region of n threads of the OpenMP pool, each running fn(its thread number). A
+// region given fewer threads (a call from inside another region, OMP_THREAD_LIMIT) runs
+// nothing, since fn's barriers need all n: the caller then runs the job on the own workers.
+bool ThreadTeam::run_on_openmp(int n, const std::function<void(int)>& fn) {
+  const OpenMp* omp = openmp_.load(std::memory_order_acquire);
+  if (!omp) return false;
+  struct Region {
+    ThreadTeam* team;
+    const OpenMp* omp;
+    const std::function<void(int)>* fn;
+    int n;
+    std::atomic<bool> short_handed{false};
+  } region{this, omp, &fn, n};
+  start_job(n);
   {
     std::lock_guard lock(mutex_);
-    job_ = nullptr;
-    job_threads_ = 0;
+    job_threads_ = n;  // barrier()'s count (the own workers are not woken: job_generation_ stays)
   }
-  for (const std::exception_ptr& e : errors_)
-    if (e) std::rethrow_exception(e);
+  region.omp->parallel(
+      [](void* data) {
+        auto& r = *static_cast<Region*>(data);
+        if (r.omp->num_threads() != r.n) {
+          r.short_handed.store(true, std::memory_order_relaxed);
+          return;
+        }
+        const int tid = r.omp->thread_num();
+        loops_opened = 0;
+        try {
+          (*r.fn)(tid);
+        } catch (...) {
+          r.team->errors_[static_cast<std::size_t>(tid)] = std::current_exception();
+        }
+      },
+      &region, static_cast<unsigned>(n), 0);
+  std::lock_guard lock(mutex_);
+  job_threads_ = 0;
+  return !region.short_handed.load(std::memory_order_relaxed);
+}
+
+void ThreadTeam::use_openmp(const std::string& library) {
+  std::lock_guard run_lock(run_mutex_);
+  if (library.empty()) {
+    openmp_.store(nullptr, std::memory_order_release);
+    return;
+  }
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!handle) throw Error(fmt::format("use_openmp: '{}' is not loaded in this process", library));
+  auto omp = std::make_unique<OpenMp>();
+  omp->parallel = reinterpret_cast<decltype(omp->parallel)>(dlsym(handle, "GOMP_parallel"));
+  omp->num_threads = reinterpret_cast<int (*)()>(dlsym(handle, "omp_get_num_threads"));
+  omp->thread_num = reinterpret_cast<int (*)()>(dlsym(handle, "omp_get_thread_num"));
+  omp->library = library;
+  dlclose(handle);  // RTLD_NOLOAD took a reference; the process keeps the library loaded
+  if (!omp->parallel || !omp->num_threads || !omp->thread_num)
+    throw Error(fmt::format("use_openmp: '{}' has no GOMP_parallel, omp_get_num_threads and omp_get_thread_num",
+                            library));
+  openmp_.store(omp.get(), std::memory_order_release);
+  openmp_kept_.push_back(std::move(omp));
+}
+
+std::string ThreadTeam::openmp_library() const {
+  const OpenMp* omp = openmp_.load(std::memory_order_acquire);
+  return omp ? omp->library : std::string();
 }
 
 void ThreadTeam::barrier() {

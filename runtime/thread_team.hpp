@@ -5,6 +5,12 @@
 // machine still makes progress; idle workers poll for the next run() for a moment, then sleep.
 // The workers run off the CPU the caller of run() is on (Linux would wake them on it).
 //
+// In a process that already runs an OpenMP runtime's thread pool (PyTorch's intra-op pool is
+// one), use_openmp() makes run() start its n threads as a parallel region of that pool
+// instead (GOMP_parallel, the entry point `#pragma omp parallel` compiles to, which libgomp
+// and Intel's libiomp5 both export): the two pools would otherwise take turns on the same
+// cores, the one's workers spinning while the other's wait (docs/python.md).
+//
 // Shared loops hand out a loop's iterations to whichever thread asks first, so a thread whose
 // core runs slower (a busy SMT sibling, another tenant on a cloud host: on this project's VM
 // the two vCPUs often differ by 10-50% for milliseconds at a time) takes fewer of them instead
@@ -16,6 +22,8 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -49,6 +57,11 @@ class ThreadTeam {
   static int default_threads();
 
   void run(int n, const std::function<void(int tid)>& fn);
+  // Runs later run()s on the OpenMP runtime loaded from `library` (already loaded in the
+  // process: dlopen with RTLD_NOLOAD), or on the team's own workers again with an empty
+  // string. Throws Error where the library is not loaded or lacks the OpenMP entry points.
+  void use_openmp(const std::string& library);
+  std::string openmp_library() const;
   void barrier();  // only inside run()
   // The calling thread's next shared loop of `count` iterations (see SharedLoop), shared by the
   // run's `threads` threads; threads == 1 gives a plain loop.
@@ -61,6 +74,19 @@ class ThreadTeam {
   void ensure_workers(int n);
   void keep_workers_off_callers_cpu();
   void worker(int tid);
+  void run_on_own_workers(int n, const std::function<void(int)>& fn);
+  bool run_on_openmp(int n, const std::function<void(int)>& fn);
+  void start_job(int n);
+
+  // The OpenMP runtime's entry points while use_openmp() is in force (else null).
+  struct OpenMp {
+    void (*parallel)(void (*fn)(void*), void* data, unsigned threads, unsigned flags) = nullptr;
+    int (*num_threads)() = nullptr;
+    int (*thread_num)() = nullptr;
+    std::string library;
+  };
+  std::atomic<const OpenMp*> openmp_{nullptr};
+  std::vector<std::unique_ptr<OpenMp>> openmp_kept_;  // never freed: a run may still read one
 
   std::mutex run_mutex_;  // one run at a time
   std::mutex mutex_;

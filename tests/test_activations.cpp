@@ -1,11 +1,11 @@
-// Accuracy of the AVX-512 activation fragments (codegen/x64/activations.hpp) against double
-// precision: max ulp error of sigmoid and tanh over a sweep of [-20, 20] (a stride through all
+// Accuracy of the activation fragments (codegen/x64/activations.hpp), AVX-512 and AVX2, against
+// double precision: max ulp error of sigmoid and tanh over a sweep of [-20, 20] (a stride through all
 // float bit patterns, a dense linear grid, and every float around the tanh branch point), plus
 // special values (+-0, +-inf, NaN, denormals, tiny and huge values, the clamps).
 //
 // The fragments run inside a test-only JitGenerator with the register split of GateEmitter
-// (x64::gate_activation_registers()) on 12 zmm registers at once, more than one group of each
-// fragment, and on a single register.
+// (x64::gate_activation_registers()) on all its slot registers at once (12 zmm, 8 ymm), more
+// than one group of each fragment, and on a single register.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <xbyak/xbyak_util.h>
 
+#include "codegen/register_budgets.hpp"
 #include "codegen/x64/activations.hpp"
 #include "codegen/x64/gate_emitter.hpp"
 #include "codegen/x64/jit_generator.hpp"
@@ -33,15 +34,16 @@ using x64::Activations;
 
 enum class Op { sigmoid, tanh, relu };
 
-bool cpu_has_avx512() {
-  static const bool has = [] {
-    Xbyak::util::Cpu cpu;
-    return cpu.has(Xbyak::util::Cpu::tAVX512F);  // Xbyak also checks that the OS saves zmm state
-  }();
-  return has;
+bool cpu_runs(Isa isa) {
+  Xbyak::util::Cpu cpu;  // Xbyak also checks that the OS saves the registers' state
+  if (isa == Isa::avx512) return cpu.has(Xbyak::util::Cpu::tAVX512F);
+  return cpu.has(Xbyak::util::Cpu::tAVX2) && cpu.has(Xbyak::util::Cpu::tFMA);
 }
 
-// out[i] = op(in[i]) for `blocks` blocks of regs * 16 floats.
+// The most registers a test runs a fragment on at once: 12 zmm, or AVX2's 8 slot registers.
+int most_registers(Isa isa) { return std::min(12, gate_slot_registers(isa)); }
+
+// out[i] = op(in[i]) for `blocks` blocks of regs * lanes floats.
 class ActivationKernel : public x64::JitGenerator {
  public:
   struct Args {
@@ -50,26 +52,27 @@ class ActivationKernel : public x64::JitGenerator {
     std::int64_t blocks;
   };
 
-  ActivationKernel(Op op, int regs) : regs_(regs), act_(*this, registers()) {
-    using Xbyak::Zmm;
+  ActivationKernel(Op op, int regs, Isa isa)
+      : regs_(regs), isa_(x64::vector_isa(isa)), act_(*this, isa_, x64::gate_activation_registers(isa)) {
     preamble();
     act_.load_constants();
     mov(r8, ptr[abi_arg + offsetof(Args, in)]);
     mov(r9, ptr[abi_arg + offsetof(Args, out)]);
     mov(r10, ptr[abi_arg + offsetof(Args, blocks)]);
-    std::vector<Zmm> v;
-    for (int i = 0; i < regs; ++i) v.emplace_back(i);
+    std::vector<Xbyak::Xmm> v;
+    for (int i = 0; i < regs; ++i) v.push_back(isa_.vreg(i));
+    const int bytes = isa_.vector_bytes();
     Xbyak::Label loop;
     L(loop);
-    for (int i = 0; i < regs; ++i) vmovups(v[i], ptr[r8 + i * 64]);
+    for (int i = 0; i < regs; ++i) vmovups(v[i], ptr[r8 + i * bytes]);
     switch (op) {
       case Op::sigmoid: act_.sigmoid(v); break;
       case Op::tanh: act_.tanh(v); break;
       case Op::relu: act_.relu(v); break;
     }
-    for (int i = 0; i < regs; ++i) vmovups(ptr[r9 + i * 64], v[i]);
-    add(r8, regs * 64);
-    add(r9, regs * 64);
+    for (int i = 0; i < regs; ++i) vmovups(ptr[r9 + i * bytes], v[i]);
+    add(r8, regs * bytes);
+    add(r9, regs * bytes);
     dec(r10);
     jnz(loop, T_NEAR);
     postamble();
@@ -77,7 +80,7 @@ class ActivationKernel : public x64::JitGenerator {
     finalize();
   }
 
-  int floats_per_block() const { return regs_ * 16; }
+  int floats_per_block() const { return regs_ * isa_.lanes; }
 
   // Runs over any number of values (pads the last block).
   std::vector<float> operator()(const std::vector<float>& in) const {
@@ -92,9 +95,8 @@ class ActivationKernel : public x64::JitGenerator {
   }
 
  private:
-  static x64::ActivationRegisters registers() { return x64::gate_activation_registers(); }
-
   int regs_;
+  x64::VectorIsa isa_;
   Activations act_;
 };
 
@@ -205,15 +207,21 @@ bool underflow_accepted(float got, double want) {
 
 double contract_error(float got, double want) { return underflow_accepted(got, want) ? 0.0 : ulp_error(got, want); }
 
-class ActivationTest : public testing::Test {
+class ActivationTest : public testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU (or OS) has no AVX-512F: the fragments cannot run";
+    if (!cpu_runs(GetParam())) GTEST_SKIP() << "this CPU (or OS) cannot run " << to_string(GetParam()) << " code";
+  }
+  ActivationKernel kernel(Op op, int regs = 0) const {
+    return ActivationKernel(op, regs ? regs : most_registers(GetParam()), GetParam());
   }
 };
 
-TEST_F(ActivationTest, SweepWithinFourUlp) {
-  const ActivationKernel sigmoid(Op::sigmoid, 12), tanh(Op::tanh, 12), relu(Op::relu, 12);
+INSTANTIATE_TEST_SUITE_P(Isas, ActivationTest, testing::Values(Isa::avx512, Isa::avx2),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST_P(ActivationTest, SweepWithinFourUlp) {
+  const ActivationKernel sigmoid = kernel(Op::sigmoid), tanh = kernel(Op::tanh), relu = kernel(Op::relu);
   Worst ws, wt;
   std::size_t relu_bad = 0;
   float relu_bad_at = 0.0f;
@@ -241,8 +249,8 @@ TEST_F(ActivationTest, SweepWithinFourUlp) {
 }
 
 // Beyond the sweep: every 61st bit pattern of |x| in (20, 200] for both functions.
-TEST_F(ActivationTest, WideRangeWithinFourUlpOrUnderflow) {
-  const ActivationKernel sigmoid(Op::sigmoid, 12), tanh(Op::tanh, 12);
+TEST_P(ActivationTest, WideRangeWithinFourUlpOrUnderflow) {
+  const ActivationKernel sigmoid = kernel(Op::sigmoid), tanh = kernel(Op::tanh);
   std::vector<float> xs;
   for (std::uint32_t b = std::bit_cast<std::uint32_t>(20.0f); b <= std::bit_cast<std::uint32_t>(200.0f); b += 61) {
     xs.push_back(std::bit_cast<float>(b));
@@ -268,10 +276,11 @@ TEST_F(ActivationTest, WideRangeWithinFourUlpOrUnderflow) {
   EXPECT_LE(wt.ulp, kMaxUlp) << "tanh(" << wt.at << ") = " << wt.got << ", want " << reference(Op::tanh, wt.at);
 }
 
-TEST_F(ActivationTest, SpecialValues) {
-  for (int regs : {1, 12}) {
+TEST_P(ActivationTest, SpecialValues) {
+  for (int regs : {1, most_registers(GetParam())}) {
     SCOPED_TRACE(fmt::format("{} registers", regs));
-    const ActivationKernel sigmoid(Op::sigmoid, regs), tanh(Op::tanh, regs), relu(Op::relu, regs);
+    const ActivationKernel sigmoid = kernel(Op::sigmoid, regs), tanh = kernel(Op::tanh, regs),
+                           relu = kernel(Op::relu, regs);
     const std::vector<float> xs = special_values();
     const std::vector<float> s = sigmoid(xs), t = tanh(xs), r = relu(xs);
     for (std::size_t i = 0; i < xs.size(); ++i) {
@@ -306,9 +315,9 @@ TEST_F(ActivationTest, SpecialValues) {
 }
 
 // NaN mixed into a register with finite lanes stays in its lane.
-TEST_F(ActivationTest, NaNStaysInItsLane) {
-  const ActivationKernel sigmoid(Op::sigmoid, 12), tanh(Op::tanh, 12), relu(Op::relu, 12);
-  std::vector<float> xs(12 * 16);
+TEST_P(ActivationTest, NaNStaysInItsLane) {
+  const ActivationKernel sigmoid = kernel(Op::sigmoid), tanh = kernel(Op::tanh), relu = kernel(Op::relu);
+  std::vector<float> xs(static_cast<std::size_t>(sigmoid.floats_per_block()));
   for (std::size_t i = 0; i < xs.size(); ++i)
     xs[i] = i % 5 == 2 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(i) * 0.37f - 30.0f;
   const std::vector<float> s = sigmoid(xs), t = tanh(xs), r = relu(xs);
@@ -321,6 +330,10 @@ TEST_F(ActivationTest, NaNStaysInItsLane) {
 
 // The table's constants are what the comments claim.
 TEST(ActivationConstants, Table) {
+  // AVX2's exp clamps keep 2^n a normal float (n = round(x log2 e) in [-126, 127]).
+  const float* avx2 = x64::activation_constants(Isa::avx2);
+  EXPECT_EQ(std::nearbyint(avx2[static_cast<int>(x64::Constant::exp_lo)] * 1.4426950408889634), -126.0);
+  EXPECT_EQ(std::nearbyint(avx2[static_cast<int>(x64::Constant::exp_hi)] * 1.4426950408889634), 127.0);
   const float* c = x64::activation_constants();
   auto at = [&](x64::Constant k) { return c[static_cast<int>(k)]; };
   EXPECT_EQ(at(x64::Constant::one), 1.0f);

@@ -1,8 +1,9 @@
-// Every generated AVX-512 gate kernel against its scalar twin (kernels/gate_reference.hpp):
-// cells x {forward inference, forward training, backward} x H (tails around the vector width
-// of 16, primes, a large one) x rows x ld_h in {H, 2H} (bidirectional layout) x every unroll the
-// emitters allow, plus launches covering only part of the hidden units (cols < H), gx's rows
-// padded (forward) and dy's rows apart from h's (backward).
+// Every generated gate kernel, AVX-512 and AVX2, against its scalar twin
+// (kernels/gate_reference.hpp): ISA x cells x {forward inference, forward training, backward}
+// x H (tails around the vector widths of 16 and 8, primes, a large one) x rows x ld_h in
+// {H, 2H} (bidirectional layout) x every unroll the emitters allow on the ISA, plus launches
+// covering only part of the hidden units (cols < H), gx's rows padded (forward) and dy's rows
+// apart from h's (backward).
 //
 // Every array lives in its own GuardedBuffer of exactly the extent the kernel may touch, run
 // once with the guard page after the end and once with it before the start, so a single
@@ -61,6 +62,14 @@ bool cpu_has_avx512() {
   }();
   return has;
 }
+
+bool cpu_runs(Isa isa) {
+  if (isa == Isa::avx512) return cpu_has_avx512();
+  Xbyak::util::Cpu cpu;
+  return cpu.has(Xbyak::util::Cpu::tAVX2) && cpu.has(Xbyak::util::Cpu::tFMA);
+}
+
+constexpr Isa kGeneratedIsas[] = {Isa::avx512, Isa::avx2};
 
 KernelDesc gate_desc(CellKind cell, Pass pass, bool training, std::uint32_t H, std::uint32_t N, std::uint32_t ld,
                      std::uint32_t unroll, std::uint32_t cols = 0, Isa isa = Isa::avx512) {
@@ -350,8 +359,8 @@ std::map<std::string, Worst>& worst_errors() {
 }
 
 std::string family(const KernelDesc& d) {
-  return fmt::format("{}_{}", to_string(d.cell_kind()),
-                     d.pass_kind() == Pass::backward ? "bwd" : (d.training ? "fwd_train" : "fwd"));
+  return fmt::format("{}_{}_{}", to_string(d.cell_kind()),
+                     d.pass_kind() == Pass::backward ? "bwd" : (d.training ? "fwd_train" : "fwd"), to_string(d.isa_kind()));
 }
 
 class PrintWorstErrors : public testing::Environment {
@@ -482,8 +491,12 @@ Worst run_in_place(const CompiledKernel& k, const Launch& l, Bounds bounds) {
 
 // ---- The sweep -------------------------------------------------------------------------------
 
-std::vector<KernelDesc> sweep() {
+std::vector<KernelDesc> sweep(Isa isa) {
   std::vector<KernelDesc> descs;
+  auto gate_desc = [isa](CellKind cell, Pass pass, bool training, std::uint32_t H, std::uint32_t N, std::uint32_t ld,
+                         std::uint32_t unroll, std::uint32_t cols = 0) {
+    return test::gate_desc(cell, pass, training, H, N, ld, unroll, cols, isa);
+  };
   struct PassMode {
     Pass pass;
     bool training;
@@ -491,7 +504,7 @@ std::vector<KernelDesc> sweep() {
   const PassMode passes[] = {{Pass::forward, false}, {Pass::forward, true}, {Pass::backward, false}};
   for (CellKind cell : kOnePartCells)
     for (const PassMode& pm : passes) {
-      const int max_unroll = max_gate_unroll(cell, pm.pass);
+      const int max_unroll = max_gate_unroll(cell, pm.pass, isa);
       for (std::uint32_t H : {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, 800})
         for (std::uint32_t N : {1, 3, 5})
           for (std::uint32_t ld : {H, 2 * H})
@@ -519,7 +532,7 @@ std::vector<KernelDesc> sweep() {
         for (std::uint32_t H : {1, 15, 17, 33, 100, 800})
           for (std::uint32_t cols : {0u, 16u})
             for (const std::uint32_t dy_stride : {H, H + 3})
-              for (int u : {1, max_unroll}) {
+              for (int u : max_unroll > 1 ? std::vector<int>{1, max_unroll} : std::vector<int>{1}) {
                 if (cols >= H) continue;
                 KernelDesc d = gate_desc(cell, pm.pass, pm.training, H, 3, 2 * H, u, cols);
                 d.dy_row_stride = dy_stride;
@@ -545,7 +558,7 @@ std::vector<KernelDesc> sweep() {
         if (cell != CellKind::rnn_relu && f.relu_alpha > 0.0f) continue;
         for (std::uint32_t H : {1, 15, 17, 33, 100})
           for (std::uint32_t ld : {H, 2 * H})
-            for (int u = 1; u <= max_gate_unroll(cell, pm.pass); ++u)
+            for (int u = 1; u <= max_gate_unroll(cell, pm.pass, isa); ++u)
               for (std::uint32_t cols : {0u, 16u}) {
                 if (cols >= H) continue;
                 KernelDesc d = gate_desc(cell, pm.pass, pm.training, H, 3, ld, u, cols);
@@ -559,13 +572,20 @@ std::vector<KernelDesc> sweep() {
   return descs;
 }
 
+std::vector<KernelDesc> sweep() {
+  std::vector<KernelDesc> descs;
+  for (Isa isa : kGeneratedIsas)
+    for (const KernelDesc& d : sweep(isa)) descs.push_back(d);
+  return descs;
+}
+
 class GateKernel : public testing::TestWithParam<KernelDesc> {};
 
 TEST_P(GateKernel, MatchesScalarTwin) {
   const KernelDesc& d = GetParam();
-  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU (or OS) has no AVX-512F: generated kernels cannot run";
+  if (!cpu_runs(d.isa_kind())) GTEST_SKIP() << "this CPU (or OS) cannot run " << to_string(d.isa_kind()) << " code";
   const CompiledKernel kernel(d);
-  ASSERT_FALSE(kernel.code().empty()) << "no generated code for an avx512 descriptor";
+  ASSERT_FALSE(kernel.code().empty()) << "no generated code for an " << to_string(d.isa_kind()) << " descriptor";
   const Launch l = make_launch(d);
   const auto want = reference(l);
   const Bounds bounds = error_bounds(l);
@@ -674,7 +694,8 @@ TEST(GateKernelCode, ForwardKernelsPrefetchGxRowsAhead) {
 }
 
 TEST(GateKernelRefusals, MoreRegistersThanExist) {
-  // Slot registers per unrolled vector: forward LSTM/GRU 4, RNN 1; backward LSTM/GRU 8, RNN 3.
+  // Slot registers per unrolled vector: forward LSTM/GRU 4, RNN 1; backward LSTM/GRU 8, RNN 3;
+  // 16 slot registers on AVX-512, 8 on AVX2.
   expect_refused(gate_desc(CellKind::lstm, Pass::backward, false, 64, 2, 64, 3), "registers");
   expect_refused(gate_desc(CellKind::gru, Pass::backward, false, 64, 2, 64, 3), "registers");
   expect_refused(gate_desc(CellKind::lstm, Pass::forward, true, 64, 2, 64, 5), "registers");
@@ -683,15 +704,24 @@ TEST(GateKernelRefusals, MoreRegistersThanExist) {
   expect_refused(gate_desc(CellKind::rnn_relu, Pass::forward, false, 64, 2, 64, 17), "registers");
   // Through the runtime too.
   EXPECT_THROW(CompiledKernel(gate_desc(CellKind::lstm, Pass::backward, false, 64, 2, 64, 3)), Error);
-  // What max_gate_unroll promises is accepted.
-  for (CellKind cell : kOnePartCells)
-    for (Pass pass : {Pass::forward, Pass::backward})
-      EXPECT_NO_THROW(x64::emit_gate_kernel(gate_desc(cell, pass, false, 64, 2, 64, max_gate_unroll(cell, pass))))
-          << to_string(cell);
+  expect_refused(gate_desc(CellKind::lstm, Pass::backward, false, 64, 2, 64, 2, 0, Isa::avx2), "registers");
+  expect_refused(gate_desc(CellKind::lstm, Pass::forward, false, 64, 2, 64, 3, 0, Isa::avx2), "registers");
+  expect_refused(gate_desc(CellKind::rnn_tanh, Pass::backward, false, 64, 2, 64, 3, 0, Isa::avx2), "registers");
+  // What max_gate_unroll promises is accepted, and one more is not.
+  for (Isa isa : kGeneratedIsas)
+    for (CellKind cell : kOnePartCells)
+      for (Pass pass : {Pass::forward, Pass::backward}) {
+        const int most = max_gate_unroll(cell, pass, isa);
+        EXPECT_GE(most, 1);
+        EXPECT_NO_THROW(x64::emit_gate_kernel(gate_desc(cell, pass, false, 64, 2, 64, most, 0, isa)))
+            << to_string(cell) << " " << to_string(isa);
+        if (most < 4)
+          expect_refused(gate_desc(cell, pass, false, 64, 2, 64, most + 1, 0, isa), "registers");
+      }
 }
 
-TEST(GateKernelRefusals, IsaOtherThanAvx512) {
-  for (Isa isa : {Isa::avx2, Isa::reference})
+TEST(GateKernelRefusals, IsaWithoutAnEmitter) {
+  for (Isa isa : {Isa::reference, Isa::cuda})
     expect_refused(gate_desc(CellKind::lstm, Pass::forward, false, 64, 2, 64, 1, 0, isa), "isa");
   // The runtime binds the scalar twin instead: no generated code.
   const CompiledKernel twin(gate_desc(CellKind::lstm, Pass::forward, false, 64, 2, 64, 1, 0, Isa::reference));

@@ -1,8 +1,8 @@
-// The generated GEMM against a naive triple loop, through the planner's tiling and the
-// executor's blocking loops, with tails in every dimension: M, N, K in {1, 2, 15, 16, 17, 63,
-// 64, 65, 800} (a subset of the full product), transposed A, packed (from W or from B's rows)
-// and plain B, beta 0 and 1, 1 or 2 threads, and C written with streaming stores. Also the
-// microkernel alone against its scalar twin.
+// The generated GEMM, AVX-512 and AVX2, against a naive triple loop, through the planner's
+// tiling and the executor's blocking loops, with tails in every dimension: M, N, K in {1, 2,
+// 15, 16, 17, 63, 64, 65, 800} (a subset of the full product), transposed A, packed (from W or
+// from B's rows) and plain B, beta 0 and 1, 1 or 2 threads, and C written with streaming
+// stores. Also the microkernel alone against its scalar twin, every tile of each ISA.
 #include <gtest/gtest.h>
 
 #include <immintrin.h>
@@ -14,6 +14,7 @@
 
 #include "codegen/kernel_args.hpp"
 #include "codegen/planner.hpp"
+#include "codegen/register_budgets.hpp"
 #include "kernels/gemm_reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
@@ -23,7 +24,10 @@
 namespace rnnjit {
 namespace {
 
-bool has_avx512() { return detect_isa() == Isa::avx512; }
+// Whether this CPU runs `isa`'s code (AVX-512 CPUs run AVX2's).
+bool cpu_runs(Isa isa) { return static_cast<int>(cpu_isa()) >= static_cast<int>(isa); }
+
+constexpr Isa kGeneratedIsas[] = {Isa::avx512, Isa::avx2};
 
 struct GemmCase {
   std::int64_t m, n, k;
@@ -39,11 +43,12 @@ struct GemmCase {
   // One group of n columns, not whole vectors, with C's rows long enough for them
   // (GemmStep::c_whole_vectors, as in a padded gx): the columns up to the next vector get zeros.
   bool whole_vectors = false;
+  Isa isa = Isa::avx512;  // the microkernels'
 };
 
 // Runs C = op(A) B (+ beta C) as a one-step plan and compares with a double-precision loop.
 void check(const GemmCase& c) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  if (!cpu_runs(c.isa)) GTEST_SKIP() << "this CPU cannot run " << to_string(c.isa) << " code";
   const std::int64_t lda = (c.trans_a ? c.m : c.k) + 3, ldb = c.n + 5;
   const std::int64_t ldc = c.c_streams || c.whole_vectors ? (c.n + 31) / 16 * 16 : c.n + 1;
   const std::vector<float> a = test::uniform((c.trans_a ? c.k : c.m) * lda, 1), w = test::uniform(c.n * c.k, 2);
@@ -51,6 +56,7 @@ void check(const GemmCase& c) {
   const std::vector<float> c0 = out;
 
   Plan plan;
+  plan.isa = c.isa;  // the executor packs for it
   plan.threads = c.threads;
   // The workspace: (c_streams) C, then A's panels, from a 64-byte boundary as Execution aligns it.
   Operand c_operand{.buffer = Buffer::y};
@@ -61,7 +67,8 @@ void check(const GemmCase& c) {
              .b = {.buffer = Buffer::weights}, .c = c_operand, .lda = lda, .ldb = ldb, .ldc = ldc, .beta = c.beta};
   g.blocking.packed_b = c.packed_b;
   g.c_whole_vectors = c.whole_vectors;
-  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, false, c.caches);
+  g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, false, c.caches, c.isa);
+  for (const KernelDesc& d : plan.kernels) ASSERT_EQ(d.isa_kind(), c.isa) << kernel_name(d);
   EXPECT_EQ(g.blocking.stream_c, c.c_streams) << "the planner's choice of streaming stores for C";
   if (g.blocking.pack_a) {  // transposed A is copied into row-block panels first
     const std::int64_t elements = a_panel_elements(g.blocking, c.m, c.k);
@@ -167,12 +174,18 @@ std::vector<GemmCase> sweep() {
   // ... but not where it is added to, nor over several k blocks (each adds to the last).
   out.push_back({403, 96, 40, false, true, 1.0f, 2, 2, false, tiny});
   out.push_back({403, 96, 100, false, true, 0.0f, 2, 2, false, tiny});
+  // The same on AVX2.
+  const std::size_t avx512_cases = out.size();
+  for (std::size_t i = 0; i < avx512_cases; ++i) {
+    out.push_back(out[i]);
+    out.back().isa = Isa::avx2;
+  }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](const auto& info) {
   const GemmCase& c = info.param;
-  return fmt::format("m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}{}{}", c.m, c.n, c.k, c.trans_a ? "at" : "a",
+  return fmt::format("{}_m{}_n{}_k{}_{}{}_beta{}_th{}_g{}{}{}{}", to_string(c.isa), c.m, c.n, c.k, c.trans_a ? "at" : "a",
                      c.plain_pack ? "_packed_plain" : c.packed_b ? "_packed" : "", static_cast<int>(c.beta),
                      c.threads, c.groups,
                      c.caches == CacheSizes{}
@@ -182,18 +195,22 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GeneratedGemm, testing::ValuesIn(sweep()), [](co
 });
 
 // The microkernel alone against its scalar twin, for every tile the register file allows, with
-// and without the L1 prefetch of B rows ahead and the L2 prefetch of the next panel.
-TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
-  for (int vectors = 1; vectors <= 15; ++vectors)
-    for (int rows = 1; rows <= (32 - 2 - vectors) / vectors; ++rows)
-      for (int tail : {0, 1, 15})
+// and without the L1 prefetch of B rows ahead and the L2 prefetch of the next panel; the tails
+// include those that leave AVX2's second half of the last vector out (1, 7, 8) or cut it (9, 15).
+class GemmMicrokernelOf : public testing::TestWithParam<Isa> {};
+
+TEST_P(GemmMicrokernelOf, MatchesScalarTwinOnEveryTile) {
+  const Isa isa = GetParam();
+  if (!cpu_runs(isa)) GTEST_SKIP() << "this CPU cannot run " << to_string(isa) << " code";
+  for (int vectors = 1; gemm_max_rows(vectors, isa) >= 1; ++vectors)
+    for (int rows = 1; rows <= gemm_max_rows(vectors, isa); ++rows)
+      for (int tail : {0, 1, 7, 8, 9, 15})
         for (int beta : {0, 1}) {
           KernelDesc d;
           d.b_lookahead = beta ? 16 : 0;  // prefetches past B's end must not fault or change C
           d.next_b_lines = static_cast<std::uint8_t>(beta ? 0 : 2);  // nor those of a next panel past it
           d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
-          d.isa = static_cast<std::uint8_t>(Isa::avx512);
+          d.isa = static_cast<std::uint8_t>(isa);
           d.rows = static_cast<std::uint32_t>(rows);
           d.vectors = static_cast<std::uint8_t>(vectors);
           d.n_tail = static_cast<std::uint8_t>(tail);
@@ -218,13 +235,14 @@ TEST(GemmMicrokernel, MatchesScalarTwinOnEveryTile) {
 
 // Streaming stores (stream_c: beta 0, whole vectors, 64-byte aligned rows of C) against the
 // scalar twin, for every tile.
-TEST(GemmMicrokernel, StreamingStoresMatchScalarTwin) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
-  for (int vectors = 1; vectors <= 15; ++vectors)
-    for (int rows = 1; rows <= (32 - 2 - vectors) / vectors; ++rows) {
+TEST_P(GemmMicrokernelOf, StreamingStoresMatchScalarTwin) {
+  const Isa isa = GetParam();
+  if (!cpu_runs(isa)) GTEST_SKIP() << "this CPU cannot run " << to_string(isa) << " code";
+  for (int vectors = 1; gemm_max_rows(vectors, isa) >= 1; ++vectors)
+    for (int rows = 1; rows <= gemm_max_rows(vectors, isa); ++rows) {
       KernelDesc d;
       d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
-      d.isa = static_cast<std::uint8_t>(Isa::avx512);
+      d.isa = static_cast<std::uint8_t>(isa);
       d.rows = static_cast<std::uint32_t>(rows);
       d.vectors = static_cast<std::uint8_t>(vectors);
       d.stream_c = 1;
@@ -249,11 +267,14 @@ TEST(GemmMicrokernel, StreamingStoresMatchScalarTwin) {
     }
 }
 
-// A rows x vectors AVX-512 GEMM descriptor, unrolled 4 times: the refusal tests' base.
-KernelDesc tile_desc(std::uint32_t rows, std::uint8_t vectors) {
+INSTANTIATE_TEST_SUITE_P(Isas, GemmMicrokernelOf, testing::ValuesIn(kGeneratedIsas),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// A rows x vectors GEMM descriptor, unrolled 4 times: the refusal tests' base.
+KernelDesc tile_desc(std::uint32_t rows, std::uint8_t vectors, Isa isa = Isa::avx512) {
   KernelDesc d;
   d.kind = static_cast<std::uint8_t>(KernelKind::gemm);
-  d.isa = static_cast<std::uint8_t>(Isa::avx512);
+  d.isa = static_cast<std::uint8_t>(isa);
   d.rows = rows;
   d.vectors = vectors;
   d.unroll = 4;
@@ -283,6 +304,13 @@ TEST(GemmMicrokernel, RefusesStreamingStoresItCannotMake) {
 
 TEST(GemmMicrokernel, RefusesTilesThatDoNotFitTheRegisters) {
   expect_refused(tile_desc(6, 5), "registers");  // 30 accumulators + 5 B vectors + 2 broadcasts > 32
+  // AVX2: 2 ymm a vector; 14 accumulators + 2 B + a broadcast + the tail mask > 16
+  expect_refused(tile_desc(7, 1, Isa::avx2), "registers");
+  expect_refused(tile_desc(3, 2, Isa::avx2), "registers");
+  expect_refused(tile_desc(1, 4, Isa::avx2), "registers");
+  for (std::uint8_t vectors = 1; vectors <= 3; ++vectors)
+    EXPECT_NO_THROW(CompiledKernel(tile_desc(static_cast<std::uint32_t>(gemm_max_rows(vectors, Isa::avx2)), vectors,
+                                             Isa::avx2)));
 }
 
 // a_lookahead is the AMX kernel's: an FP32 descriptor that sets it is refused, not ignored.

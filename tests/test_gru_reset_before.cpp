@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "codegen/kernel_args.hpp"
+#include "codegen/register_budgets.hpp"
 #include "codegen/kernel_desc.hpp"
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
@@ -157,7 +158,7 @@ KernelDesc kernel_desc(Isa isa, Pass pass, bool training, int part, std::uint32_
   d.cols = cols;
   d.rows = rows;
   d.ld_h = ld_h;
-  d.unroll = isa == Isa::avx512 ? unroll : 1;
+  d.unroll = isa == Isa::reference ? 1 : unroll;
   d.gate_clip_bits = gate_clip ? std::bit_cast<std::uint32_t>(0.8f) : 0u;
   d.dy_row_stride = dy_row_stride;
   return d;
@@ -167,8 +168,11 @@ KernelDesc kernel_desc(Isa isa, Pass pass, bool training, int part, std::uint32_
 // array a kernel touches starts from the same values on both sides and must end equal (backward
 // gates are random in (0, 1), n in (-1, 1): with the clip some lie outside the bounds' activations).
 // Backward with h's rows 2H apart also reads dy with rows H apart (summed directions).
-TEST(GruResetBeforeKernels, EmittersMatchScalarTwins) {
-  if (detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+class GruResetBeforeKernels : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(GruResetBeforeKernels, EmittersMatchScalarTwins) {
+  const Isa isa = GetParam();
+  if (static_cast<int>(cpu_isa()) < static_cast<int>(isa)) GTEST_SKIP() << "the CPU cannot run " << to_string(isa);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-3, 3), unit(0, 1);
   struct Variant {
@@ -184,7 +188,7 @@ TEST(GruResetBeforeKernels, EmittersMatchScalarTwins) {
               for (std::uint32_t unroll = 1; unroll <= 4; ++unroll)
                 for (int part : {0, 1})
                   for (bool summed_dy : {false, true}) {
-                    if (v.pass == Pass::backward && unroll > 3) continue;
+                    if (static_cast<int>(unroll) > max_gate_unroll(CellKind::gru_reset_before, v.pass, isa)) continue;
                     if (summed_dy && (v.pass != Pass::backward || ld_h != 2 * H)) continue;
                     const std::uint32_t ld_dy = summed_dy ? H : ld_h;
                     auto fill = [&](std::size_t n, auto& dist) {
@@ -202,8 +206,8 @@ TEST(GruResetBeforeKernels, EmittersMatchScalarTwins) {
                       if (i % GH >= 2 * H) gates0[i] = 2 * gates0[i] - 1;  // n in (-1, 1)
                     const std::vector<std::vector<float>> init = {fill(rows * ld_h, u), fill(rows * H, u), gates0,
                                                                   fill(rows * H, u)};
-                    auto run = [&](Isa isa, std::vector<std::vector<float>>& out) {
-                      const CompiledKernel k(kernel_desc(isa, v.pass, v.training, part, H, cols, rows, ld_h, unroll,
+                    auto run = [&](Isa kernel_isa, std::vector<std::vector<float>>& out) {
+                      const CompiledKernel k(kernel_desc(kernel_isa, v.pass, v.training, part, H, cols, rows, ld_h, unroll,
                                                          gate_clip, summed_dy ? ld_dy : 0));
                       if (v.pass == Pass::forward) {
                         GateForwardArgs a{};
@@ -220,7 +224,7 @@ TEST(GruResetBeforeKernels, EmittersMatchScalarTwins) {
                       }
                     };
                     auto jit = init, ref = init;
-                    run(Isa::avx512, jit);
+                    run(isa, jit);
                     run(Isa::reference, ref);
                     const std::string what =
                         fmt::format("{} train {} part {} clip {} H {} rows {} ld_h {} ld_dy {} cols {} unroll {}",
@@ -233,6 +237,9 @@ TEST(GruResetBeforeKernels, EmittersMatchScalarTwins) {
                             << what << " " << names[a] << "[" << i << "]";
                   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isas, GruResetBeforeKernels, ::testing::Values(Isa::avx512, Isa::avx2),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 // --- the JIT backend against the reference -----------------------------------------------------
 
@@ -250,7 +257,7 @@ class GruResetBeforeJit : public ::testing::TestWithParam<JitCase> {};
 
 TEST_P(GruResetBeforeJit, MatchesReference) {
   const JitCase& p = GetParam();
-  if (p.isa == Isa::avx512 && detect_isa() != Isa::avx512) GTEST_SKIP() << "the CPU has no AVX-512";
+  if (static_cast<int>(cpu_isa()) < static_cast<int>(p.isa)) GTEST_SKIP() << "the CPU cannot run " << to_string(p.isa);
   const bool split = p.threads > 1;  // two threads only split plans with enough work per thread
   RnnConfig c{.cell = CellKind::gru_reset_before, .input_size = split ? 160 : 23, .hidden_size = split ? 115 : 19,
               .num_layers = 2, .bidirectional = p.bidirectional};
@@ -277,6 +284,11 @@ std::vector<JitCase> jit_cases() {
       {"avx512_t2_reverse_batch_first", Isa::avx512, 2, false, true, false, true},
       {"avx512_t2_bidir", Isa::avx512, 2, true},
       {"avx512_t1_gate_clip", Isa::avx512, 1, true, false, true, false, Mode::inference, 0.5f},
+      {"avx2_t1_bidir", Isa::avx2, 1, true},
+      {"avx2_t1_reverse_lengths", Isa::avx2, 1, false, true, true},
+      {"avx2_t2_lengths", Isa::avx2, 2, false, false, true},
+      {"avx2_t2_bidir", Isa::avx2, 2, true},
+      {"avx2_t1_gate_clip", Isa::avx2, 1, true, false, true, false, Mode::inference, 0.5f},
       {"reference_isa", Isa::reference, 1},
       {"reference_isa_bidir_lengths_batch_first", Isa::reference, 1, true, false, true, true},
   };

@@ -10,6 +10,7 @@
 
 #include "codegen/plan_extents.hpp"
 #include "codegen/planner.hpp"
+#include "codegen/register_budgets.hpp"
 #include "tests/plan_steps.hpp"
 
 namespace rnnjit {
@@ -306,11 +307,37 @@ TEST(Planner, SmallTimeStepsOfOneDirectionRunOnOneThread) {
   EXPECT_EQ(threads(CellKind::lstm, 1024, 32, false, 200, 8), 2);  // 2.2 MFLOP a step, mostly input
 }
 
-TEST(Planner, AvxTwoUsesScalarGateKernelsAndSaysSo) {
-  const Plan p = make_plan({CellKind::gru, 8, 8, 1, false}, {2, 2}, Mode::training, Isa::avx2, 2);
-  ASSERT_FALSE(p.notes.empty());
-  EXPECT_NE(p.notes.front().find("reference gate kernels"), std::string::npos);
-  for (const KernelDesc& k : p.kernels) EXPECT_EQ(k.isa_kind(), Isa::reference);
+// An AVX2 plan generates every kernel for AVX2, sized to its 16 ymm registers (gate unrolls,
+// GEMM tiles: gemm_max_rows), says so, and runs bf16 GEMMs as FP32 (no bf16 unit on AVX2).
+TEST(Planner, AvxTwoGeneratesKernelsWithinItsRegistersAndSaysSo) {
+  for (CellKind cell : kCellKinds)
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      const Plan p = make_plan({cell, 64, 100, 2, true}, {5, 20}, mode, Isa::avx2, 2, {}, {}, FpMath::bf16);
+      EXPECT_EQ(p.fpmath, FpMath::strict);
+      const std::string text = to_text(p);
+      EXPECT_NE(text.find("isa avx2: ymm kernels in 16 registers"), std::string::npos) << text;
+      EXPECT_NE(text.find("fpmath bf16: isa avx2 has no bf16 GEMM"), std::string::npos) << text;
+      int gates = 0, gemms = 0;
+      for (const KernelDesc& k : p.kernels) {
+        EXPECT_EQ(k.isa_kind(), Isa::avx2) << kernel_name(k);
+        EXPECT_NE(kernel_name(k).find("_avx2_"), std::string::npos) << kernel_name(k);
+        if (k.kind_of() == KernelKind::gate) {
+          ++gates;
+          EXPECT_LE(static_cast<int>(k.unroll), max_gate_unroll(cell, k.pass_kind(), Isa::avx2)) << kernel_name(k);
+        } else {
+          ASSERT_EQ(k.kind_of(), KernelKind::gemm) << kernel_name(k);
+          ++gemms;
+          EXPECT_LE(static_cast<int>(k.rows), gemm_max_rows(k.vectors, Isa::avx2)) << kernel_name(k);
+        }
+      }
+      EXPECT_GT(gates, 0);
+      EXPECT_GT(gemms, 0);
+    }
+  // The tiles differ from AVX-512's, and so does the plan's cache key (its isa).
+  const Plan avx512 = make_plan({CellKind::lstm, 800, 800, 1, false}, {30, 20}, Mode::inference, Isa::avx512, 2);
+  const Plan avx2 = make_plan({CellKind::lstm, 800, 800, 1, false}, {30, 20}, Mode::inference, Isa::avx2, 2);
+  EXPECT_NE(to_json(avx512), to_json(avx2));
+  EXPECT_NE(to_text(avx2).find("isa=avx2"), std::string::npos);
 }
 
 // (A batch of 12 rows is too few to split by rows on two threads or more: see below.)

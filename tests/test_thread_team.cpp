@@ -1,6 +1,8 @@
 // The worker team's shared loops: every iteration of every loop is claimed exactly once, by
 // whichever thread asks first, however the threads interleave and whatever the loop lengths.
-// And the workers' CPUs: any the caller may use but the one it runs on.
+// And the workers' CPUs: any the caller may use but the one it runs on. And runs as regions of
+// an OpenMP pool (use_openmp, as rnnjit.torch does with torch's).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
@@ -8,6 +10,7 @@
 #include <atomic>
 #include <vector>
 
+#include "rnnjit/error.hpp"
 #include "runtime/thread_team.hpp"
 
 namespace rnnjit {
@@ -105,6 +108,62 @@ TEST(ThreadTeam, WorkersRunOffTheCallersCpu) {
   });
   ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof callers, &callers), 0);
   EXPECT_GE(CPU_COUNT(&mask), 1);
+}
+
+// The system's libgomp, loaded as torch loads its own; null where it is missing.
+void* load_libgomp() { return dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL); }
+
+TEST(ThreadTeam, RunsAsRegionsOfAnOpenMpPool) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "libgomp is not instrumented for ThreadSanitizer";
+#endif
+  void* gomp = load_libgomp();
+  if (!gomp) GTEST_SKIP() << "libgomp.so.1 is not installed";
+  auto omp_in_parallel = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_in_parallel"));
+  ASSERT_NE(omp_in_parallel, nullptr);
+  ThreadTeam& team = ThreadTeam::instance();
+  EXPECT_THROW(team.use_openmp("libnot-loaded-here.so"), Error);
+  team.use_openmp("libgomp.so.1");
+  EXPECT_EQ(team.openmp_library(), "libgomp.so.1");
+  for (int threads : {2, 3}) {
+    std::vector<int> ran(static_cast<std::size_t>(threads), 0), in_region(ran);
+    std::atomic<int> before{0}, seen_after_barrier{0};
+    std::atomic<std::int64_t> claimed{0};
+    team.run(threads, [&](int tid) {
+      ++ran[static_cast<std::size_t>(tid)];
+      in_region[static_cast<std::size_t>(tid)] = omp_in_parallel();
+      before.fetch_add(1);
+      team.barrier();
+      seen_after_barrier.fetch_add(before.load() == threads ? 1 : 0);
+      SharedLoop loop = team.shared_loop(1000, threads);
+      for (std::int64_t i = loop.next(); i >= 0; i = loop.next()) claimed.fetch_add(i + 1);
+    });
+    EXPECT_EQ(ran, std::vector<int>(static_cast<std::size_t>(threads), 1));
+    EXPECT_EQ(in_region, std::vector<int>(static_cast<std::size_t>(threads), 1)) << "OpenMP threads ran it";
+    EXPECT_EQ(seen_after_barrier.load(), threads) << "the barrier met all threads";
+    EXPECT_EQ(claimed.load(), 1000 * 1001 / 2);
+  }
+  // An exception on a thread comes back to the caller.
+  EXPECT_THROW(team.run(2, [](int tid) {
+    if (tid == 1) throw Error("thrown on thread 1");
+  }), Error);
+  // Called from inside another region (nested regions get one thread): the own workers run it.
+  auto parallel = reinterpret_cast<void (*)(void (*)(void*), void*, unsigned, unsigned)>(dlsym(gomp, "GOMP_parallel"));
+  auto thread_num = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_get_thread_num"));
+  struct Outer {
+    ThreadTeam* team;
+    int (*thread_num)();
+    std::atomic<int> ran{0};
+  } outer{&team, thread_num};
+  parallel(
+      [](void* data) {
+        auto& o = *static_cast<Outer*>(data);
+        if (o.thread_num() == 0) o.team->run(2, [&](int) { o.ran.fetch_add(1); });
+      },
+      &outer, 2, 0);
+  EXPECT_EQ(outer.ran.load(), 2);
+  team.use_openmp("");
+  EXPECT_EQ(team.openmp_library(), "");
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ GemmStep plan_int8_gemm(GemmStep g, std::int64_t group, int threads, std::vector
 }  // namespace
 
 GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels,
-                             bool recurrent, const CacheSizes& caches) {
+                             bool recurrent, const CacheSizes& caches, Isa isa) {
   if (group < 1 || g.n % group != 0)
     throw Error(fmt::format("gemm '{}': {} columns do not split into groups of {}", g.what, g.n, group));
   if (g.c_whole_vectors && (group != g.n || g.ldc < g.c_columns_written()))
@@ -144,10 +144,11 @@ GemmStep plan_generated_gemm(GemmStep g, std::int64_t group, int threads, std::v
   // A^T's rows (read in place or packed) are adjacent floats.
   const std::int64_t a_row_bytes = g.trans_a ? 0 : g.lda * static_cast<std::int64_t>(sizeof(float));
   b = choose_blocking(g.m, g.k, group, threads, g.blocking.packed_b, caches, /*shared=*/!recurrent, b_share_bytes,
-                      a_row_bytes);
+                      a_row_bytes, isa);
   b.pack_a = copies_transposed_a(g, b.k_c, caches);
   b.stream_c = !recurrent && streams_c(g, b, caches);
   add_gemm_kernels(g, group, KernelKind::gemm, kernels, [&](KernelDesc& d) {
+    d.isa = static_cast<std::uint8_t>(isa);
     d.unroll = 4;
     d.stream_c = b.stream_c && !d.beta;
     d.next_b_lines = static_cast<std::uint8_t>(b.next_panel_lines);
@@ -182,7 +183,7 @@ GemmStep Planner::generated(GemmStep g, std::int64_t group, int threads, bool re
   if (!pack_b && !g.blocking.packed_b) g.blocking.bf16 = false;
   g.blocking.packed_b = g.blocking.packed_b || pack_b;
   g = plan_generated_gemm(std::move(g), group, threads ? threads : lane_threads(), plan_.kernels, recurrent,
-                          plan_.caches);
+                          plan_.caches, plan_.isa);
   const auto lane_index = static_cast<std::size_t>(lane);
   // (Panels that two GEMMs may share get their region from share_a_panels().)
   if (g.blocking.pack_a && g.a_panels_use == GemmStep::APanels::per_k_block)

@@ -92,14 +92,18 @@ void Planner::plan_quantize(std::optional<Int8Unit> int8_unit, FpMath fallback) 
 
 Plan Planner::build() {
   if (plan_.isa == Isa::avx2)
-    plan_.notes.push_back("isa avx2 has no gate-kernel emitter: the plan uses the reference gate kernels");
+    plan_.notes.push_back(fmt::format(
+        "isa avx2: ymm kernels in 16 registers (VEX only): gate kernels unroll at most {} vectors forward, {} "
+        "backward (LSTM; {} slot registers), GEMM tiles at most {} rows of 16 columns (2 ymm each)",
+        max_gate_unroll(CellKind::lstm, Pass::forward, Isa::avx2), max_gate_unroll(CellKind::lstm, Pass::backward, Isa::avx2),
+        gate_slot_registers(Isa::avx2), gemm_max_rows(1, Isa::avx2)));
   if (plan_.isa == Isa::reference) plan_.notes.push_back("isa reference: scalar gate kernels");
   for (int d = 0; d < s_.D; ++d)
     if (config_.custom_activations(d) && plan_.isa != Isa::reference)
       plan_.notes.push_back(fmt::format("direction {}: activations {} have no generated gate kernel: its gate kernels "
                                         "are the scalar reference twins",
                                         d, describe_activations(config_)));
-  if (plan_.isa != Isa::avx512) plan_.notes.push_back("GEMMs run on OpenBLAS (no generated GEMM for this isa)");
+  if (!generates_x64(plan_.isa)) plan_.notes.push_back("GEMMs run on OpenBLAS (no generated GEMM for this isa)");
   allocate_forward();
   plan_forward();
   plan_outputs();
@@ -207,12 +211,12 @@ int WorkspacePlan::add(std::string name, Space space, std::size_t bytes) {
 
 std::int64_t gx_row_floats(const RnnConfig& config, Isa isa) {
   const std::int64_t gh = std::int64_t{config.gates()} * config.hidden_size;
-  return isa == Isa::avx512 ? (gh + 15) / 16 * 16 : gh;
+  return generates_x64(isa) ? (gh + 15) / 16 * 16 : gh;
 }
 
 KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, Pass pass) {
   KernelDesc d;
-  d.isa = static_cast<std::uint8_t>(isa == Isa::avx512 || isa == Isa::cuda ? isa : Isa::reference);
+  d.isa = static_cast<std::uint8_t>(generates_x64(isa) || isa == Isa::cuda ? isa : Isa::reference);
   d.cell = static_cast<std::uint8_t>(config.cell);
   d.pass = static_cast<std::uint8_t>(pass);
   d.training = pass == Pass::forward && mode == Mode::training;
@@ -230,9 +234,9 @@ KernelDesc gate_kernel_desc(const RnnConfig& config, const Shape& shape, Mode mo
   const std::int64_t gx_row = gx_row_floats(config, isa);
   if (pass == Pass::forward && gx_row != d.gates() * config.hidden_size)
     d.gx_row_stride = static_cast<std::uint32_t>(gx_row);
-  const std::int64_t vectors = (config.hidden_size + 15) / 16;
-  d.unroll = d.isa_kind() == Isa::avx512
-                 ? static_cast<std::uint32_t>(std::min<std::int64_t>(max_gate_unroll(config.cell, pass), vectors))
+  const std::int64_t vectors = (config.hidden_size + vector_lanes(isa) - 1) / vector_lanes(isa);
+  d.unroll = generates_x64(d.isa_kind())
+                 ? static_cast<std::uint32_t>(std::min<std::int64_t>(max_gate_unroll(config.cell, pass, isa), vectors))
                  : 1;
   return d;
 }

@@ -13,6 +13,7 @@
 
 #include "codegen/planner.hpp"
 #include "codegen/planner/schedule.hpp"
+#include "codegen/register_budgets.hpp"
 #include "rnnjit/weights.hpp"
 
 namespace rnnjit::planner {
@@ -131,7 +132,7 @@ class Planner {
   void skip_finished_rows(GemmStep& g, bool rows_of_a_are_zero) const;
 
   // --- GEMMs (gemms.cpp) ---
-  bool generate_gemms() const { return plan_.isa == Isa::avx512; }
+  bool generate_gemms() const { return generates_x64(plan_.isa); }
   GemmStep with_fpmath(GemmStep g) const;
   GemmStep generated(GemmStep g, std::int64_t group, int threads = 0, bool recurrent = false, int lane = 0,
                      std::vector<Step>* pack_into = nullptr, bool own_panels = false);

@@ -1,5 +1,7 @@
 #include "codegen/planner/schedule.hpp"
 
+#include "codegen/register_budgets.hpp"
+
 namespace rnnjit::planner {
 namespace {
 
@@ -63,7 +65,7 @@ int plan_threads(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa
   const bool small_steps = config.directions() == 1 && shape.batch < kMinSliceRows * threads &&
                            layer_step_flops(config, shape, 0) < kMinStepFlopsPerThread * threads;
   const bool enough_work = flops >= kMinFlopsPerThread * threads || weight_bytes >= kMinWeightBytesPerThread * threads;
-  return isa == Isa::avx512 && !small_steps && enough_work ? threads : 1;
+  return generates_x64(isa) && !small_steps && enough_work ? threads : 1;
 }
 
 bool directions_take_turns(const RnnConfig& config, const Shape& shape, int threads, const CacheSizes& caches) {
@@ -84,7 +86,7 @@ int batch_slices(const RnnConfig& config, const Shape& shape, Isa isa, int threa
                                 config.proj_size * config.hidden_size);
   const int slices = threads / config.directions();
   const bool rows_split =
-      isa == Isa::avx512 && slices > 1 && shape.batch >= kMinSliceRows * slices &&
+      generates_x64(isa) && slices > 1 && shape.batch >= kMinSliceRows * slices &&
       (recurrent_bytes <= row_split_weight_bytes(caches) ||
        (shape.batch >= kSliceRowsStreamingWeights * slices && recurrent_bytes <= row_split_streamed_weight_bytes(caches)));
   return rows_split ? slices : 1;

@@ -16,7 +16,7 @@ struct Schedule {
 };
 
 // The threads a plan runs on: all `threads` asked for, or one where the work is too small to
-// pay for waking the others. OpenBLAS plans (isa other than avx512) leave threading to OpenBLAS.
+// pay for waking the others. OpenBLAS plans (isa reference) leave threading to OpenBLAS.
 int plan_threads(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, int threads);
 
 // Whether the two directions of a bidirectional layer take turns on all `threads`, each split

@@ -8,9 +8,11 @@
 namespace rnnjit::x64 {
 namespace {
 
-using Xbyak::Zmm;
+using Xbyak::Xmm;
 
-constexpr std::array<float, static_cast<int>(Constant::count)> kTable = [] {
+using Table = std::array<float, static_cast<int>(Constant::count)>;
+
+constexpr Table kTable = [] {
   std::array<float, static_cast<int>(Constant::count)> t{};
   auto set = [&](Constant c, float v) { t[static_cast<int>(c)] = v; };
   set(Constant::one, 1.0f);
@@ -44,21 +46,38 @@ constexpr std::array<float, static_cast<int>(Constant::count)> kTable = [] {
   return t;
 }();
 
+// AVX2 scales by 2^n through the exponent bits, which hold 2^n as a normal float for n in
+// [-126, 127] only: exp's input is clamped to [-87, 88] (n = -126 .. 127, the result at most
+// 1.7e38), so exp(-x) of a sigmoid's x > 87 gives 1.6e-38 for 0 and of x < -88 a finite 1.7e38,
+// whose reciprocal vrcpps flushes to 0.
+constexpr Table kTableAvx2 = [] {
+  Table t = kTable;
+  t[static_cast<int>(Constant::exp_lo)] = -87.0f;
+  t[static_cast<int>(Constant::exp_hi)] = 88.0f;
+  return t;
+}();
+
 constexpr std::uint8_t kSignOfDst = 0xE4;  // vpternlogd: dst = C ? A : B with A=dst, B=src, C=mask
 
 }  // namespace
 
-const float* activation_constants() { return kTable.data(); }
+const float* activation_constants(Isa isa) { return isa == Isa::avx2 ? kTableAvx2.data() : kTable.data(); }
 
-Activations::Activations(Xbyak::CodeGenerator& gen, ActivationRegisters regs) : g_(gen), regs_(std::move(regs)) {}
+Activations::Activations(Xbyak::CodeGenerator& gen, const VectorIsa& isa, ActivationRegisters regs)
+    : g_(gen), isa_(isa), regs_(std::move(regs)) {}
 
+// AVX-512 stores each constant once and broadcasts it ({1to16}); AVX2 stores it once per lane.
 Xbyak::Address Activations::constant(Constant c) const {
-  return g_.ptr_b[g_.rip + table_ + 4 * static_cast<int>(c)];
+  if (isa_.opmask) return g_.ptr_b[g_.rip + table_ + 4 * static_cast<int>(c)];
+  return g_.ptr[g_.rip + table_ + isa_.vector_bytes() * static_cast<int>(c)];
 }
-Xbyak::Address Activations::scalar(Constant c) const { return g_.ptr[g_.rip + table_ + 4 * static_cast<int>(c)]; }
+Xbyak::Address Activations::scalar(Constant c) const {
+  return g_.ptr[g_.rip + table_ + (isa_.opmask ? 4 : isa_.vector_bytes()) * static_cast<int>(c)];
+}
 
 void Activations::load_constants() {
   g_.vbroadcastss(regs_.one, scalar(Constant::one));
+  if (!regs_.hold_bounds) return;
   g_.vbroadcastss(regs_.exp_lo, scalar(Constant::exp_lo));
   g_.vbroadcastss(regs_.exp_hi, scalar(Constant::exp_hi));
   g_.vbroadcastss(regs_.tanh_clamp, scalar(Constant::tanh_clamp));
@@ -67,18 +86,31 @@ void Activations::load_constants() {
 void Activations::emit_constant_table() {
   g_.align(64);
   g_.L(table_);
-  for (float f : kTable) g_.dd(std::bit_cast<std::uint32_t>(f));
+  const int copies = isa_.opmask ? 1 : isa_.lanes;
+  const float* table = activation_constants(isa_.isa);
+  for (int c = 0; c < static_cast<int>(Constant::count); ++c)
+    for (int lane = 0; lane < copies; ++lane) g_.dd(std::bit_cast<std::uint32_t>(table[c]));
 }
 
-void Activations::exp(std::span<const Zmm> v, std::span<const Zmm> n, std::span<const Zmm> p, bool clamp) {
+Xmm Activations::bound(Constant c, const Xmm& held, const Xmm& scratch) {
+  if (regs_.hold_bounds) return held;
+  g_.vbroadcastss(scratch, scalar(c));
+  return scratch;
+}
+
+void Activations::exp(std::span<const Xmm> v, std::span<const Xmm> n, std::span<const Xmm> p, bool clamp) {
   const std::size_t k = v.size();
-  if (clamp)
-    for (std::size_t i = 0; i < k; ++i) {
-      g_.vmaxps(v[i], regs_.exp_lo, v[i]);
-      g_.vminps(v[i], regs_.exp_hi, v[i]);
-    }
+  if (clamp) {  // n is free until the product below
+    const Xmm lo = bound(Constant::exp_lo, regs_.exp_lo, n[0]);
+    for (std::size_t i = 0; i < k; ++i) g_.vmaxps(v[i], lo, v[i]);
+    const Xmm hi = bound(Constant::exp_hi, regs_.exp_hi, n[0]);
+    for (std::size_t i = 0; i < k; ++i) g_.vminps(v[i], hi, v[i]);
+  }
   for (std::size_t i = 0; i < k; ++i) g_.vmulps(n[i], v[i], constant(Constant::log2e));
-  for (std::size_t i = 0; i < k; ++i) g_.vrndscaleps(n[i], n[i], 0);  // round to nearest even
+  for (std::size_t i = 0; i < k; ++i) {  // round to nearest even
+    if (isa_.opmask) g_.vrndscaleps(n[i], n[i], 0);
+    else g_.vroundps(n[i], n[i], 0);
+  }
   for (std::size_t i = 0; i < k; ++i) g_.vfnmadd231ps(v[i], n[i], constant(Constant::ln2_hi));
   for (std::size_t i = 0; i < k; ++i) g_.vfnmadd231ps(v[i], n[i], constant(Constant::ln2_lo));
   for (std::size_t i = 0; i < k; ++i) g_.vbroadcastss(p[i], scalar(Constant::exp_c7));
@@ -86,18 +118,24 @@ void Activations::exp(std::span<const Zmm> v, std::span<const Zmm> n, std::span<
     for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(p[i], v[i], constant(c));
   for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(p[i], v[i], regs_.one);
   for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(p[i], v[i], regs_.one);
-  for (std::size_t i = 0; i < k; ++i) g_.vscalefps(v[i], p[i], n[i]);
+  if (isa_.opmask) {
+    for (std::size_t i = 0; i < k; ++i) g_.vscalefps(v[i], p[i], n[i]);
+    return;
+  }
+  for (std::size_t i = 0; i < k; ++i) g_.vcvtps2dq(n[i], n[i]);  // exact: n is a whole number
+  for (std::size_t i = 0; i < k; ++i) g_.vpslld(n[i], n[i], 23);
+  for (std::size_t i = 0; i < k; ++i) g_.vpaddd(v[i], p[i], n[i]);  // p's exponent + n
 }
 
-void Activations::sigmoid(std::span<const Zmm> regs) {
+void Activations::sigmoid(std::span<const Xmm> regs) {
   const std::size_t group = regs_.scratch.size() / 2;
   for (std::size_t at = 0; at < regs.size(); at += group) {
     const auto v = regs.subspan(at, std::min(group, regs.size() - at));
-    const auto n = std::span<const Zmm>(regs_.scratch).subspan(0, v.size());
-    const auto p = std::span<const Zmm>(regs_.scratch).subspan(group, v.size());
-    for (const Zmm& r : v) g_.vxorps(r, r, constant(Constant::sign_mask));
+    const auto n = std::span<const Xmm>(regs_.scratch).subspan(0, v.size());
+    const auto p = std::span<const Xmm>(regs_.scratch).subspan(group, v.size());
+    for (const Xmm& r : v) g_.vxorps(r, r, constant(Constant::sign_mask));
     exp(v, n, p, true);
-    for (const Zmm& r : v) g_.vaddps(r, r, regs_.one);
+    for (const Xmm& r : v) g_.vaddps(r, r, regs_.one);
     reciprocal(v, p, true);  // 1 + exp(-x) is inf for x < -88.7
   }
 }
@@ -105,28 +143,40 @@ void Activations::sigmoid(std::span<const Zmm> regs) {
 // v <- 1 / v: vrcp14ps (relative error < 2^-14) and one Newton step, y = y0 + y0 (1 - v y0),
 // which squares the error (to below an ulp before rounding). A zmm vdivps holds the divider
 // for 10 cycles, and an LSTM kernel has 20 per 16 units of a row: it waited on the divider
-// most of its time; these are three cheap instructions. 1/NaN stays NaN. With `may_be_inf`,
-// 1/inf = 0 needs one more: 1 - inf * 0 is NaN, and vminps(e, 1) returns its second operand
-// for a NaN e, so y = 0 + 0 * 1 (a NaN v still gives y0 = NaN, so NaN).
-void Activations::reciprocal(std::span<const Zmm> v, std::span<const Zmm> y0, bool may_be_inf) {
-  for (std::size_t i = 0; i < v.size(); ++i) g_.vrcp14ps(y0[i], v[i]);
+// most of its time; these are three cheap instructions. AVX2's vrcpps (< 1.5 2^-12) takes the
+// series' next term too: 1 / v = y0 / (1 - e) = y0 (1 + e + e^2 + ...), e = 1 - v y0; with e
+// alone 1/1 came out 1 - 2^-24 (and sigmoid(+inf) not 1), e^3 < 2^-33 is below rounding.
+// 1/NaN stays NaN. With `may_be_inf`, 1/inf = 0 needs one more: 1 - inf * 0 is NaN, and
+// vminps(e, 1) returns its second operand for a NaN e, so y = 0 + 0 * 1 (a NaN v still gives
+// y0 = NaN, so NaN).
+void Activations::reciprocal(std::span<const Xmm> v, std::span<const Xmm> y0, bool may_be_inf) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (isa_.opmask) g_.vrcp14ps(y0[i], v[i]);
+    else g_.vrcpps(y0[i], v[i]);
+  }
   for (std::size_t i = 0; i < v.size(); ++i) g_.vfnmadd213ps(v[i], y0[i], regs_.one);  // e = 1 - v y0
   if (may_be_inf)
     for (std::size_t i = 0; i < v.size(); ++i) g_.vminps(v[i], v[i], regs_.one);
+  if (!isa_.opmask)
+    for (std::size_t i = 0; i < v.size(); ++i) g_.vfmadd213ps(v[i], v[i], v[i]);  // e + e^2
   for (std::size_t i = 0; i < v.size(); ++i) g_.vfmadd213ps(v[i], y0[i], y0[i]);  // y0 + y0 e
 }
 
-void Activations::tanh(std::span<const Zmm> regs) {
-  const std::size_t group = std::min(regs_.scratch.size() / 3, regs_.masks.size());
+// AVX2 has no k registers to hold |x| < 0.55 through the chains: it compares at the blend,
+// from x again, into a register the chains no longer need.
+void Activations::tanh(std::span<const Xmm> regs) {
+  const std::size_t group =
+      isa_.opmask ? std::min(regs_.scratch.size() / 3, regs_.masks.size()) : regs_.scratch.size() / 3;
   for (std::size_t at = 0; at < regs.size(); at += group) {
     const auto v = regs.subspan(at, std::min(group, regs.size() - at));
     const std::size_t k = v.size();
-    const auto a = std::span<const Zmm>(regs_.scratch).subspan(0, k);
-    const auto b = std::span<const Zmm>(regs_.scratch).subspan(group, k);
-    const auto c = std::span<const Zmm>(regs_.scratch).subspan(2 * group, k);
+    const auto a = std::span<const Xmm>(regs_.scratch).subspan(0, k);
+    const auto b = std::span<const Xmm>(regs_.scratch).subspan(group, k);
+    const auto c = std::span<const Xmm>(regs_.scratch).subspan(2 * group, k);
     for (std::size_t i = 0; i < k; ++i) g_.vandps(a[i], v[i], constant(Constant::abs_mask));
-    for (std::size_t i = 0; i < k; ++i) g_.vcmpps(regs_.masks[i], a[i], constant(Constant::tanh_small), 0x11 /*LT_OQ*/);
-    for (std::size_t i = 0; i < k; ++i) g_.vminps(b[i], regs_.tanh_clamp, a[i]);
+    if (isa_.opmask)
+      for (std::size_t i = 0; i < k; ++i) g_.vcmpps(regs_.masks[i], a[i], constant(Constant::tanh_small), 0x11 /*LT_OQ*/);
+    for (std::size_t i = 0; i < k; ++i) g_.vminps(b[i], bound(Constant::tanh_clamp, regs_.tanh_clamp, b[i]), a[i]);
     for (std::size_t i = 0; i < k; ++i) g_.vaddps(b[i], b[i], b[i]);
     exp(b, a, c, false);  // 2|x| is in [0, 20] or NaN: no clamp needed
     for (std::size_t i = 0; i < k; ++i) g_.vaddps(b[i], b[i], regs_.one);
@@ -141,15 +191,24 @@ void Activations::tanh(std::span<const Zmm> regs) {
     for (std::size_t i = 0; i < k; ++i) g_.vmulps(c[i], c[i], a[i]);
     for (std::size_t i = 0; i < k; ++i) g_.vfmadd213ps(c[i], v[i], v[i]);
     // Blend into b, then take x's sign: odd down to tanh(-0) = -0 (x + x^3 P(x^2) gives +0).
-    for (std::size_t i = 0; i < k; ++i) g_.vblendmps(b[i] | regs_.masks[i], b[i], c[i]);
-    for (std::size_t i = 0; i < k; ++i) g_.vpternlogd(v[i], b[i], constant(Constant::sign_mask), kSignOfDst);
+    if (isa_.opmask) {
+      for (std::size_t i = 0; i < k; ++i) g_.vblendmps(b[i] | regs_.masks[i], b[i], c[i]);
+      for (std::size_t i = 0; i < k; ++i) g_.vpternlogd(v[i], b[i], constant(Constant::sign_mask), kSignOfDst);
+      continue;
+    }
+    for (std::size_t i = 0; i < k; ++i) g_.vandps(a[i], v[i], constant(Constant::abs_mask));
+    for (std::size_t i = 0; i < k; ++i) g_.vcmpps(a[i], a[i], constant(Constant::tanh_small), 0x11 /*LT_OQ*/);
+    for (std::size_t i = 0; i < k; ++i) g_.vblendvps(b[i], b[i], c[i], a[i]);
+    for (std::size_t i = 0; i < k; ++i) g_.vandps(b[i], b[i], constant(Constant::abs_mask));
+    for (std::size_t i = 0; i < k; ++i) g_.vandps(a[i], v[i], constant(Constant::sign_mask));
+    for (std::size_t i = 0; i < k; ++i) g_.vorps(v[i], a[i], b[i]);
   }
 }
 
-void Activations::relu(std::span<const Zmm> regs) {
-  const Zmm& zero = regs_.scratch.front();
+void Activations::relu(std::span<const Xmm> regs) {
+  const Xmm& zero = regs_.scratch.front();
   g_.vxorps(zero, zero, zero);
-  for (const Zmm& r : regs) g_.vmaxps(r, zero, r);
+  for (const Xmm& r : regs) g_.vmaxps(r, zero, r);
 }
 
 }  // namespace rnnjit::x64

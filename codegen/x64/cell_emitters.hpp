@@ -1,4 +1,4 @@
-// rnnjit: one AVX-512 emitter class per cell family and pass. Each follows its KernelDesc and
+// rnnjit: one emitter class per cell family and pass, AVX-512 or AVX2 as the descriptor says. Each follows its KernelDesc and
 // the argument struct of its pass (codegen/kernel_args.hpp); the skeleton is GateEmitter's.
 #pragma once
 

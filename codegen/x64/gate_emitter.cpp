@@ -1,5 +1,6 @@
 #include "codegen/x64/gate_emitter.hpp"
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -11,21 +12,31 @@
 #include "rnnjit/error.hpp"
 
 namespace rnnjit::x64 {
-ActivationRegisters gate_activation_registers() {
-  using Xbyak::Zmm;
-  ActivationRegisters r{Zmm(28), Zmm(29), Zmm(30), Zmm(31), {},
+ActivationRegisters gate_activation_registers(Isa isa) {
+  const VectorIsa v = vector_isa(isa);
+  if (!v.opmask) {
+    ActivationRegisters r{v.vreg(15), v.vreg(15), v.vreg(15), v.vreg(15), false, {}, {}};  // no bounds held
+    for (int i = gate_slot_registers(isa); i <= 14; ++i) r.scratch.push_back(v.vreg(i));
+    return r;
+  }
+  ActivationRegisters r{v.vreg(28), v.vreg(29), v.vreg(30), v.vreg(31), true, {},
                         {Xbyak::Opmask(2), Xbyak::Opmask(3), Xbyak::Opmask(4), Xbyak::Opmask(6)}};
-  for (int i = 16; i <= 27; ++i) r.scratch.emplace_back(i);
+  for (int i = gate_slot_registers(isa); i <= 27; ++i) r.scratch.push_back(v.vreg(i));
   return r;
 }
 
 GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
-    : JitGenerator(), desc_(desc), regs_per_slot_(regs_per_slot), act_(*this, gate_activation_registers()) {
-  if (desc.isa_kind() != Isa::avx512)
-    throw Error(fmt::format("{}: the AVX-512 emitter cannot emit isa {}", kernel_name(desc), to_string(desc.isa_kind())));
-  if (desc.unroll < 1 || static_cast<int>(desc.unroll) * regs_per_slot > kSlotRegisters)
+    : JitGenerator(),
+      desc_(desc),
+      isa_(vector_isa(desc.isa_kind())),
+      regs_per_slot_(regs_per_slot),
+      act_(*this, isa_, gate_activation_registers(desc.isa_kind())),
+      clip_scratch_(gate_activation_registers(desc.isa_kind()).scratch.end()[-2]),
+      mask_scratch_(gate_activation_registers(desc.isa_kind()).scratch.back()) {
+  const int slot_registers = gate_slot_registers(desc.isa_kind());
+  if (desc.unroll < 1 || static_cast<int>(desc.unroll) * regs_per_slot > slot_registers)
     throw Error(fmt::format("{}: unroll {} needs {} slot registers, only {} exist", kernel_name(desc), desc.unroll,
-                            static_cast<int>(desc.unroll) * regs_per_slot, kSlotRegisters));
+                            static_cast<int>(desc.unroll) * regs_per_slot, slot_registers));
   if (desc.kind_of() != KernelKind::gate) throw Error(fmt::format("{}: not a gate kernel", kernel_name(desc)));
   if (desc.hidden < 1 || desc.rows < 1 || desc.ld_h < desc.hidden || desc.dy_stride() < desc.hidden)
     throw Error(fmt::format("{}: needs hidden >= 1, rows >= 1 and ld_h, dy's row stride >= hidden", kernel_name(desc)));
@@ -42,59 +53,112 @@ GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
     throw Error(fmt::format("{}: cols must be in [1, hidden = {}], got {}", kernel_name(desc), desc.hidden, desc.cols));
 }
 
-Xbyak::Zmm GateEmitter::slot(int u, int i) const { return Xbyak::Zmm(u * regs_per_slot_ + i); }
+Xbyak::Xmm GateEmitter::slot(int u, int i) const { return isa_.vreg(u * regs_per_slot_ + i); }
 
-std::vector<Xbyak::Zmm> GateEmitter::slots(int count, int i) const {
-  std::vector<Xbyak::Zmm> r;
+std::vector<Xbyak::Xmm> GateEmitter::slots(int count, int i) const {
+  std::vector<Xbyak::Xmm> r;
   for (int u = 0; u < count; ++u) r.push_back(slot(u, i));
   return r;
 }
 
 Xbyak::Address GateEmitter::at(const Xbyak::Reg64& base, int gate, int u) const {
-  return ptr[base + col_ + static_cast<int>(gate * hidden_bytes() + u * kVector * 4)];
+  return ptr[base + col_ + static_cast<int>(gate * hidden_bytes() + u * isa_.vector_bytes())];
 }
 
-void GateEmitter::load(const Xbyak::Zmm& dst, const Xbyak::Address& src, bool masked) {
-  if (masked) vmovups(dst | tail_mask_ | T_z, src);
-  else vmovups(dst, src);
+// AVX-512 masks the instruction itself (k1, lanes past the tail zeroed); AVX2 reads the tail
+// through vmaskmovps (lanes past it read as zero) into a scratch register first.
+void GateEmitter::load_tail_mask() { vmovups(mask_scratch_, ptr[rip + tail_table_]); }
+
+const Xbyak::Xmm& GateEmitter::masked_operand(const Xbyak::Address& src) {
+  load_tail_mask();
+  vmaskmovps(clip_scratch_, mask_scratch_, src);
+  return clip_scratch_;
 }
 
-void GateEmitter::accumulate(const Xbyak::Zmm& dst, const Xbyak::Address& src, bool masked) {
-  if (masked) vaddps(dst | tail_mask_ | T_z, dst, src);
-  else vaddps(dst, dst, src);
+void GateEmitter::load(const Xbyak::Xmm& dst, const Xbyak::Address& src, bool masked) {
+  if (!masked) return vmovups(dst, src);
+  if (isa_.opmask) return vmovups(dst | tail_mask_ | T_z, src);
+  load_tail_mask();
+  vmaskmovps(dst, mask_scratch_, src);
 }
 
-void GateEmitter::accumulate_product(const Xbyak::Zmm& dst, const Xbyak::Zmm& a, const Xbyak::Address& b,
+void GateEmitter::accumulate(const Xbyak::Xmm& dst, const Xbyak::Address& src, bool masked) {
+  if (!masked) vaddps(dst, dst, src);
+  else if (isa_.opmask) vaddps(dst | tail_mask_ | T_z, dst, src);
+  else vaddps(dst, dst, masked_operand(src));
+}
+
+void GateEmitter::accumulate_product(const Xbyak::Xmm& dst, const Xbyak::Xmm& a, const Xbyak::Address& b,
                                      bool masked) {
-  if (masked) vfmadd231ps(dst | tail_mask_ | T_z, a, b);
-  else vfmadd231ps(dst, a, b);
+  if (!masked) vfmadd231ps(dst, a, b);
+  else if (isa_.opmask) vfmadd231ps(dst | tail_mask_ | T_z, a, b);
+  else vfmadd231ps(dst, a, masked_operand(b));
 }
 
-void GateEmitter::store(const Xbyak::Address& dst, const Xbyak::Zmm& src, bool masked) {
-  if (masked) vmovups(dst | tail_mask_, src);
-  else vmovups(dst, src);
+void GateEmitter::multiply(const Xbyak::Xmm& dst, const Xbyak::Xmm& a, const Xbyak::Address& b, bool masked) {
+  if (!masked) vmulps(dst, a, b);
+  else if (isa_.opmask) vmulps(dst | tail_mask_ | T_z, a, b);
+  else vmulps(dst, a, masked_operand(b));
 }
 
-// The table after the code: clip, -clip, gate_clip, -gate_clip.
+void GateEmitter::subtract(const Xbyak::Xmm& dst, const Xbyak::Xmm& a, const Xbyak::Address& b, bool masked) {
+  if (!masked) vsubps(dst, a, b);
+  else if (isa_.opmask) vsubps(dst | tail_mask_ | T_z, a, b);
+  else vsubps(dst, a, masked_operand(b));
+}
+
+void GateEmitter::store(const Xbyak::Address& dst, const Xbyak::Xmm& src, bool masked) {
+  if (!masked) return vmovups(dst, src);
+  if (isa_.opmask) return vmovups(dst | tail_mask_, src);
+  load_tail_mask();
+  vmaskmovps(dst, mask_scratch_, src);
+}
+
+GateEmitter::LaneMask GateEmitter::compare(const Xbyak::Xmm& a, const Xbyak::Operand& b, int predicate) {
+  if (isa_.opmask) vcmpps(local_mask_, a, b, static_cast<std::uint8_t>(predicate));
+  else vcmpps(mask_scratch_, a, b, static_cast<std::uint8_t>(predicate));
+  return {local_mask_, mask_scratch_};
+}
+
+void GateEmitter::and_compare(const LaneMask& m, const Xbyak::Xmm& a, const Xbyak::Operand& b, int predicate) {
+  if (isa_.opmask) return vcmpps(m.k | m.k, a, b, static_cast<std::uint8_t>(predicate));
+  vcmpps(clip_scratch_, a, b, static_cast<std::uint8_t>(predicate));  // b may be clip_scratch_: read first
+  vandps(m.v, m.v, clip_scratch_);
+}
+
+void GateEmitter::zero_unless(const Xbyak::Xmm& v, const LaneMask& m) {
+  if (isa_.opmask) vmovaps(v | m.k | T_z, v);
+  else vandps(v, v, m.v);
+}
+
+void GateEmitter::scale_by_alpha(const Xbyak::Xmm& v, const LaneMask& m) {
+  vbroadcastss(clip_scratch_, relu_alpha());
+  if (isa_.opmask) return vmulps(v | m.k, v, clip_scratch_);
+  vmulps(clip_scratch_, clip_scratch_, v);
+  vblendvps(v, v, clip_scratch_, m.v);
+}
+
+// The table after the code: clip, -clip, gate_clip, -gate_clip, relu_alpha, relu_floor.
 Xbyak::Address GateEmitter::clip_bound(bool negative) { return ptr[rip + clip_table_ + (negative ? 4 : 0)]; }
 Xbyak::Address GateEmitter::gate_clip_bound(bool negative) { return ptr[rip + clip_table_ + (negative ? 12 : 8)]; }
-Xbyak::Address GateEmitter::relu_alpha() { return ptr_b[rip + clip_table_ + 16]; }
+Xbyak::Address GateEmitter::relu_alpha() { return ptr[rip + clip_table_ + 16]; }
+Xbyak::Address GateEmitter::relu_floor() { return ptr[rip + clip_table_ + 20]; }
 
-void GateEmitter::clamp_gates(std::span<const Xbyak::Zmm> v) {
+void GateEmitter::clamp_gates(std::span<const Xbyak::Xmm> v) {
   if (!desc_.gate_clip_bits) return;
   // The bound is the first source so that a NaN in v (the second) comes through.
   vbroadcastss(clip_scratch_, gate_clip_bound(true));
-  for (const Xbyak::Zmm& r : v) vmaxps(r, clip_scratch_, r);
+  for (const Xbyak::Xmm& r : v) vmaxps(r, clip_scratch_, r);
   vbroadcastss(clip_scratch_, gate_clip_bound(false));
-  for (const Xbyak::Zmm& r : v) vminps(r, clip_scratch_, r);
+  for (const Xbyak::Xmm& r : v) vminps(r, clip_scratch_, r);
 }
 
 void GateEmitter::store_gate_clip_bounds() {
-  const Xbyak::Zmm lo(0), hi(1);  // slot registers, free before the first row
+  const Xbyak::Xmm lo = isa_.vreg(0), hi = isa_.vreg(1);  // slot registers, free before the first row
   for (int pair = 0; pair < 2; ++pair) {
     vbroadcastss(lo, gate_clip_bound(true));
     vbroadcastss(hi, gate_clip_bound(false));
-    const Xbyak::Zmm both[] = {lo, hi};
+    const Xbyak::Xmm both[] = {lo, hi};
     if (pair == 0) act_.sigmoid(both);
     else act_.tanh(both);
     vmovss(ptr[rsp + 8 * pair], Xbyak::Xmm(lo.getIdx()));
@@ -102,25 +166,27 @@ void GateEmitter::store_gate_clip_bounds() {
   }
 }
 
-void GateEmitter::zero_unless_passed(const Xbyak::Zmm& grad, const Xbyak::Zmm& a, Activation act) {
+void GateEmitter::zero_unless_passed(const Xbyak::Xmm& grad, const Xbyak::Xmm& a, Activation act) {
   if (!desc_.gate_clip_bits) return;
+  LaneMask m;
   if (act == Activation::relu) {  // a plain relu(-b) = 0 has no gradient anyway: only a < b matters
     vbroadcastss(clip_scratch_, gate_clip_bound(false));
-    vcmpps(local_mask_, a, clip_scratch_, 0x11);  // a < b (ordered, quiet: false for NaN)
-    if (desc_.relu_alpha_bits) {                  // and a > alpha * (-b), as the forward computes it
-      vbroadcastss(clip_scratch_, gate_clip_bound(true));
-      vmulps(clip_scratch_, clip_scratch_, relu_alpha());
-      vcmpps(local_mask_ | local_mask_, a, clip_scratch_, 0x1e);
+    m = compare(a, clip_scratch_, 0x11);  // a < b (ordered, quiet: false for NaN)
+    if (desc_.relu_alpha_bits) {          // and a > alpha * (-b), as the forward computes it
+      vbroadcastss(clip_scratch_, relu_floor());
+      and_compare(m, a, clip_scratch_, 0x1e);
     }
   } else {
     const int at = act == Activation::sigmoid ? 0 : 8;
-    vcmpps(local_mask_, a, ptr_b[rsp + at + 4], 0x11);            // a < act(b)
-    vcmpps(local_mask_ | local_mask_, a, ptr_b[rsp + at], 0x1e);  // and a > act(-b)
+    vbroadcastss(clip_scratch_, ptr[rsp + at + 4]);
+    m = compare(a, clip_scratch_, 0x11);  // a < act(b)
+    vbroadcastss(clip_scratch_, ptr[rsp + at]);
+    and_compare(m, a, clip_scratch_, 0x1e);  // and a > act(-b)
   }
-  vmovaps(grad | local_mask_ | T_z, grad);
+  zero_unless(grad, m);
 }
 
-void GateEmitter::clamp_to_clip(const Xbyak::Zmm& v) {
+void GateEmitter::clamp_to_clip(const Xbyak::Xmm& v) {
   // The bound is the first source so that a NaN in v (the second) comes through.
   vbroadcastss(clip_scratch_, clip_bound(true));
   vmaxps(v, clip_scratch_, v);
@@ -128,11 +194,12 @@ void GateEmitter::clamp_to_clip(const Xbyak::Zmm& v) {
   vminps(v, clip_scratch_, v);
 }
 
-void GateEmitter::inside_clip(const Xbyak::Opmask& k, const Xbyak::Zmm& c) {
+void GateEmitter::zero_outside_clip(const Xbyak::Xmm& v, const Xbyak::Xmm& c) {
   vbroadcastss(clip_scratch_, clip_bound(false));
-  vcmpps(k, c, clip_scratch_, 0x11);  // c < clip (ordered, quiet: false for NaN)
+  const LaneMask m = compare(c, clip_scratch_, 0x11);  // c < clip (ordered, quiet: false for NaN)
   vbroadcastss(clip_scratch_, clip_bound(true));
-  vcmpps(k | k, c, clip_scratch_, 0x1e);  // and c > -clip
+  and_compare(m, c, clip_scratch_, 0x1e);  // and c > -clip
+  zero_unless(v, m);
 }
 
 void GateEmitter::row_pointer(const Xbyak::Reg64& reg, std::size_t offset, std::int64_t row_bytes, int streamed_blocks) {
@@ -146,20 +213,20 @@ void GateEmitter::row_pointer(const Xbyak::Reg64& reg, std::size_t offset, std::
 // past the last one are the next step's, or are never touched (a prefetch does not fault).
 void GateEmitter::prefetch_streamed(int count) {
   constexpr std::int64_t kAheadVectors = 8;
-  const std::int64_t vectors_per_row = (std::int64_t{desc_.cols} + kVector - 1) / kVector;
+  const std::int64_t vectors_per_row = (std::int64_t{desc_.cols} + isa_.lanes - 1) / isa_.lanes;
   const std::int64_t rows_ahead = (kAheadVectors + vectors_per_row - 1) / vectors_per_row;
   for (const RowPointer& p : row_pointers_)
     for (int block = 0; block < p.streamed_blocks; ++block)
       for (int u = 0; u < count; ++u) {
-        const std::int64_t ahead = rows_ahead * p.row_bytes + block * hidden_bytes() + u * kVector * 4;
+        const std::int64_t ahead = rows_ahead * p.row_bytes + block * hidden_bytes() + u * isa_.vector_bytes();
         if (ahead <= std::numeric_limits<std::int32_t>::max()) prefetcht0(ptr[p.reg + col_ + static_cast<int>(ahead)]);
       }
 }
 
 void GateEmitter::generate() {
   const int unroll = static_cast<int>(desc_.unroll);
-  const int full_vectors = static_cast<int>(desc_.cols / kVector);
-  const int tail = static_cast<int>(desc_.cols % kVector);
+  const int full_vectors = static_cast<int>(desc_.cols / isa_.lanes);
+  const int tail = static_cast<int>(desc_.cols % isa_.lanes);
   const int blocks = full_vectors / unroll, remainder = full_vectors % unroll;
 
   const bool gate_bounds = desc_.gate_clip_bits && desc_.pass_kind() == Pass::backward;
@@ -168,7 +235,7 @@ void GateEmitter::generate() {
   for (const RowPointer& p : row_pointers_) mov(p.reg, ptr[abi_arg + static_cast<int>(p.offset)]);
   act_.load_constants();
   if (gate_bounds) store_gate_clip_bounds();
-  if (tail) {
+  if (tail && isa_.opmask) {
     mov(eax, (1u << tail) - 1);
     kmovw(tail_mask_, eax);
   }
@@ -182,14 +249,14 @@ void GateEmitter::generate() {
     L(col_loop);
     prefetch_streamed(unroll);
     body(unroll, false);
-    add(col_, unroll * kVector * 4);
+    add(col_, unroll * isa_.vector_bytes());
     dec(block_counter_);
     jnz(col_loop, T_NEAR);
   }
   if (remainder > 0) {
     prefetch_streamed(remainder);
     body(remainder, false);
-    add(col_, remainder * kVector * 4);
+    add(col_, remainder * isa_.vector_bytes());
   }
   if (tail) {
     prefetch_streamed(1);
@@ -211,6 +278,13 @@ void GateEmitter::generate() {
       dd(bits ^ 0x80000000u);  // the negative bound
     }
     dd(desc_.relu_alpha_bits);
+    // The leaky relu's floor under a gate clip, rounded as the forward kernel's alpha * -b.
+    dd(std::bit_cast<std::uint32_t>(desc_.relu_alpha() * -desc_.gate_clip()));
+  }
+  if (tail && !isa_.opmask) {
+    align(32);
+    L(tail_table_);
+    for (int lane = 0; lane < isa_.lanes; ++lane) dd(lane < tail ? 0xffffffffu : 0u);
   }
   finalize();
 }

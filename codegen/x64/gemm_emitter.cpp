@@ -1,5 +1,6 @@
 #include "codegen/x64/gemm_emitter.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <limits>
 
@@ -11,24 +12,52 @@
 namespace rnnjit::x64 {
 
 GemmEmitter::GemmEmitter(const KernelDesc& d)
-    : JitGenerator(), desc_(d), rows_(static_cast<int>(d.rows)), vectors_(static_cast<int>(d.vectors)) {
+    : JitGenerator(),
+      desc_(d),
+      isa_(vector_isa(d.isa_kind())),
+      rows_(static_cast<int>(d.rows)),
+      vectors_(static_cast<int>(d.vectors)),
+      per_vector_(gemm_registers_per_vector(d.isa_kind())),
+      regs_(vectors_ * per_vector_) {
   check_desc();
   load_args();
   k_loop();
   store_c();
   vzeroupper();
   ret();
+  text_size_ = getSize();
+  if (!isa_.opmask && desc_.n_tail % isa_.lanes) {  // the lanes of the half n_tail cuts
+    align(32);
+    L(tail_table_);
+    for (int lane = 0; lane < isa_.lanes; ++lane) dd(lane < desc_.n_tail % isa_.lanes ? 0xffffffffu : 0u);
+  }
   finalize();
+}
+
+int GemmEmitter::lanes_of(int r) const {
+  if (desc_.n_tail == 0 || r / per_vector_ != vectors_ - 1) return isa_.lanes;
+  return std::clamp(static_cast<int>(desc_.n_tail) - (r % per_vector_) * isa_.lanes, 0, isa_.lanes);
+}
+
+void GemmEmitter::load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int r) {
+  if (!masked(r)) vmovups(dst, src);
+  else if (isa_.opmask) vmovups(dst | k1 | T_z, src);
+  else vmaskmovps(dst, tail_mask(), src);
+}
+
+void GemmEmitter::store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int r) {
+  if (!masked(r)) vmovups(dst, src);
+  else if (isa_.opmask) vmovups(dst | k1, src);
+  else vmaskmovps(dst, tail_mask(), src);
 }
 
 void GemmEmitter::check_desc() const {
   const KernelDesc& d = desc_;
   const std::string name = kernel_name(d);
-  if (d.kind_of() != KernelKind::gemm || d.isa_kind() != Isa::avx512)
-    throw Error(fmt::format("{}: not an AVX-512 GEMM descriptor", name));
-  if (vectors_ < 1 || rows_ < 1 || rows_ * vectors_ + vectors_ + 2 > kRegisters)
-    throw Error(fmt::format("{}: a {}x{} tile needs {} zmm registers, only {} exist", name, rows_, vectors_,
-                            rows_ * vectors_ + vectors_ + 2, kRegisters));
+  if (d.kind_of() != KernelKind::gemm) throw Error(fmt::format("{}: not a GEMM descriptor", name));
+  if (vectors_ < 1 || rows_ < 1 || rows_ > gemm_max_rows(vectors_, isa_.isa))
+    throw Error(fmt::format("{}: a {}x{} tile needs {} {} registers, only {} exist", name, rows_, vectors_,
+                            (rows_ + 1) * regs_ + kGemmOtherRegisters, to_string(isa_.isa), isa_.registers));
   if (d.stream_c && (d.beta || d.n_tail || d.c_row_stride % 16))
     throw Error(fmt::format("{}: streaming stores need beta 0, no n_tail and 64-byte aligned rows of C", name));
   if (d.n_tail > 15 || d.unroll < 1 || d.unroll > 16 || d.a_lookahead != 0 || d.b_lookahead > 64 ||
@@ -51,12 +80,14 @@ void GemmEmitter::load_args() {
   mov(c_, ptr[abi_arg + offsetof(GemmArgs, c)]);
   mov(k_, ptr[abi_arg + offsetof(GemmArgs, k)]);
   if (d.next_b_lines) mov(next_b_, ptr[abi_arg + offsetof(GemmArgs, next_b)]);
-  if (d.n_tail) {
+  if (d.n_tail && isa_.opmask) {
     mov(eax, (1u << d.n_tail) - 1);
     kmovw(k1, eax);
   }
+  if (!isa_.opmask && d.n_tail % isa_.lanes) vmovups(tail_mask(), ptr[rip + tail_table_]);
   for (int i = 0; i < rows_; ++i)
-    for (int v = 0; v < vectors_; ++v) vxorps(acc(i, v), acc(i, v), acc(i, v));
+    for (int r = 0; r < regs_; ++r)
+      if (lanes_of(r)) vxorps(acc(i, r), acc(i, r), acc(i, r));
 }
 
 // The k loop, unrolled `unroll` times (its first k step prefetching next_b_lines of the next
@@ -91,35 +122,42 @@ void GemmEmitter::k_loop() {
   L(done);
 }
 
-// C = acc (+ C with beta), the last vector masked to n_tail lanes, or streamed (stream_c).
+Xbyak::Address GemmEmitter::c_at(int i, int r) {
+  return ptr[c_ + 4 * i * static_cast<int>(desc_.c_row_stride) + isa_.vector_bytes() * r];
+}
+
+// C = acc (+ C with beta), the last vector cut to n_tail lanes, or streamed (stream_c). With
+// beta, C's tail comes in through B's first register (free after the k loop).
 void GemmEmitter::store_c() {
   const KernelDesc& d = desc_;
   for (int i = 0; i < rows_; ++i)
-    for (int v = 0; v < vectors_; ++v) {
-      const Xbyak::Address at = ptr[c_ + 4 * i * static_cast<int>(d.c_row_stride) + 64 * v];
+    for (int r = 0; r < regs_; ++r) {
+      if (!lanes_of(r)) continue;
       if (d.beta) {
-        if (masked(v)) vaddps(acc(i, v) | k1 | T_z, acc(i, v), at);
-        else vaddps(acc(i, v), acc(i, v), at);
+        if (!masked(r)) vaddps(acc(i, r), acc(i, r), c_at(i, r));
+        else if (isa_.opmask) vaddps(acc(i, r) | k1 | T_z, acc(i, r), c_at(i, r));
+        else {
+          load(bvec(0), c_at(i, r), r);
+          vaddps(acc(i, r), acc(i, r), bvec(0));
+        }
       }
-      if (masked(v)) vmovups(at | k1, acc(i, v));
-      else if (d.stream_c) vmovntps(at, acc(i, v));
-      else vmovups(at, acc(i, v));
+      if (d.stream_c) vmovntps(c_at(i, r), acc(i, r));
+      else store(c_at(i, r), acc(i, r), r);
     }
 }
 
 void GemmEmitter::k_step(int kk) {
   const int b_off = 4 * kk * static_cast<int>(desc_.b_k_stride);
-  for (int v = 0; v < vectors_; ++v) {
-    if (masked(v)) vmovups(bvec(v) | k1 | T_z, ptr[b_ + b_off + 64 * v]);
-    else vmovups(bvec(v), ptr[b_ + b_off + 64 * v]);
-  }
+  for (int r = 0; r < regs_; ++r)
+    if (lanes_of(r)) load(bvec(r), ptr[b_ + b_off + isa_.vector_bytes() * r], r);
   // Past the last k row these touch lines beyond B; a prefetch never faults.
   const int ahead = b_off + 4 * static_cast<int>(desc_.b_lookahead * desc_.b_k_stride);
   if (desc_.b_lookahead)
     for (int v = 0; v < vectors_; ++v) prefetcht0(ptr[b_ + ahead + 64 * v]);
   for (int i = 0; i < rows_; ++i) {
     vbroadcastss(bcast(i), ptr[a_ + 4 * (i * static_cast<int>(desc_.a_row_stride) + kk * static_cast<int>(desc_.a_k_stride))]);
-    for (int v = 0; v < vectors_; ++v) vfmadd231ps(acc(i, v), bvec(v), bcast(i));
+    for (int r = 0; r < regs_; ++r)
+      if (lanes_of(r)) vfmadd231ps(acc(i, r), bvec(r), bcast(i));
   }
 }
 

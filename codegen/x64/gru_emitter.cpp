@@ -32,8 +32,8 @@ void GruForward::body(int count, bool masked) {
     load(slot(u, hn), at(gh_, 2, u), masked);
     accumulate(slot(u, hn), at(bias_hh_, 2, u), masked);
   }
-  std::vector<Xbyak::Zmm> sig = slots(count, r);
-  for (const Xbyak::Zmm& v : slots(count, z)) sig.push_back(v);
+  std::vector<Xbyak::Xmm> sig = slots(count, r);
+  for (const Xbyak::Xmm& v : slots(count, z)) sig.push_back(v);
   clamp_gates(sig);
   act_.sigmoid(sig);
   for (int u = 0; u < count; ++u) {
@@ -65,7 +65,7 @@ GruBackward::GruBackward(const KernelDesc& desc) : GateEmitter(desc, 8) {
 
 void GruBackward::body(int count, bool masked) {
   enum { dh, r, z, hn, n, t, s };
-  const Xbyak::Zmm one = act_.one();
+  const Xbyak::Xmm one = act_.one();
   for (int u = 0; u < count; ++u) {
     auto R = [&](int k) { return slot(u, k); };
     load(R(dh), at(dy_, 0, u), masked);

@@ -35,8 +35,8 @@ void GruResetGates::body(int count, bool masked) {
       accumulate(slot(u, g), at(bias_ih_, g, u), masked);
       accumulate(slot(u, g), at(bias_hh_, g, u), masked);
     }
-  std::vector<Xbyak::Zmm> sig = slots(count, r);
-  for (const Xbyak::Zmm& v : slots(count, z)) sig.push_back(v);
+  std::vector<Xbyak::Xmm> sig = slots(count, r);
+  for (const Xbyak::Xmm& v : slots(count, z)) sig.push_back(v);
   clamp_gates(sig);
   act_.sigmoid(sig);
   for (int u = 0; u < count; ++u) {
@@ -134,8 +134,7 @@ void GruResetBackwardReset::body(int count, bool masked) {
     vmovaps(R(t), R(r));
     vfnmadd231ps(R(t), R(r), R(r));               // r (1 - r)
     vmulps(R(t), R(t), R(d));
-    if (masked) vmulps(R(t) | tail_mask_ | T_z, R(t), at(h_prev_, 0, u));
-    else vmulps(R(t), R(t), at(h_prev_, 0, u));   // dr = d h_prev r (1 - r)
+    multiply(R(t), R(t), at(h_prev_, 0, u), masked);  // dr = d h_prev r (1 - r)
     zero_unless_passed(R(t), R(r), Activation::sigmoid);
     store(at(gates_, 0, u), R(t), masked);
   }

@@ -26,7 +26,7 @@ LstmForward::LstmForward(const KernelDesc& desc) : ForwardGateEmitter(desc, 4) {
 void LstmForward::body(int count, bool masked) {
   enum { i, f, g, o };
   const bool peephole = desc_.peephole, coupled = desc_.input_forget;
-  const Xbyak::Zmm c_prev(16);  // an activation scratch, free until the activations run
+  const Xbyak::Xmm c_prev = scratch(0);  // free until the activations run
   for (int u = 0; u < count; ++u) {
     for (int k : {i, f, g, o}) {
       if (k == f && coupled) continue;  // f = 1 - i: its pre-activation is never formed
@@ -42,18 +42,18 @@ void LstmForward::body(int count, bool masked) {
     }
   }
   // The gates whose pre-activations are complete now: all but f when coupled and o with peepholes.
-  std::vector<Xbyak::Zmm> sig;
+  std::vector<Xbyak::Xmm> sig;
   for (int k : {i, f, o}) {
     if ((k == f && coupled) || (k == o && peephole)) continue;
-    for (const Xbyak::Zmm& z : slots(count, k)) sig.push_back(z);
+    for (const Xbyak::Xmm& z : slots(count, k)) sig.push_back(z);
   }
-  std::vector<Xbyak::Zmm> clipped = sig;
-  for (const Xbyak::Zmm& z : slots(count, g)) clipped.push_back(z);
+  std::vector<Xbyak::Xmm> clipped = sig;
+  for (const Xbyak::Xmm& z : slots(count, g)) clipped.push_back(z);
   clamp_gates(clipped);
   act_.sigmoid(sig);
   act_.tanh(slots(count, g));
   for (int u = 0; u < count; ++u) {
-    const Xbyak::Zmm I = slot(u, i), F = slot(u, f), G = slot(u, g), O = slot(u, o);
+    const Xbyak::Xmm I = slot(u, i), F = slot(u, f), G = slot(u, g), O = slot(u, o);
     if (coupled) vsubps(F, act_.one(), I);
     if (desc_.training) {
       store(at(gates_, i, u), I, masked);
@@ -62,8 +62,7 @@ void LstmForward::body(int count, bool masked) {
       if (!peephole) store(at(gates_, o, u), O, masked);
     }
     // c = f * c_prev + i * g, in f's register.
-    if (masked) vmulps(F | tail_mask_ | T_z, F, at(c_prev_, 0, u));
-    else vmulps(F, F, at(c_prev_, 0, u));
+    multiply(F, F, at(c_prev_, 0, u), masked);
     vfmadd231ps(F, I, G);
     if (desc_.clip_bits) clamp_to_clip(F);
     store(at(c_out_, 0, u), F, masked);
@@ -124,8 +123,7 @@ void LstmBackward::output_and_cell_gradients(int u, bool masked) {
   if (desc_.peephole) accumulate_product(R(dc), R(t), at(peephole_, 2, u), masked);  // dc += do P_o
   if (desc_.clip_bits) {                          // no gradient through a clamped c
     load(R(t), at(c_, 0, u), masked);
-    inside_clip(local_mask_, R(t));
-    vmovaps(R(dc) | local_mask_ | T_z, R(dc));
+    zero_outside_clip(R(dc), R(t));
   }
 }
 
@@ -135,8 +133,7 @@ void LstmBackward::input_and_candidate_gradients(int u, bool masked) {
   load(R(f), at(gates_, 1, u), masked);
   load(R(g), at(gates_, 2, u), masked);
   if (desc_.input_forget) {                       // f = 1 - i: i also reaches c through -c_prev
-    if (masked) vsubps(R(t) | tail_mask_ | T_z, R(g), at(c_prev_, 0, u));
-    else vsubps(R(t), R(g), at(c_prev_, 0, u));
+    subtract(R(t), R(g), at(c_prev_, 0, u), masked);
     vmulps(R(t), R(t), R(dc));
   } else {
     vmulps(R(t), R(g), R(dc));
@@ -147,8 +144,7 @@ void LstmBackward::input_and_candidate_gradients(int u, bool masked) {
   zero_unless_passed(R(t), R(i), Activation::sigmoid);
   store(at(gates_, 0, u), R(t), masked);
   if (desc_.peephole) {                           // dh (free) gathers di P_i + df P_f for dc_{t-1}
-    if (masked) vmulps(R(dh) | tail_mask_ | T_z, R(t), at(peephole_, 0, u));
-    else vmulps(R(dh), R(t), at(peephole_, 0, u));
+    multiply(R(dh), R(t), at(peephole_, 0, u), masked);
   }
   vmovaps(R(tc), act_.one());
   vfnmadd231ps(R(tc), R(g), R(g));                // 1 - g^2
@@ -166,8 +162,7 @@ void LstmBackward::forget_gradient_and_carry(int u, bool masked) {
     vmovaps(R(t), R(f));
     vfnmadd231ps(R(t), R(f), R(f));               // f (1 - f)
     vmulps(R(t), R(t), R(dc));
-    if (masked) vmulps(R(t) | tail_mask_ | T_z, R(t), at(c_prev_, 0, u));
-    else vmulps(R(t), R(t), at(c_prev_, 0, u));   // df = dc c_prev f (1 - f)
+    multiply(R(t), R(t), at(c_prev_, 0, u), masked);  // df = dc c_prev f (1 - f)
     zero_unless_passed(R(t), R(f), Activation::sigmoid);
     if (desc_.peephole) accumulate_product(R(dh), R(t), at(peephole_, 1, u), masked);
   }

@@ -31,10 +31,8 @@ void RnnForward::body(int count, bool masked) {
         act_.relu(slots(count, 0));
         break;
       }
-      for (int u = 0; u < count; ++u) {  // v <= 0 (or NaN): alpha * v, as the reference's v > 0 ? v : alpha * v
-        vcmpps(local_mask_, slot(u, 0), act_.constant(Constant::zero), 0x1A /*NGT_UQ*/);
-        vmulps(slot(u, 0) | local_mask_, slot(u, 0), relu_alpha());
-      }
+      for (int u = 0; u < count; ++u)  // v <= 0 (or NaN): alpha * v, as the reference's v > 0 ? v : alpha * v
+        scale_by_alpha(slot(u, 0), compare(slot(u, 0), act_.constant(Constant::zero), 0x1A /*NGT_UQ*/));
   }
   for (int u = 0; u < count; ++u) store(at(h_out_, 0, u), slot(u, 0), masked);
 }
@@ -65,12 +63,10 @@ void RnnBackward::body(int count, bool masked) {
       vmulps(R(dh), R(dh), R(t));
       zero_unless_passed(R(dh), R(h), Activation::sigmoid);
     } else if (desc_.relu_alpha_bits) {
-      vcmpps(local_mask_, R(h), act_.constant(Constant::zero), 0x1A /*NGT_UQ*/);
-      vmulps(R(dh) | local_mask_, R(dh), relu_alpha());
+      scale_by_alpha(R(dh), compare(R(h), act_.constant(Constant::zero), 0x1A /*NGT_UQ*/));
       zero_unless_passed(R(dh), R(h), Activation::relu);
     } else {
-      vcmpps(local_mask_, R(h), act_.constant(Constant::zero), 0x1E /*GT_OQ*/);
-      vmovaps(R(dh) | local_mask_ | T_z, R(dh));
+      zero_unless(R(dh), compare(R(h), act_.constant(Constant::zero), 0x1E /*GT_OQ*/));
       zero_unless_passed(R(dh), R(h), Activation::relu);
     }
     store(at(gates_, 0, u), R(dh), masked);

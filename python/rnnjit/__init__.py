@@ -30,6 +30,7 @@ from rnnjit._rnnjit import (
     ParamBlock,
     ParamKind,
     ProjectionGemm,
+    Quantize,
     Rnn,
     RnnConfig,
     Shape,
@@ -41,6 +42,7 @@ from rnnjit._rnnjit import (
     clear_cache,
     cpu_isa,
     detect_isa,
+    int8_unit,
     state_elements,
     x_elements,
     y_elements,
@@ -51,4 +53,5 @@ __all__ = [
     "Options", "ParamBlock", "ParamKind", "ProjectionGemm", "Rnn", "RnnConfig", "Shape", "__version__",
     "amx_bf16_usable", "bf16_unit", "cache_stats", "cell_state_elements", "clear_cache", "cpu_isa", "detect_isa", "state_elements",
     "x_elements", "y_elements",
+    "Quantize", "int8_unit",
 ]

@@ -42,6 +42,7 @@ void bind_enums(nb::module_& m) {
       .value("openblas", ProjectionGemm::openblas)
       .value("measured", ProjectionGemm::measured);
   nb::enum_<FpMath>(m, "FpMath").value("strict", FpMath::strict).value("bf16", FpMath::bf16);
+  nb::enum_<Quantize>(m, "Quantize").value("none", Quantize::none).value("int8_dynamic", Quantize::int8_dynamic);
   nb::enum_<ParamKind>(m, "ParamKind")
       .value("weight_ih", ParamKind::weight_ih)
       .value("weight_hh", ParamKind::weight_hh)
@@ -128,7 +129,7 @@ void bind_shape_and_options(nb::module_& m) {
       .def(
           "__init__",
           [](Options* o, nb::handle backend, nb::handle isa, int threads, nb::handle device, nb::handle projection_gemm,
-             nb::handle fpmath) {
+             nb::handle fpmath, nb::handle quantize) {
             new (o) Options{.backend = enum_arg(backend, parse_backend),
                             .isa = nb::isinstance<nb::str>(isa) && nb::cast<std::string>(isa) == "detect"
                                        ? Isa::detect
@@ -136,16 +137,18 @@ void bind_shape_and_options(nb::module_& m) {
                             .threads = threads,
                             .device = enum_arg(device, parse_device),
                             .projection_gemm = enum_arg(projection_gemm, parse_projection_gemm),
-                            .fpmath = enum_arg(fpmath, parse_fpmath)};
+                            .fpmath = enum_arg(fpmath, parse_fpmath),
+                            .quantize = enum_arg(quantize, parse_quantize)};
           },
           nb::kw_only(), "backend"_a = "auto", "isa"_a = "detect", "threads"_a = 0, "device"_a = "cpu",
-          "projection_gemm"_a = "generated", "fpmath"_a = "strict")
+          "projection_gemm"_a = "generated", "fpmath"_a = "strict", "quantize"_a = "none")
       .def_rw("backend", &Options::backend)
       .def_rw("isa", &Options::isa)
       .def_rw("threads", &Options::threads)
       .def_rw("device", &Options::device)
       .def_rw("projection_gemm", &Options::projection_gemm)
-      .def_rw("fpmath", &Options::fpmath);
+      .def_rw("fpmath", &Options::fpmath)
+      .def_rw("quantize", &Options::quantize);
 }
 
 void bind_weight_layout(nb::module_& m) {
@@ -177,6 +180,14 @@ void bind_sizes(nb::module_& m) {
         return unit ? std::optional<std::string>(to_string(*unit)) : std::nullopt;
       },
       "What runs fpmath='bf16' GEMMs here: 'amx', 'avx512_bf16' or None (FP32); RNNJIT_BF16_UNIT forces one.");
+  m.def(
+      "int8_unit",
+      [] {
+        const std::optional<Int8Unit> unit = int8_unit();
+        return unit ? std::optional<std::string>(to_string(*unit)) : std::nullopt;
+      },
+      "What runs quantize='int8_dynamic' GEMMs here: 'amx', 'avx512_vnni' or None (bf16 or FP32 instead); "
+      "RNNJIT_INT8_UNIT forces one.");
 }
 
 }  // namespace

@@ -24,6 +24,8 @@
 #include "python/src/enums.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/kernel.hpp"
+#include "runtime/packed_weights.hpp"
+#include "runtime/thread_team.hpp"
 #include "rnnjit/rnn.hpp"
 
 namespace nb = nanobind;
@@ -45,6 +47,13 @@ class PyExecution {
   PyExecution(Execution ex, Device device) : device_(device), ex_(std::move(ex)) {}
 
   Device device() const { return device_; }
+
+  // What _forward_bound reads besides its addresses (rnnjit.torch's repeated inference calls).
+  struct Bound {
+    std::span<const float> weights;
+    std::span<const std::byte> packed;
+  };
+  Bound bound;
 
   // Runs `f(execution)` without the GIL, holding this Execution's lock.
   template <typename F>
@@ -185,35 +194,88 @@ std::span<T> raw(const Raw& r) {
 void bind_raw_calls(nb::class_<PyExecution>& c) {
   c.def("_forward_raw",
         [](PyExecution& self, Raw weights, Raw x, Raw y, Raw hx, Raw cx, Raw hy, Raw cy, Raw seq_lengths,
-           std::uint64_t dropout_seed) {
+           std::uint64_t dropout_seed, Raw packed, Raw reserve) {
           const ForwardIo io{.x = raw<const float>(x),
                              .hx = raw<const float>(hx),
                              .cx = raw<const float>(cx),
                              .y = raw<float>(y),
                              .hy = raw<float>(hy),
                              .cy = raw<float>(cy),
+                             .packed_weights = raw<const std::byte>(packed),
                              .seq_lengths = raw<const std::int32_t>(seq_lengths),
                              .dropout_seed = dropout_seed};
-          self.run([&](Execution& ex) { ex.forward(raw<const float>(weights), io); });
+          self.run([&](Execution& ex) { ex.forward(raw<const float>(weights), io, raw<std::byte>(reserve)); });
         },
         "weights"_a.none(), "x"_a.none(), "y"_a.none(), "hx"_a.none(), "cx"_a.none(), "hy"_a.none(), "cy"_a.none(),
-        "seq_lengths"_a.none(), "dropout_seed"_a)
+        "seq_lengths"_a.none(), "dropout_seed"_a, "packed"_a.none() = nb::none(), "reserve"_a.none() = nb::none(),
+        "forward on raw addresses (rnnjit.torch's entry); packed and reserve (bytes) optional.")
       .def("_backward_raw",
-           [](PyExecution& self, Raw weights, Raw dy, Raw dhy, Raw dcy, Raw dx, Raw dhx, Raw dcx, Raw x, Raw dweights) {
+           [](PyExecution& self, Raw weights, Raw dy, Raw dhy, Raw dcy, Raw dx, Raw dhx, Raw dcx, Raw x, Raw dweights,
+              Raw reserve) {
              const BackwardDataIo data{.dy = raw<const float>(dy),
                                        .dhy = raw<const float>(dhy),
                                        .dcy = raw<const float>(dcy),
                                        .dx = raw<float>(dx),
                                        .dhx = raw<float>(dhx),
                                        .dcx = raw<float>(dcx)};
+             const auto r = raw<std::byte>(reserve);
              self.run([&](Execution& ex) {
-               ex.backward_data(raw<const float>(weights), data);
-               if (dweights) ex.backward_weights({.x = raw<const float>(x), .dweights = raw<float>(dweights)});
+               ex.backward_data(raw<const float>(weights), data, r);
+               if (dweights) ex.backward_weights({.x = raw<const float>(x), .dweights = raw<float>(dweights)}, r);
              });
            },
            "weights"_a.none(), "dy"_a.none(), "dhy"_a.none(), "dcy"_a.none(), "dx"_a.none(), "dhx"_a.none(),
-           "dcx"_a.none(), "x"_a.none(), "dweights"_a.none(),
-           "backward_data, then backward_weights where dweights is given (rnnjit.torch's entry).");
+           "dcx"_a.none(), "x"_a.none(), "dweights"_a.none(), "reserve"_a.none() = nb::none(),
+           "backward_data, then backward_weights where dweights is given (rnnjit.torch's entry).")
+      .def("_bind",
+           [](PyExecution& self, Raw weights, Raw packed) {
+             self.bound = {raw<const float>(weights), raw<const std::byte>(packed)};
+           },
+           "weights"_a.none(), "packed"_a.none(), "Weights (and packed weights) for _forward_bound.")
+      .def("_forward_bound",
+           [](PyExecution& self, std::uintptr_t x, std::uintptr_t y, std::uintptr_t hx, std::uintptr_t cx,
+              std::uintptr_t hy, std::uintptr_t cy) {
+             // An inference call on the shapes the Execution was prepared for, float32 arrays at
+             // these addresses (0: none), the weights from _bind: the binding computes the sizes.
+             const PyExecution::Bound bound = self.bound;
+             self.run([&](Execution& ex) {
+               const RnnConfig& c = ex.config();
+               const Shape s = ex.shape();
+               const std::size_t rows = static_cast<std::size_t>(s.seq_len * s.batch);
+               const std::size_t states = static_cast<std::size_t>(c.num_layers * c.directions() * s.batch);
+               auto in = [](std::uintptr_t a, std::size_t n) {
+                 return a ? std::span<const float>(reinterpret_cast<const float*>(a), n) : std::span<const float>{};
+               };
+               auto out = [](std::uintptr_t a, std::size_t n) {
+                 return a ? std::span<float>(reinterpret_cast<float*>(a), n) : std::span<float>{};
+               };
+               const auto state = static_cast<std::size_t>(c.state_size()), hidden = static_cast<std::size_t>(c.hidden_size);
+               const ForwardIo io{.x = in(x, rows * static_cast<std::size_t>(c.input_size)),
+                                  .hx = in(hx, states * state),
+                                  .cx = in(cx, states * hidden),
+                                  .y = out(y, rows * static_cast<std::size_t>(c.output_size())),
+                                  .hy = out(hy, states * state),
+                                  .cy = out(cy, states * hidden),
+                                  .packed_weights = bound.packed};
+               ex.forward(bound.weights, io);
+             });
+           },
+           "x"_a, "y"_a, "hx"_a, "cx"_a, "hy"_a, "cy"_a,
+           "forward at these addresses on the Execution's own shapes and the weights of _bind (rnnjit.torch's "
+           "repeated inference calls).")
+      .def("_pack_raw",
+           [](PyExecution& self, Raw weights, Raw packed) {
+             self.run([&](Execution& ex) { ex.pack_weights(raw<const float>(weights), raw<std::byte>(packed)); });
+           },
+           "weights"_a.none(), "packed"_a.none(), "pack_weights on raw addresses (rnnjit.torch's entry).")
+      .def("_packed_layout",
+           [](PyExecution& self) {
+             return self.query([](Execution& ex) {
+               return ex.packed_weights_size() == 0 ? std::uint64_t{0} : packed_layout_fingerprint(ex.plan());
+             });
+           },
+           "What names the packed weights' layout: Executions with the same value share packed weights "
+           "(0: nothing is packed).");
 }
 
 void bind_execution_queries(nb::class_<PyExecution>& c) {
@@ -289,6 +351,12 @@ void bind_cache(nb::module_& m) {
       });
   m.def("cache_stats", &cache_stats, "Hits, misses and sizes of the process-wide plan and kernel cache.");
   m.def("clear_cache", &clear_cache, "Drops cached plans and kernels that no Execution still uses.");
+  m.def(
+      "_use_openmp", [](const std::string& library) { ThreadTeam::instance().use_openmp(library); }, "library"_a,
+      "Runs rnnjit's threads as parallel regions of the OpenMP runtime `library` (loaded already: PyTorch's), "
+      "or on rnnjit's own workers with ''.");
+  m.def("_openmp_library", [] { return ThreadTeam::instance().openmp_library(); },
+        "The OpenMP runtime rnnjit's threads run on ('' for its own workers).");
 }
 
 }  // namespace

@@ -135,14 +135,15 @@ def test_bad_input_messages():
         lstm(x, (torch.rand(2, 5), torch.rand(2, 5)))
     with pytest.raises(RuntimeError, match="Expected hx size"):
         rnnjit.torch.GRU(4, 5)(x, torch.rand(1, 2, 6))
-    with pytest.raises(TypeError, match="input has dtype torch.float64; rnnjit runs float32 only"):
+    # Mixtures torch.nn refuses get torch.nn's own message (its forward runs them).
+    with pytest.raises((ValueError, RuntimeError), match="dtype"):
         lstm(x.double())
-    with pytest.raises(TypeError, match="hidden\\[0\\] has dtype torch.float64"):
+    with pytest.raises((ValueError, RuntimeError), match="dtype|Double|Float"):
         lstm(x, (torch.rand(2, 2, 5, dtype=torch.float64), torch.rand(2, 2, 5)))
-    with pytest.raises(TypeError, match="the parameters have dtype torch.float64"):
-        rnnjit.torch.LSTM(4, 5).double()(x.double() if False else x)
-    with pytest.raises(ValueError, match="is on device meta"):
-        lstm(torch.empty(3, 2, 4, device="meta"))
+    strict = rnnjit.torch.LSTM(4, 5).double()
+    strict.strict = True
+    with pytest.raises(TypeError, match="rnnjit runs float32 and bfloat16 on the CPU .* not torch.float64 on cpu"):
+        strict(x.double())
 
 
 def test_non_contiguous_inputs_are_copied_as_torch_nn_does():

@@ -52,6 +52,7 @@ struct BenchFlags {
   bool mixed_lengths = false, unsorted_lengths = false;
   std::vector<std::string> compare;
   std::string device = "cpu";
+  std::string isa;  // empty: RNNJIT_ISA, else the CPU's best
 };
 
 using Clock = std::chrono::steady_clock;
@@ -195,7 +196,8 @@ int bench(const BenchFlags& f) {
   const RnnConfig config = build_config(f.config);
   const Shape shape = build_shape(f.shape);
   const Mode mode = build_mode(f.shape);
-  const Options options = build_options(f.backend);
+  Options options = build_options(f.backend);
+  options.isa = build_isa(f.isa, "--isa");
   validate_flags(config, shape);
   if (f.reps < 1) throw UsageError(fmt::format("--reps must be positive, got {}", f.reps));
   if (f.warmup < 0) throw UsageError(fmt::format("--warmup must not be negative, got {}", f.warmup));
@@ -224,6 +226,8 @@ int bench(const BenchFlags& f) {
       device == Device::cuda ? Contender{"rnnjit", cuda_rnnjit_iteration(config, shape, mode, {d.w, d.x, d.dy, d.lengths})}
                              : rnnjit_contender("rnnjit", config, shape, mode, options, d)};
   const int threads = Rnn(config, options).options().threads;
+  // oneDNN runs the ISA rnnjit's plan runs (its sgemm in the ceiling too): capped at AVX2 with it.
+  if (device == Device::cpu && bench::onednn_available()) bench::onednn_cap_isa(options.isa);
   for (const std::string& p : f.compare) contenders.push_back(peer(p, config, shape, mode, options, threads, d, device));
   // With --fpmath bf16, --compare onednn times oneDNN's bf16 primitives as well (onednn_bf16,
   // beside its FP32 ones): left out, with a note, where oneDNN runs no bf16 RNN here.
@@ -257,7 +261,7 @@ int bench(const BenchFlags& f) {
   const double flops = forward_flops(config, shape) * (training ? 3.0 : 1.0) - zero_state_flops(config, shape, training);
   const Timings& ours = timings.front();
   if (f.peak) bench::wait_for_quiet_cores();
-  const double peak = f.peak ? bench::measure_fma_peak(threads) : 0.0;
+  const double peak = f.peak ? bench::measure_fma_peak(threads, 0.3, options.isa) : 0.0;
   const double ours_gflops = flops / (ours.median() * 1e6);
   // The weight-streaming bound: every recurrent step reads its layer's W_hh and W_hr (forward,
   // and backward data again in training; no W_hh in the first forward step, whose h0 is zero,
@@ -290,7 +294,8 @@ int bench(const BenchFlags& f) {
                      {"config", describe(config)}, {"mixed_lengths", f.mixed_lengths},
                      {"sorted_lengths", f.mixed_lengths && !f.unsorted_lengths},
                      {"device", std::string(to_string(device))}, {"fpmath", std::string(to_string(options.fpmath))},
-                     {"quantize", std::string(to_string(contenders.front().quantize))}};
+                     {"quantize", std::string(to_string(contenders.front().quantize))},
+                     {"isa", std::string(to_string(options.isa))}};
     if (peak > 0) j.update({{"peak_gflops", peak}, {"peak_fraction", ours_gflops / peak}});
     if (ceiling.size > 0)
       j["gemm_ceiling"] = {{"size", ceiling.size}, {"openblas_gflops", ceiling.openblas},
@@ -324,8 +329,8 @@ int bench(const BenchFlags& f) {
                    ? "int8 weights and activations (AVX512-VNNI or AMX-INT8: rnn-jit plan says which), gate math FP32"
                    : "not run here (see rnn-jit plan --quantize int8 for why): the plan's GEMMs are bf16 or FP32");
   if (peak > 0)
-    fmt::print("  FMA peak measured now: {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it{}\n", peak, threads,
-               100.0 * ours_gflops / peak,
+    fmt::print("  FMA peak measured now ({} FMAs): {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it{}\n",
+               options.isa == Isa::avx2 ? "ymm" : "zmm", peak, threads, 100.0 * ours_gflops / peak,
                int8 ? " (its GEMMs run on int8 dot products, not FMAs)"
                : bf16 ? " (its GEMMs run on AMX tiles, not FMAs)" : "");
   if (ceiling.size > 0) {
@@ -336,7 +341,9 @@ int bench(const BenchFlags& f) {
                "peak){4}{5}{6}\n",
                ceiling.size, threads, ceiling.openblas, 100.0 * ceiling.openblas / peak,
                rate("oneDNN's dnnl_sgemm", ceiling.onednn), rate("rnnjit's generated GEMM (W packed)", ceiling.rnnjit),
-               rate("and its 5 x 5 tile with A and B in L1", ceiling.tile_in_l1));
+               rate(options.isa == Isa::avx2 ? "and its 6 x 1 tile (AVX2) with A and B in L1"
+                                             : "and its 5 x 5 tile with A and B in L1",
+                    ceiling.tile_in_l1));
   }
   if (bound_ms > 0)
     fmt::print("  weight-streaming bound: {:.2f} MB of recurrent weights a step ({:.2f} MB a thread) read at {:.1f} "
@@ -357,6 +364,10 @@ CommandAction setup_bench(CLI::App& sub) {
   add_config_flags(sub, f->config, false);
   add_shape_flags(sub, f->shape, false);
   add_backend_flags(sub, f->backend);
+  sub.add_option("--isa", f->isa,
+                 "instruction set of rnnjit's generated code: avx512, avx2 or reference (default: the CPU's best, or "
+                 "RNNJIT_ISA when set); with avx2 the oneDNN peer is capped at AVX2 too (dnnl::set_max_cpu_isa), "
+                 "and --peak measures ymm FMAs");
   sub.add_option("--reps", f->reps, "timed iterations (default 10)");
   sub.add_option("--warmup", f->warmup, "untimed iterations first (default 2)");
   sub.add_flag("--json", f->json, "print exactly one JSON object for the case");
@@ -364,7 +375,7 @@ CommandAction setup_bench(CLI::App& sub) {
                "after the timed runs, also measure the FMA peak of the same threads, the rate they read each "
                "thread's share of W_hh at (the weight-streaming bound of the recurrence), and the FP32 GEMM "
                "ceiling (OpenBLAS's and oneDNN's sgemm and rnnjit's generated GEMM on a 2048^3 problem, and its 5 x 5 "
-               "tile with A and B in L1)");
+               "tile, AVX2's 6 x 1, with A and B in L1), all with the vectors of --isa");
   CLI::Option* mixed = sub.add_flag("--mixed-lengths", f->mixed_lengths,
                                     "variable-length sequences: lengths drawn in [1, T] (the longest T), sorted "
                                     "longest first as PyTorch packs them; FLOPs stay the padded ones");

@@ -50,7 +50,7 @@ int plan(const PlanFlags& f) {
 
   const CacheSizes caches = detect_caches();
   const Plan p = make_plan(config, shape, mode, isa, build_threads(f.threads),
-                           projection_chooser(projection_gemm, caches), caches, fpmath,
+                           projection_chooser(projection_gemm, caches, isa), caches, fpmath,
                            unit.value_or(Bf16Unit::amx), quantize, int8);
   if (f.json) {
     fmt::print("{}\n", to_json(p));

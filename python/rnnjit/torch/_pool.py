@@ -48,12 +48,17 @@ class ExecutionPool:
         self._lock = threading.Lock()
 
     def acquire(self, key, rnn, shape, mode):
+        """An Execution on loan until its Lease is released (a training call, until backward)."""
+        return Lease(self, key, self.take(key, rnn, shape, mode))
+
+    def take(self, key, rnn, shape, mode):
+        """An idle Execution of `key`, or a new one; the caller gives it back (_give_back)."""
         with self._lock:
             idle = self._idle.get(key)
             if idle:
                 self._idle.move_to_end(key)
-                return Lease(self, key, idle.pop())
-        return Lease(self, key, rnn.prepare(shape, mode))  # plans through the cache; no lock held
+                return idle.pop()
+        return rnn.prepare(shape, mode)  # plans through the cache; no lock held
 
     def _give_back(self, key, execution):
         with self._lock:
