@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "codegen/plan.hpp"
+#include "codegen/x64/gate_emitter.hpp"
 #include "codegen/planner.hpp"
 #include "rnn_case.hpp"
 #include "rnnjit.h"
@@ -183,6 +184,26 @@ TEST(JitActivations, TheCellsOwnFunctionsLeaveThePlanUnchanged) {
       EXPECT_TRUE(a.kernels[k] == b.kernels[k]) << kernel_name(a.kernels[k]);
       EXPECT_FALSE(a.kernels[k].custom_activations());
       EXPECT_EQ(kernel_name(a.kernels[k]).find("_act"), std::string::npos);
+    }
+  }
+}
+
+TEST(JitActivations, EmittersRefuseDescriptorsWithOtherFunctions) {
+  RnnConfig config;
+  config.cell = CellKind::lstm;
+  config.input_size = config.hidden_size = 32;
+  config.activations[0][2] = {Activation::softsign};
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    KernelDesc d = gate_kernel_desc(config, {2, 3}, Mode::inference, isa, Pass::forward);
+    ASSERT_FALSE(d.custom_activations());  // the config's functions are the planner's to add
+    EXPECT_NO_THROW(x64::emit_gate_kernel(d)) << to_string(isa);
+    d.set_activations(config, 0);
+    ASSERT_TRUE(d.custom_activations());
+    try {
+      x64::emit_gate_kernel(d);
+      ADD_FAILURE() << "emitted " << kernel_name(d);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no generated code for activations"), std::string::npos) << e.what();
     }
   }
 }
