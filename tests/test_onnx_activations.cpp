@@ -227,6 +227,13 @@ TEST(JitActivations, TrainingIsRefusedWithOneClearLine) {
       EXPECT_EQ(m.find('\n'), std::string::npos) << m;
     }
   }
+  // No CUDA gate kernel computes them either: a CUDA plan refuses them (no GPU needed to plan).
+  try {
+    make_plan(config, {3, 2}, Mode::inference, Isa::cuda, 1);
+    ADD_FAILURE() << "a CUDA plan took them";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not in a CUDA plan"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ActivationConfig, BadValuesAreClearErrors) {
