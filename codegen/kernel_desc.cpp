@@ -12,6 +12,31 @@ std::size_t KernelDescHash::operator()(const KernelDesc& d) const {
   return static_cast<std::size_t>(h.value());
 }
 
+namespace {
+
+// "_act" and each role's kind, with its parameters' bits where set: "_act5a3dcccccd_2_2".
+std::string activations_suffix(const KernelDesc& d) {
+  if (!d.custom_activations()) return "";
+  std::string s = "_act";
+  for (int r = 0; r < kActivationRoles && d.activation[r]; ++r) {
+    s += fmt::format("{}{}", r ? "_" : "", d.activation[r]);
+    if (d.activation_alpha_bits[r]) s += fmt::format("a{:08x}", d.activation_alpha_bits[r]);
+    if (d.activation_beta_bits[r]) s += fmt::format("b{:08x}", d.activation_beta_bits[r]);
+  }
+  return s;
+}
+
+// " activations=[LeakyRelu(alpha=0.1), Tanh]" where the kernel has its own.
+std::string describe_activations(const KernelDesc& d) {
+  if (!d.custom_activations()) return "";
+  std::string s;
+  for (int r = 0; r < kActivationRoles && d.activation[r]; ++r)
+    s += (r ? ", " : "") + describe(d.activation_of(static_cast<ActivationRole>(r)));
+  return " activations=[" + s + "]";
+}
+
+}  // namespace
+
 std::string kernel_name(const KernelDesc& d) {
   if (d.kind_of() == KernelKind::amx_gemm)
     return fmt::format("bf16gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}_pa{}", d.rows, d.vectors, d.n_tail, d.beta,
@@ -31,7 +56,7 @@ std::string kernel_name(const KernelDesc& d) {
                        d.unroll, d.b_lookahead, d.next_b_lines ? fmt::format("_nb{}", d.next_b_lines) : "",
                        d.stream_c ? "_nt" : "");
   // The clip is named by its bits so that every distinct value gives a distinct name.
-  return fmt::format("{}_{}{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}{}{}{}{}{}{}", to_string(d.cell_kind()),
+  return fmt::format("{}_{}{}{}_{}_h{}_c{}_n{}_ld{}_u{}{}{}{}{}{}{}{}{}", to_string(d.cell_kind()),
                      d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training ? "_train" : "",
                      d.cell_kind() == CellKind::gru_reset_before ? (d.part ? "_n" : "_rz") : "",
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll,
@@ -40,7 +65,7 @@ std::string kernel_name(const KernelDesc& d) {
                      d.relu_alpha_bits ? fmt::format("_alpha{:08x}", d.relu_alpha_bits) : "",
                      d.peephole ? "_peep" : "", d.input_forget ? "_cifg" : "",
                      d.gx_row_stride ? fmt::format("_gx{}", d.gx_row_stride) : "",
-                     d.dy_row_stride ? fmt::format("_dy{}", d.dy_row_stride) : "");
+                     d.dy_row_stride ? fmt::format("_dy{}", d.dy_row_stride) : "", activations_suffix(d));
 }
 
 std::string describe(const KernelDesc& d) {
@@ -72,10 +97,11 @@ std::string describe(const KernelDesc& d) {
                        d.b_k_stride, d.c_row_stride, d.unroll, d.b_lookahead, d.next_b_lines, d.stream_c,
                        d.generator_version);
   return fmt::format("kind=gate cell={} part={} pass={} training={} isa={} H={} cols={} N={} ld_h={} unroll={} clip={} "
-                     "gate_clip={} relu_alpha={} peephole={} input_forget={} gx_row_stride={} dy_row_stride={} gen={}",
+                     "gate_clip={} relu_alpha={} peephole={} input_forget={} gx_row_stride={} dy_row_stride={} gen={}{}",
                      to_string(d.cell_kind()), d.part, d.pass_kind() == Pass::forward ? "fwd" : "bwd", d.training,
                      to_string(d.isa_kind()), d.hidden, d.cols, d.rows, d.ld_h, d.unroll, d.clip(), d.gate_clip(),
-                     d.relu_alpha(), d.peephole, d.input_forget, d.gx_stride(), d.dy_stride(), d.generator_version);
+                     d.relu_alpha(), d.peephole, d.input_forget, d.gx_stride(), d.dy_stride(), d.generator_version,
+                     describe_activations(d));
 }
 
 }  // namespace rnnjit

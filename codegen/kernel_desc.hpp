@@ -64,7 +64,12 @@ struct KernelDesc {
   // gemm: each unrolled k iteration also prefetches this many cache lines into L2 from
   // GemmArgs::next_b on (0: none); see GemmBlocking::next_panel_lines.
   std::uint8_t next_b_lines = 0;
-  std::uint8_t unused_[2] = {};  // the descriptor is hashed and compared as bytes: no padding
+  // gate: ONNX's activations (an Activation per ActivationRole f, g, h) where the kernel's
+  // direction uses others than the cell's own (RnnConfig::custom_activations); all standard (0)
+  // otherwise, so a plain cell's descriptor and kernel are unchanged. Their parameters are in
+  // activation_alpha_bits and activation_beta_bits.
+  std::uint8_t activation[kActivationRoles] = {};
+  std::uint8_t unused_[3] = {};  // the descriptor is hashed and compared as bytes: no padding
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
   std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
   std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and (unless dy_row_stride) dy (D*H)
@@ -81,10 +86,31 @@ struct KernelDesc {
   // gate backward: the row stride of dy in floats where it is not ld_h (0): summed directions
   // read the one gradient of their sum, [N, S], in place (S, where ld_h is 2*S).
   std::uint32_t dy_row_stride = 0;
+  // gate: alpha and beta of each role's activation as float bits (0 where it takes none).
+  std::uint32_t activation_alpha_bits[kActivationRoles] = {};
+  std::uint32_t activation_beta_bits[kActivationRoles] = {};
 
   float clip() const { return std::bit_cast<float>(clip_bits); }
   float gate_clip() const { return std::bit_cast<float>(gate_clip_bits); }
   float relu_alpha() const { return std::bit_cast<float>(relu_alpha_bits); }
+  // Whether the kernel computes other activations than its cell's own (the fields above).
+  bool custom_activations() const { return activation[0] || activation[1] || activation[2]; }
+  // The function of a role as the fields hold it (standard: the cell's own).
+  ActivationFunction activation_of(ActivationRole role) const {
+    const auto r = static_cast<std::size_t>(role);
+    return {static_cast<Activation>(activation[r]), std::bit_cast<float>(activation_alpha_bits[r]),
+            std::bit_cast<float>(activation_beta_bits[r])};
+  }
+  // Stores direction d's functions of the config (resolved) when they are not the cell's own.
+  void set_activations(const RnnConfig& config, int direction) {
+    if (!config.custom_activations(direction)) return;
+    for (int r = 0; r < activation_role_count(config.cell); ++r) {
+      const ActivationFunction f = config.activation(direction, static_cast<ActivationRole>(r));
+      activation[r] = static_cast<std::uint8_t>(f.kind);
+      activation_alpha_bits[r] = std::bit_cast<std::uint32_t>(f.alpha);
+      activation_beta_bits[r] = std::bit_cast<std::uint32_t>(f.beta);
+    }
+  }
 
   KernelKind kind_of() const { return static_cast<KernelKind>(kind); }
   Isa isa_kind() const { return static_cast<Isa>(isa); }

@@ -268,6 +268,12 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
               {"part", k.part}, {"clip", k.clip()}, {"gate_clip", k.gate_clip()}, {"relu_alpha", k.relu_alpha()},
               {"peephole", static_cast<bool>(k.peephole)}, {"input_forget", static_cast<bool>(k.input_forget)},
               {"gx_row_stride", k.gx_stride()}, {"dy_row_stride", k.dy_stride()}});
+    if (k.custom_activations()) {  // ONNX's activations other than the cell's own, per role f, g, h
+      nlohmann::json roles = nlohmann::json::array();
+      for (int r = 0; r < kActivationRoles && k.activation[r]; ++r)
+        roles.push_back(describe(k.activation_of(static_cast<ActivationRole>(r))));
+      j["activations"] = roles;
+    }
   }
   return j;
 }

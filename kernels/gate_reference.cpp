@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/activation.hpp"
 #include "kernels/gate_clip.hpp"
 #include "rnnjit/error.hpp"
 
@@ -17,9 +18,68 @@ GateClip<float> gate_clip_of(const KernelDesc& d) {
   return d.gate_clip_bits ? GateClip<float>(d.gate_clip(), sigmoidf, tanhf_) : GateClip<float>{};
 }
 
+// ONNX's activations other than the cell's own (KernelDesc::activation), computed in their own
+// loop: one function per role, so every cell's math reads as ONNX writes it.
+void gate_forward_custom(const KernelDesc& d, const GateForwardArgs& a) {
+  const std::int64_t H = d.hidden, GH = d.gates() * H;
+  const GateClip<float> clip = gate_clip_of(d);
+  const ActivationFunction fa = d.activation_of(ActivationRole::f), ga = d.activation_of(ActivationRole::g),
+                           ha = d.activation_of(ActivationRole::h);
+  const auto f = [&](float x) { return activate(fa, x); };
+  const auto g = [&](float x) { return activate(ga, x); };
+  const auto h = [&](float x) { return activate(ha, x); };
+  const float* pp = d.peephole ? a.peephole : nullptr;
+  for (std::int64_t n = 0; n < d.rows; ++n) {
+    const float* gx = a.gx + n * d.gx_stride();
+    const float* gh = a.gh + n * GH;
+    const float* h_prev = a.h_prev + n * d.ld_h;
+    float* h_out = a.h_out + n * d.ld_h;
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(d.cols); ++j) {
+      auto pre = [&](std::int64_t gate, float peep = 0.0f) {
+        return clip(gx[gate * H + j] + a.bias_ih[gate * H + j] + gh[gate * H + j] + a.bias_hh[gate * H + j] + peep);
+      };
+      switch (d.cell_kind()) {
+        case CellKind::rnn_tanh: case CellKind::rnn_sigmoid: case CellKind::rnn_relu: h_out[j] = f(pre(0)); break;
+        case CellKind::lstm: {
+          const float cp = a.c_prev[n * H + j];
+          const float i = f(pre(0, pp ? pp[j] * cp : 0.0f));
+          const float fg = d.input_forget ? 1.0f - i : f(pre(1, pp ? pp[H + j] * cp : 0.0f));
+          float c = fg * cp + i * g(pre(2));
+          if (d.clip_bits && (c > d.clip() || c < -d.clip())) c = c > 0.0f ? d.clip() : -d.clip();  // NaN stays
+          const float o = f(pre(3, pp ? pp[2 * H + j] * c : 0.0f));
+          a.c_out[n * H + j] = c;
+          h_out[j] = o * h(c);
+          break;
+        }
+        case CellKind::gru: {
+          const float r = f(pre(0)), z = f(pre(1));
+          const float hn = gh[2 * H + j] + a.bias_hh[2 * H + j];
+          const float nn = g(clip(gx[2 * H + j] + a.bias_ih[2 * H + j] + r * hn));
+          h_out[j] = nn + z * (h_prev[j] - nn);
+          break;
+        }
+        case CellKind::gru_reset_before:
+          if (d.part == 0) {
+            h_out[j] = f(pre(0)) * h_prev[j];
+            a.c_out[n * H + j] = f(pre(1));
+          } else {
+            const float nn = g(pre(2));
+            h_out[j] = nn + a.c_prev[n * H + j] * (h_prev[j] - nn);
+          }
+          break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void gate_forward_reference(const KernelDesc& d, const GateForwardArgs& a) {
+  if (d.custom_activations()) {
+    if (d.training || d.pass_kind() != Pass::forward)
+      throw Error(fmt::format("{}: activations other than the cell's own are for inference only", kernel_name(d)));
+    return gate_forward_custom(d, a);
+  }
   const std::int64_t H = d.hidden, G = d.gates(), GH = G * H, R = d.reserve_gates() * H;
   const GateClip<float> gclip = gate_clip_of(d);
   const float* pp = d.peephole ? a.peephole : nullptr;
@@ -81,6 +141,8 @@ void gate_forward_reference(const KernelDesc& d, const GateForwardArgs& a) {
 }
 
 void gate_backward_reference(const KernelDesc& d, const GateBackwardArgs& a) {
+  if (d.custom_activations())
+    throw Error(fmt::format("{}: activations other than the cell's own are for inference only", kernel_name(d)));
   const std::int64_t H = d.hidden, R = d.reserve_gates() * H;
   const GateClip<float> gclip = gate_clip_of(d);
   const float* pp = d.peephole ? a.peephole : nullptr;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/activation.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/gate_clip.hpp"
 #include "kernels/int8_reference.hpp"
@@ -213,6 +214,10 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   const T clip_value = static_cast<T>(config.clip);
   const GateClip<T> gclip = gate_clip_of<T>(config);
   const T relu_alpha = static_cast<T>(config.relu_alpha);
+  if (reserve && config.custom_activations())
+    throw Error(fmt::format("training with activations {} is not supported: activations other than the cell's own "
+                            "are for inference on the CPU only",
+                            describe_activations(config)));
   // Dropout acts in training only, between layers.
   const bool dropout = reserve != nullptr && config.dropout > 0.0f && L > 1;
   const bool int8 = options.quantize == Quantize::int8_dynamic;
@@ -270,6 +275,18 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
       const bool rev = config.reversed(d);
       const LayerWeights<T> lw = layer_weights(layout, w, l, d);
       const i64 in_col = config.layer_input_column(l, d);
+      // The direction's activation functions (ONNX's f, g, h): the cell's own unless the config
+      // names others.
+      const bool custom = config.custom_activations(d);
+      const ActivationFunction fa = config.activation(d, ActivationRole::f), ga = config.activation(d, ActivationRole::g),
+                               ha = config.activation(d, ActivationRole::h);
+      const auto act_f = [&](T a) {
+        if (custom) return activate(fa, a);
+        if (cell == CellKind::rnn_relu) return relu(a, relu_alpha);
+        return cell == CellKind::rnn_tanh ? tanh_(a) : sigmoid(a);  // the vanilla RNNs' own, else LSTM's and GRU's f
+      };
+      const auto act_g = [&](T a) { return custom ? activate(ga, a) : tanh_(a); };
+      const auto act_h = [&](T a) { return custom ? activate(ha, a) : tanh_(a); };
       // int8: the weights quantized once per call, each product's vector as it is read.
       Int8Products q8;
       if (int8) q8 = Int8Products(lw, GH, S, H, P);
@@ -304,7 +321,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
           if (reset_before) {
             // n's recurrent product reads r * h_{t-1}: r first, then W_hn (r * h) + b_hn
             // replaces W_hn h + b_hn (S = H: no projection on a GRU).
-            for (i64 k = 0; k < H; ++k) reset_h[sz(k)] = sigmoid(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]))) * hp[k];
+            for (i64 k = 0; k < H; ++k) reset_h[sz(k)] = act_f(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]))) * hp[k];
             if (int8) {
               q8.reset_products(reset_h.data(), lw, gh);
             } else {
@@ -320,7 +337,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
             T h = 0, c = 0;
             if (is_vanilla(cell)) {
               const T a = gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)]));
-              h = cell == CellKind::rnn_relu ? relu(a, relu_alpha) : cell == CellKind::rnn_tanh ? tanh_(a) : sigmoid(a);
+              h = act_f(a);
               if (reserve) reserve->gates[uld][sz(row * GH + k)] = h;
             } else if (lstm) {
               // Peepholes: i and f see c_{t-1}, o sees c_t; input_forget couples f = 1 - i.
@@ -328,13 +345,13 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
                 return gclip(static_cast<T>(gx[sz(gate * H + k)] + gh[sz(gate * H + k)]) + peep);
               };
               const T* pp = lw.peep;
-              const T i = sigmoid(pre(0, pp ? pp[k] * cp[k] : T(0)));
-              const T f = config.input_forget ? T(1) - i : sigmoid(pre(1, pp ? pp[H + k] * cp[k] : T(0)));
-              const T g = tanh_(pre(2, T(0)));
+              const T i = act_f(pre(0, pp ? pp[k] * cp[k] : T(0)));
+              const T f = config.input_forget ? T(1) - i : act_f(pre(1, pp ? pp[H + k] * cp[k] : T(0)));
+              const T g = act_g(pre(2, T(0)));
               c = f * cp[k] + i * g;
               if (clip) c = std::clamp(c, -clip_value, clip_value);
-              const T o = sigmoid(pre(3, pp ? pp[2 * H + k] * c : T(0)));
-              h = o * tanh_(c);  // r_t with a projection
+              const T o = act_f(pre(3, pp ? pp[2 * H + k] * c : T(0)));
+              h = o * act_h(c);  // r_t with a projection
               if (reserve) {
                 T* gt = reserve->gates[uld].data() + row * GH;
                 gt[k] = i, gt[H + k] = f, gt[2 * H + k] = g, gt[3 * H + k] = o;
@@ -342,11 +359,11 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
                 if (proj) reserve->r[uld][sz(row * H + k)] = h;
               }
             } else {  // GRU: linear before reset (hn = W_hn h + b_hn) or reset before (W_hn (r h) + b_hn)
-              const T r = sigmoid(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)])));
-              const T z = sigmoid(gclip(static_cast<T>(gx[sz(H + k)] + gh[sz(H + k)])));
+              const T r = act_f(gclip(static_cast<T>(gx[sz(k)] + gh[sz(k)])));
+              const T z = act_f(gclip(static_cast<T>(gx[sz(H + k)] + gh[sz(H + k)])));
               const T hn = static_cast<T>(gh[sz(2 * H + k)]);
-              const T nn = reset_before ? tanh_(gclip(static_cast<T>(gx[sz(2 * H + k)] + gh[sz(2 * H + k)])))
-                                        : tanh_(gclip(static_cast<T>(gx[sz(2 * H + k)]) + r * hn));
+              const T nn = reset_before ? act_g(gclip(static_cast<T>(gx[sz(2 * H + k)] + gh[sz(2 * H + k)])))
+                                        : act_g(gclip(static_cast<T>(gx[sz(2 * H + k)]) + r * hn));
               h = (T(1) - z) * nn + z * hp[k];
               if (reserve) {
                 T* gt = reserve->gates[uld].data() + row * GH;

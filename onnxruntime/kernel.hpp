@@ -23,7 +23,7 @@ struct Counters {
 };
 Counters& counters();
 
-// A valid node that rnnjit does not run (an activation it lacks, ...): the default domain hands it
+// A valid node that rnnjit does not run (alpha/beta entries no activation reads, ...): the default domain hands it
 // to ONNX Runtime's kernel, com.rnnjit reports it.
 class Unsupported : public std::runtime_error {
  public:

@@ -64,6 +64,8 @@ rnnjit_status_t guarded(F&& body) noexcept {
     // codegen/planner/: a valid cell and mode the JIT backend does not implement (no such refusal
     // is left: the last, the reset-before GRU's training, went with commit 9bfcb2c).
     if (contains(e.what(), "is not supported on the JIT backend")) return fail(RNNJIT_STATUS_UNSUPPORTED, e.what());
+    // kernels/reference.cpp, codegen/planner/planner.cpp: ONNX's activations in training.
+    if (contains(e.what(), "for inference on the CPU only")) return fail(RNNJIT_STATUS_UNSUPPORTED, e.what());
     if (std::strncmp(e.what(), "out of memory", 13) == 0) return fail(RNNJIT_STATUS_OUT_OF_MEMORY, e.what());
     return fail(RNNJIT_STATUS_INVALID_ARGUMENT, e.what());
   } catch (const std::bad_alloc&) {
@@ -77,6 +79,21 @@ rnnjit_status_t guarded(F&& body) noexcept {
   }
 }
 
+
+// rnnjit_activation_kind_t numbers the C++ API's Activation.
+static_assert(RNNJIT_ACTIVATION_STANDARD == static_cast<int>(rnnjit::Activation::standard) &&
+              RNNJIT_ACTIVATION_RELU == static_cast<int>(rnnjit::Activation::relu) &&
+              RNNJIT_ACTIVATION_TANH == static_cast<int>(rnnjit::Activation::tanh) &&
+              RNNJIT_ACTIVATION_SIGMOID == static_cast<int>(rnnjit::Activation::sigmoid) &&
+              RNNJIT_ACTIVATION_AFFINE == static_cast<int>(rnnjit::Activation::affine) &&
+              RNNJIT_ACTIVATION_LEAKY_RELU == static_cast<int>(rnnjit::Activation::leaky_relu) &&
+              RNNJIT_ACTIVATION_THRESHOLDED_RELU == static_cast<int>(rnnjit::Activation::thresholded_relu) &&
+              RNNJIT_ACTIVATION_SCALED_TANH == static_cast<int>(rnnjit::Activation::scaled_tanh) &&
+              RNNJIT_ACTIVATION_HARD_SIGMOID == static_cast<int>(rnnjit::Activation::hard_sigmoid) &&
+              RNNJIT_ACTIVATION_ELU == static_cast<int>(rnnjit::Activation::elu) &&
+              RNNJIT_ACTIVATION_SOFTSIGN == static_cast<int>(rnnjit::Activation::softsign) &&
+              RNNJIT_ACTIVATION_SOFTPLUS == static_cast<int>(rnnjit::Activation::softplus) &&
+              RNNJIT_ACTIVATION_SOFTPLUS + 1 == rnnjit::kActivationKinds);
 
 RnnConfig to_cpp(const rnnjit_config_t& c) {
   RnnConfig config;
@@ -114,6 +131,13 @@ RnnConfig to_cpp(const rnnjit_config_t& c) {
   config.bias = c.no_bias == 0;
   config.independent_stacks = c.independent_stacks != 0;
   config.relu_alpha = c.relu_alpha;
+  for (int d = 0; d < 2; ++d)
+    for (int r = 0; r < rnnjit::kActivationRoles; ++r) {
+      const rnnjit_activation_t& a = c.activations[d][r];
+      if (a.kind < 0 || a.kind >= rnnjit::kActivationKinds)
+        invalid(fmt::format("config.activations[{}][{}].kind is {}, not an rnnjit_activation_kind_t", d, r, a.kind));
+      config.activations[d][r] = {static_cast<rnnjit::Activation>(a.kind), a.alpha, a.beta};
+    }
   rnnjit::validate(config);  // names the field
   return config;
 }
@@ -146,6 +170,11 @@ rnnjit_config_t to_c(const RnnConfig& config) {
   c.no_bias = config.bias ? 0 : 1;
   c.independent_stacks = config.independent_stacks ? 1 : 0;
   c.relu_alpha = config.relu_alpha;
+  for (int d = 0; d < 2; ++d)
+    for (int r = 0; r < rnnjit::kActivationRoles; ++r) {
+      const rnnjit::ActivationFunction& f = config.activations[d][r];
+      c.activations[d][r] = {static_cast<int32_t>(f.kind), f.alpha, f.beta};
+    }
   c.fpmath = RNNJIT_FPMATH_STRICT;
   c.quantize = RNNJIT_QUANTIZE_NONE;
   return c;

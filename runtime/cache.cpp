@@ -33,6 +33,12 @@ std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
   mix(k.config.bias);
   mix(k.config.sum_directions);
   mix(k.config.independent_stacks);
+  for (const auto& direction : k.config.activations)
+    for (const ActivationFunction& f : direction) {
+      mix(static_cast<std::uint64_t>(f.kind));
+      mix(std::bit_cast<std::uint32_t>(f.alpha));
+      mix(std::bit_cast<std::uint32_t>(f.beta));
+    }
   mix(static_cast<std::uint64_t>(k.shape.seq_len));
   mix(static_cast<std::uint64_t>(k.shape.batch));
   mix(static_cast<std::uint64_t>(k.mode));

@@ -84,6 +84,7 @@ void validate(const RnnConfig& c) {
     throw Error(fmt::format("relu_alpha must be a finite value >= 0 (0: plain ReLU), got {}", c.relu_alpha));
   if (c.relu_alpha > 0.0f && c.cell != CellKind::rnn_relu)
     throw Error(fmt::format("relu_alpha applies to rnn_relu only, not to {}", to_string(c.cell)));
+  validate_activations(c);
   if (c.peephole && !lstm) throw Error(fmt::format("peephole applies to LSTM only, not to {}", to_string(c.cell)));
   if (c.input_forget && !lstm)
     throw Error(fmt::format("input_forget applies to LSTM only, not to {}", to_string(c.cell)));
@@ -134,6 +135,7 @@ std::string describe(const RnnConfig& c) {
   if (!c.bias) s += " no_bias";
   if (c.sum_directions) s += " sum_directions";
   if (c.independent_stacks) s += " independent_stacks";
+  if (c.custom_activations()) s += " activations=" + describe_activations(c);
   return s;
 }
 

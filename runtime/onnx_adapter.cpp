@@ -20,12 +20,6 @@ using c_api::check_size;
 using c_api::invalid;
 using c_api::unsupported;
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // ---- the attributes ----
 
 // attrs.op: the operator's name and its cell before the other attributes refine it.
@@ -99,9 +93,8 @@ void set_flags(const rnnjit_onnx_attributes_t& a, OnnxNode& node) {
   }
 }
 
-// The activation lists' pointers and sizes (per_direction names a direction, D directions);
-// returns the activations given, as text.
-std::string check_activation_lists(const rnnjit_onnx_attributes_t& a, const char* op, std::size_t per_direction,
+// The activation lists' pointers and sizes (per_direction names a direction, D directions).
+void check_activation_lists(const rnnjit_onnx_attributes_t& a, const char* op, std::size_t per_direction,
                                    int D) {
   if (a.activation_alpha_count > 0 && !a.activation_alpha)
     invalid(fmt::format("ONNX {}: activation_alpha is NULL but its size is {}", op, a.activation_alpha_count));
@@ -113,70 +106,70 @@ std::string check_activation_lists(const rnnjit_onnx_attributes_t& a, const char
       a.activations_count != per_direction * static_cast<std::size_t>(D))
     invalid(fmt::format("ONNX {}: activations has {} entries, expected {} per direction ({} directions)", op,
                         a.activations_count, per_direction, D));
-  std::string given;
-  for (std::size_t i = 0; i < a.activations_count; ++i) {
-    if (!a.activations[i]) invalid(fmt::format("ONNX {}: activations[{}] is NULL", op, i));
-    given += fmt::format("{}{}", i ? ", " : "", a.activations[i]);
-  }
-  return given;
-}
-
-// Whether every activation given is `name` (false where none is given).
-bool all_are(const rnnjit_onnx_attributes_t& a, const char* name) {
-  bool all = a.activations_count > 0;
-  for (std::size_t i = 0; i < a.activations_count; ++i) all = all && iequals(a.activations[i], name);
-  return all;
-}
-
-// An RNN's activation, the same for every direction, picks its cell (LeakyRelu: with alpha);
-// the other operators take their defaults only. Returns whether it is LeakyRelu.
-bool set_activation_cell(const rnnjit_onnx_attributes_t& a, OnnxNode& node,
-                         std::span<const std::string_view> defaults, const std::string& given) {
-  const char* op = node.op_name;
-  const std::size_t per_direction = defaults.size();
-  bool all_default = true;
   for (std::size_t i = 0; i < a.activations_count; ++i)
-    all_default = all_default && iequals(a.activations[i], defaults[i % per_direction]);
-  const bool leaky = a.op == RNNJIT_ONNX_RNN && all_are(a, "LeakyRelu");
-  if (a.op == RNNJIT_ONNX_RNN && all_are(a, "Relu")) {
-    node.config.cell = CellKind::rnn_relu;
-  } else if (a.op == RNNJIT_ONNX_RNN && all_are(a, "Sigmoid")) {
-    node.config.cell = CellKind::rnn_sigmoid;
-  } else if (leaky) {
-    node.config.cell = CellKind::rnn_relu;
-    node.config.relu_alpha = 0.01f;  // ONNX's LeakyRelu default
-  } else if (!all_default) {
-    std::string expected;
-    for (std::size_t i = 0; i < per_direction; ++i) expected += fmt::format("{}{}", i ? ", " : "", defaults[i]);
-    unsupported(fmt::format("ONNX {}: activations [{}] are not supported (only the defaults [{}]{})", op, given,
-                            expected,
-                            a.op == RNNJIT_ONNX_RNN ? " and one of Relu, Sigmoid, LeakyRelu for every direction" : ""));
-  }
-  return leaky;
+    if (!a.activations[i]) invalid(fmt::format("ONNX {}: activations[{}] is NULL", op, i));
 }
 
-// activation_alpha (LeakyRelu's only) and activation_beta (none).
-void set_activation_parameters(const rnnjit_onnx_attributes_t& a, OnnxNode& node, bool leaky) {
-  const char* op = node.op_name;
-  if (a.activation_alpha_count > 0 && !leaky)
-    unsupported(fmt::format("ONNX {}: activation_alpha is not supported (of the supported activations only LeakyRelu "
-                            "takes one)", op));
-  if (a.activation_alpha_count > 0) {  // LeakyRelu's: one per activation, the same for every direction
-    if (a.activation_alpha_count != a.activations_count)
-      invalid(fmt::format("ONNX {}: activation_alpha has {} entries, expected {} (one per LeakyRelu)", op,
-                          a.activation_alpha_count, a.activations_count));
-    for (std::size_t i = 0; i < a.activation_alpha_count; ++i) {
-      const float alpha = a.activation_alpha[i];
-      if (!(alpha >= 0.0f) || std::isinf(alpha))
-        unsupported(fmt::format("ONNX {}: LeakyRelu alpha {} is not supported (only finite values >= 0)", op, alpha));
-      if (alpha != a.activation_alpha[0])
-        unsupported(fmt::format("ONNX {}: activation_alpha differs between the directions ({} and {})", op,
-                                a.activation_alpha[0], alpha));
+// ONNX Runtime's defaults of the parameters an activation reads when activation_alpha or
+// activation_beta runs out (onnxruntime's rnn_helpers.cc): LeakyRelu 0.01, HardSigmoid 0.2 and
+// 0.5, Elu 1; every other one 0 (ThresholdedRelu too, where ONNX's ThresholdedRelu operator
+// says 1: the override route must compute what ONNX Runtime's own kernel computes).
+float default_alpha(Activation kind) {
+  return kind == Activation::leaky_relu ? 0.01f : kind == Activation::hard_sigmoid ? 0.2f : kind == Activation::elu ? 1.0f : 0.0f;
+}
+float default_beta(Activation kind) { return kind == Activation::hard_sigmoid ? 0.5f : 0.0f; }
+
+// The activations of every direction, as ONNX Runtime reads them: a list of one direction's
+// functions serves both directions of a bidirectional node, and activation_alpha and
+// activation_beta are consumed in the list's order by the functions that read them (those
+// left without one take the default).
+std::vector<ActivationFunction> parse_activations(const rnnjit_onnx_attributes_t& a, const char* op,
+                                                  std::span<const std::string_view> defaults, int D) {
+  const std::size_t per_direction = defaults.size();
+  std::vector<ActivationFunction> out;
+  for (std::size_t i = 0; i < per_direction * static_cast<std::size_t>(D); ++i) {
+    const std::string_view name = a.activations_count == 0 ? defaults[i % per_direction]
+                                                            : std::string_view(a.activations[i % a.activations_count]);
+    try {
+      out.push_back({parse_activation(name)});
+    } catch (const Error& e) {
+      invalid(fmt::format("ONNX {}: activations[{}]: {}", op, i % std::max<std::size_t>(a.activations_count, 1), e.what()));
     }
-    node.config.relu_alpha = a.activation_alpha[0];
   }
-  if (a.activation_beta_count > 0)
-    unsupported(fmt::format("ONNX {}: activation_beta is not supported (no supported activation takes one)", op));
+  std::size_t alphas = 0, betas = 0;
+  for (ActivationFunction& f : out) {
+    if (activation_alphas(f.kind)) f.alpha = alphas < a.activation_alpha_count ? a.activation_alpha[alphas++] : default_alpha(f.kind);
+    if (activation_betas(f.kind)) f.beta = betas < a.activation_beta_count ? a.activation_beta[betas++] : default_beta(f.kind);
+    if (!std::isfinite(f.alpha) || !std::isfinite(f.beta))
+      unsupported(fmt::format("ONNX {}: activation {} is not supported (alpha and beta must be finite)", op, describe(f)));
+  }
+  if (alphas < a.activation_alpha_count || betas < a.activation_beta_count)
+    unsupported(fmt::format("ONNX {}: activation_alpha of {} and activation_beta of {} entries are not supported: the "
+                            "activations read only {} and {} of them",
+                            op, a.activation_alpha_count, a.activation_beta_count, alphas, betas));
+  return out;
+}
+
+// The activations into the network: an RNN whose directions all use one of Tanh, Relu, Sigmoid
+// or LeakyRelu (alpha >= 0) is that cell (rnn_tanh, rnn_relu, rnn_sigmoid, rnn_relu with
+// relu_alpha: generated gate kernels); any other function goes to config.activations, where
+// it differs from the cell's own.
+void set_activations(const rnnjit_onnx_attributes_t& a, OnnxNode& node, std::span<const std::string_view> defaults) {
+  RnnConfig& c = node.config;
+  const std::vector<ActivationFunction> fs = parse_activations(a, node.op_name, defaults, c.directions());
+  const std::size_t per_direction = defaults.size();
+  if (a.op == RNNJIT_ONNX_RNN && std::all_of(fs.begin(), fs.end(), [&](const ActivationFunction& f) { return f == fs[0]; })) {
+    const ActivationFunction f = fs[0];
+    if (f.kind == Activation::relu) c.cell = CellKind::rnn_relu;
+    if (f.kind == Activation::sigmoid) c.cell = CellKind::rnn_sigmoid;
+    if (f.kind == Activation::leaky_relu && f.alpha >= 0.0f) c.cell = CellKind::rnn_relu, c.relu_alpha = f.alpha;
+  }
+  for (int d = 0; d < c.directions(); ++d)
+    for (std::size_t r = 0; r < per_direction; ++r) {
+      const ActivationFunction& f = fs[static_cast<std::size_t>(d) * per_direction + r];
+      const auto role = static_cast<ActivationRole>(r);
+      if (!(f == cell_activation(c.cell, role, c.relu_alpha))) c.activations[static_cast<std::size_t>(d)][r] = f;
+    }
 }
 
 // ---- the weights ----
@@ -463,9 +456,8 @@ OnnxNode onnx_node(const rnnjit_onnx_attributes_t* attrs_ptr, std::int64_t input
   const std::span<const std::string_view> defaults = default_activations(a);
   set_sizes(a, input_size, node);
   set_flags(a, node);
-  const std::string given = check_activation_lists(a, node.op_name, defaults.size(), node.config.directions());
-  const bool leaky = set_activation_cell(a, node, defaults, given);
-  set_activation_parameters(a, node, leaky);
+  check_activation_lists(a, node.op_name, defaults.size(), node.config.directions());
+  set_activations(a, node, defaults);
   validate(node.config);  // input_size, sizes
   return node;
 }

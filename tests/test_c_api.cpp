@@ -975,11 +975,22 @@ TEST_F(CApiOnnx, EveryUnsupportedAttributeIsNamed) {
     std::size_t count;
   } activation_cases[] = {{fwd_lstm.get(), lstm_acts, 3}, {gru.get(), gru_acts, 4}, {rnn.get(), rnn_hard_sigmoid, 1},
                           {rnn.get(), rnn_mixed, 2}};
+  // Every function ONNX names is supported (test_onnx_activations checks them): the network
+  // takes them as config.activations.
   for (const auto& ac : activation_cases) {
     rnnjit_onnx_attributes_t a = ac.n->at.a;
     a.activations = ac.acts, a.activations_count = ac.count;
-    expect_attribute_error(*ac.n, a, kUnsupported, "activations [");
+    rnnjit_config_t config{};
+    EXPECT_OK(rnnjit_onnx_config(&a, ac.n->c.I, &config));
+    int custom = 0;
+    for (const auto& direction : config.activations)
+      for (const rnnjit_activation_t& f : direction) custom += f.kind != RNNJIT_ACTIVATION_STANDARD;
+    EXPECT_GT(custom, 0) << ac.acts[0];
   }
+  const char* unknown[] = {"Swish"};
+  rnnjit_onnx_attributes_t a = rnn->at.a;
+  a.activations = unknown, a.activations_count = 1;
+  expect_attribute_error(*rnn, a, kInvalid, "unknown activation 'Swish'");
 }
 
 // An element of length 0 has all-zero Y, Y_h and Y_c (onnxruntime's behaviour, compared in
@@ -1199,16 +1210,35 @@ TEST_F(CApiOnnx, AcceptedSpellingsOfTheDefaults) {
   r.activations_count = 2, r.activation_alpha_count = 2;
   ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
   EXPECT_EQ(config.relu_alpha, 0.25f);
+  // As ONNX Runtime reads them: alphas are consumed in the list's order, the default (0.01)
+  // where they run out; functions that differ between the directions, or a LeakyRelu below 0,
+  // are config.activations of rnn_tanh (the scalar reference's gate kernels).
+  const auto expect_leaky = [&](int d, float alpha) {
+    EXPECT_EQ(config.cell, static_cast<int>(RNNJIT_CELL_RNN_TANH));
+    EXPECT_EQ(config.activations[d][0].kind, static_cast<int>(RNNJIT_ACTIVATION_LEAKY_RELU)) << d;
+    EXPECT_EQ(config.activations[d][0].alpha, alpha) << d;
+  };
   r.activation_alpha_count = 1;
-  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kInvalid, "activation_alpha has 1 entries, expected 2");
+  ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
+  expect_leaky(0, 0.25f);
+  expect_leaky(1, 0.01f);
   const float differing[] = {0.25f, 0.5f}, negative[] = {-0.5f, -0.5f};
   r.activation_alpha = differing, r.activation_alpha_count = 2;
-  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kUnsupported, "activation_alpha differs between the directions");
+  ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
+  expect_leaky(0, 0.25f);
+  expect_leaky(1, 0.5f);
   r.activation_alpha = negative;
-  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kUnsupported, "LeakyRelu alpha -0.5 is not supported");
+  ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
+  expect_leaky(0, -0.5f);
+  expect_leaky(1, -0.5f);
   const char* mixed[] = {"LeakyRelu", "Sigmoid"};
   r.activations = mixed, r.activation_alpha_count = 0;
-  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kUnsupported, "activations [LeakyRelu, Sigmoid]");
+  ASSERT_OK(rnnjit_onnx_config(&r, 2, &config));
+  expect_leaky(0, 0.01f);
+  EXPECT_EQ(config.activations[1][0].kind, static_cast<int>(RNNJIT_ACTIVATION_SIGMOID));
+  const float three[] = {0.1f, 0.2f, 0.3f};
+  r.activations = leaky, r.activation_alpha = three, r.activation_alpha_count = 3;
+  EXPECT_ERROR(rnnjit_onnx_config(&r, 2, &config), kUnsupported, "activations read only 2 and 0 of them");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -274,6 +274,8 @@ void check_gate_desc(const KernelDesc& d) {
       !(d.cell_kind() == CellKind::rnn_relu && d.relu_alpha() > 0.0f && std::isfinite(d.relu_alpha())))
     throw Error(
         fmt::format("{}: invalid relu alpha {} (a finite slope > 0 of rnn_relu)", kernel_name(d), d.relu_alpha()));
+  if (d.custom_activations())
+    throw Error(fmt::format("{}: no CUDA gate kernel computes activations other than the cell's own", kernel_name(d)));
 }
 
 std::string gate_kernel_source(const KernelDesc& d) {

@@ -128,7 +128,7 @@ void Planner::plan_recurrent_gradients(RecurrenceStep& r, std::vector<Step>& lan
     // d(r * h_prev) = dn W_hn first (W_hh's n rows), then dh_carry += [dr, dz] W_hh[r,z rows].
     ResetBefore& rb = r.reset_before.emplace();
     rb.d_reset_h = region_operand(plan_.workspace, regions_.d_reset_h[d], n0 * s.H);
-    rb.part1.kernel = add_kernel_desc(gate_desc(Pass::backward, l, 1));
+    rb.part1.kernel = add_kernel_desc(gate_desc(Pass::backward, l, d, 1));
     rb.gemm = generated(with_fpmath({.what = "reset gradient d(r * h_prev) = dn W_hn" + rows_note, .m = rows,
                                     .n = s.H, .k = s.H, .b = shifted(w_hh, 2 * s.H * s.S), .c = rb.d_reset_h,
                                     .lda = s.R, .ldb = s.S, .ldc = s.H}),

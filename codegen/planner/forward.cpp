@@ -151,7 +151,7 @@ void Planner::plan_recurrent_gemms(RecurrenceStep& r, int threads, int lane_inde
     else
       rb.reset_h = {.base = region_operand(plan_.workspace, regions_.reset_h[d], n0 * ldh), .t_stride = 0};
     rb.z = region_operand(plan_.workspace, regions_.z[d], n0 * s.H);
-    rb.part1.kernel = add_kernel_desc(gate_desc(Pass::forward, l, 1));
+    rb.part1.kernel = add_kernel_desc(gate_desc(Pass::forward, l, d, 1));
     rb.gemm = with_packed_weights(GemmStep{.what = "recurrent projection n (on r * h_prev)", .trans_b = true,
                                            .m = rows, .n = s.H, .k = s.S, .b = shifted(w_hh, 2 * s.H * s.S),
                                            .c = shifted(r.gh, 2 * s.H), .lda = ldh, .ldb = s.S, .ldc = s.GH},

@@ -98,6 +98,11 @@ Plan Planner::build() {
         max_gate_unroll(CellKind::lstm, Pass::forward, Isa::avx2), max_gate_unroll(CellKind::lstm, Pass::backward, Isa::avx2),
         gate_slot_registers(Isa::avx2), gemm_max_rows(1, Isa::avx2)));
   if (plan_.isa == Isa::reference) plan_.notes.push_back("isa reference: scalar gate kernels");
+  for (int d = 0; d < s_.D; ++d)
+    if (config_.custom_activations(d) && plan_.isa != Isa::reference)
+      plan_.notes.push_back(fmt::format("direction {}: activations {} have no generated gate kernel: its gate kernels "
+                                        "are the scalar reference twins",
+                                        d, describe_activations(config_)));
   if (!generates_x64(plan_.isa)) plan_.notes.push_back("GEMMs run on OpenBLAS (no generated GEMM for this isa)");
   allocate_forward();
   plan_forward();
@@ -126,11 +131,18 @@ std::pair<std::int64_t, std::int64_t> Planner::batch_slice(int i) const {
   return {s_.N * i / schedule_.batch_slices, s_.N * (i + 1) / schedule_.batch_slices};
 }
 
-// The gate kernel of layer l's `pass` over all rows and units (part 1: the reset-before GRU's n
-// kernel); forward, it reads gx as layer l's projection lays it out.
-KernelDesc Planner::gate_desc(Pass pass, std::int64_t l, int part) const {
+// The gate kernel of layer l's `pass` over all rows and units of direction `direction` (part 1:
+// the reset-before GRU's n kernel); forward, it reads gx as layer l's projection lays it out.
+// ONNX's activations other than the cell's own have no generated code: such a direction's gate
+// kernels are the scalar reference twins (the plan's notes say so).
+KernelDesc Planner::gate_desc(Pass pass, std::int64_t l, int direction, int part) const {
   KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
   d.part = static_cast<std::uint8_t>(part);
+  d.set_activations(config_, direction);
+  if (d.custom_activations()) {
+    d.isa = static_cast<std::uint8_t>(Isa::reference);
+    d.unroll = 1;
+  }
   if (pass == Pass::forward && batch_major_gx(l)) d.gx_row_stride = static_cast<std::uint32_t>(s_.T * s_.GX);
   // Backward, the kernel reads dy (without a projection: with one it reads dcell, H wide).
   if (pass == Pass::backward && !s_.P && ld_dy(l) != s_.W) d.dy_row_stride = static_cast<std::uint32_t>(ld_dy(l));
@@ -150,7 +162,7 @@ void Planner::split_gate_kernel(RecurrenceStep& r, Pass pass, const GemmStep& un
   }
   for (int t = 0; t < units.blocking.threads; ++t) {
     const auto [c0, c1] = units.blocking.thread_columns(t);
-    KernelDesc d = gate_desc(pass, r.layer, part);
+    KernelDesc d = gate_desc(pass, r.layer, r.direction, part);
     d.rows = static_cast<std::uint32_t>(r.batch);
     d.cols = static_cast<std::uint32_t>(c1 - c0);
     split.thread_kernels.push_back(c1 > c0 ? add_kernel_desc(d) : -1);
@@ -174,7 +186,7 @@ RecurrenceStep Planner::recurrence(Pass pass, std::int64_t l, int d, std::int64_
   r.state = s_.S;
   r.ld_state = s_.W;
   r.carry_save = region_operand(plan_.workspace, regions_.carry_save[d], n0 * 2 * s_.H);
-  r.gate.kernel = add_kernel_desc(gate_desc(pass, l));
+  r.gate.kernel = add_kernel_desc(gate_desc(pass, l, d));
   return r;
 }
 
@@ -236,6 +248,10 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
     throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
+  // The gate kernels' backward and the CUDA kernels know the cells' own activations only.
+  if (config.custom_activations() && (mode == Mode::training || isa == Isa::cuda))
+    throw Error(fmt::format("activations {} are for inference on the CPU only (not in {})",
+                            describe_activations(config), mode == Mode::training ? "training" : "a CUDA plan"));
   if (!caches.valid())
     throw Error(fmt::format("caches must have an L1d of at least 1 KiB and an L2 no smaller and at most 4 GiB, "
                             "got L1d {} L2 {} bytes",

@@ -126,7 +126,7 @@ class Planner {
   void add_lane(Stage& stage, std::vector<Step>&& lane, bool in_turn = false) const;
   std::pair<std::int64_t, std::int64_t> batch_slice(int i) const;
   int add_kernel_desc(const KernelDesc& d) { return append_kernel(plan_.kernels, d); }
-  KernelDesc gate_desc(Pass pass, std::int64_t l, int part = 0) const;
+  KernelDesc gate_desc(Pass pass, std::int64_t l, int direction, int part = 0) const;
   void split_gate_kernel(RecurrenceStep& r, Pass pass, const GemmStep& units, int part = 0);
   RecurrenceStep recurrence(Pass pass, std::int64_t l, int d, std::int64_t n0, std::int64_t n1);
   void skip_finished_rows(GemmStep& g, bool rows_of_a_are_zero) const;

@@ -47,6 +47,10 @@ GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
   if (desc.relu_alpha_bits && !(desc.cell_kind() == CellKind::rnn_relu && desc.relu_alpha() > 0.0f &&
                                 std::isfinite(desc.relu_alpha())))
     throw Error(fmt::format("{}: relu_alpha needs rnn_relu and a positive finite value", kernel_name(desc)));
+  // The emitters compute the cells' own functions only: a descriptor naming others must not get
+  // a kernel that silently ignores them (the planner gives them the scalar reference twins).
+  if (desc.custom_activations())
+    throw Error(fmt::format("{}: no generated code for activations other than the cell's own", kernel_name(desc)));
   if ((desc.peephole || desc.input_forget) && desc.cell_kind() != CellKind::lstm)
     throw Error(fmt::format("{}: peephole and input_forget need an LSTM", kernel_name(desc)));
   if (desc.cols < 1 || desc.cols > desc.hidden)

@@ -6,6 +6,7 @@ made, run and released from several threads neither crash nor leak threads."""
 
 import os
 import threading
+import zlib
 
 import numpy as np
 import pytest
@@ -203,6 +204,43 @@ CASES += [
 ]
 
 
+# ---- every activation function ONNX names, in every role (rnnjit runs them: the counters say so) ----
+
+# (name, alpha, beta): parameters where the function reads them, [] for ONNX Runtime's defaults.
+FUNCTIONS = [("Relu", [], []), ("Tanh", [], []), ("Sigmoid", [], []), ("Affine", [0.7], [-0.2]),
+             ("LeakyRelu", [0.15], []), ("LeakyRelu", [], []), ("ThresholdedRelu", [0.3], []),
+             ("ThresholdedRelu", [], []), ("ScaledTanh", [1.3], [0.6]), ("HardSigmoid", [0.3], [0.45]),
+             ("HardSigmoid", [], []), ("Elu", [0.8], []), ("Elu", [], []), ("Softsign", [], []),
+             ("Softplus", [], [])]
+STANDARD = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+
+ACTIVATION_CASES = []
+for name, alpha, beta in FUNCTIONS:
+    for op, roles in STANDARD.items():
+        for role in range(len(roles)):
+            acts = list(roles)
+            acts[role] = name
+            direction = ("forward", "reverse", "bidirectional")[role]
+            if direction == "bidirectional":  # a list per direction; the alphas and betas given are
+                acts = acts * 2               # the forward one's, the reverse one's take the defaults
+            case = dict(op=op, direction=direction, activations=acts,
+                        initial_h=True, initial_c=op == "LSTM", seq_lens=role == 1)
+            if alpha:
+                case["activation_alpha"] = alpha
+            if beta:
+                case["activation_beta"] = beta
+            ACTIVATION_CASES.append(case)
+ACTIVATION_CASES += [  # a list per direction, with different functions and parameters
+    dict(op="RNN", direction="bidirectional", activations=["Tanh", "Relu"]),
+    dict(op="RNN", direction="bidirectional", activations=["LeakyRelu", "LeakyRelu"], activation_alpha=[0.3]),
+    dict(op="LSTM", direction="bidirectional", activations=["HardSigmoid", "Elu", "Softsign", "Sigmoid", "Tanh",
+                                                            "ScaledTanh"],
+         activation_alpha=[0.25, 0.9, 1.1], activation_beta=[0.55, 0.7], peepholes=True, clip=2.0),
+    dict(op="GRU", direction="bidirectional", activations=["Sigmoid", "Softplus", "Affine", "Tanh"],
+         activation_alpha=[0.5], activation_beta=[0.1], linear_before_reset=1),
+]
+
+
 def case_id(c):
     return "-".join(f"{k}={v}" if not isinstance(v, (list, tuple)) else f"{k}={'+'.join(map(str, v))}"
                     for k, v in c.items())
@@ -237,14 +275,30 @@ def test_dynamic_shapes_reuse_packed_weights():
 
 # ---- what rnnjit does not run ----
 
+# activation_alpha or activation_beta with more entries than the activations read (ONNX Runtime
+# ignores the rest; rnnjit refuses the node rather than guess).
 FALLBACK = [
-    dict(op="RNN", direction="forward", activations=["Softsign"]),
-    dict(op="RNN", direction="bidirectional", activations=["Tanh", "Relu"]),
+    dict(op="RNN", direction="forward", activations=["Tanh"], activation_alpha=[0.5]),
     dict(op="GRU", direction="forward", activations=["HardSigmoid", "Tanh"], activation_alpha=[0.3],
-         activation_beta=[0.4]),
+         activation_beta=[0.4, 0.1]),
     dict(op="LSTM", direction="forward", activations=["Sigmoid", "Elu", "Softplus"], activation_alpha=[1.0, 0.5],
          initial_c=True),
 ]
+
+
+@pytest.mark.parametrize("domain", ["", "com.rnnjit"])
+@pytest.mark.parametrize("case", ACTIVATION_CASES, ids=case_id)
+def test_activation_equals_onnxruntime(case, domain):
+    if rnnjit_cannot_read_activations():
+        pytest.skip("this ONNX Runtime's C API cannot read string-list attributes (needs 1.25)")
+    seed = zlib.crc32(f"{case_id(case)} {domain}".encode())  # the same data in every run
+    node = Node(hidden=int(np.random.default_rng(seed).integers(3, 20)), input_size=5, seed=seed, domain=domain,
+                **case)
+    # Unbounded functions as gates (a GRU's z = Softplus(...) > 1) make h grow step after step:
+    # weights of half the usual scale and up to 6 steps keep every output finite, where both
+    # sides' rounding stays comparable.
+    node.weights = {k: v * 0.5 for k, v in node.weights.items()}
+    check_node(node, shapes=((6, 3), (2, 5)))
 
 
 @pytest.mark.parametrize("case", FALLBACK, ids=case_id)

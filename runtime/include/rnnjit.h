@@ -108,6 +108,32 @@ typedef enum rnnjit_mode {
 /* Struct fields and parameters that take these enums are int32_t: a fixed size in the ABI, and
  * any value a caller stores is defined behaviour (out-of-range values are INVALID_ARGUMENT). */
 
+/* ONNX's activation functions of RNN, GRU and LSTM (rnnjit_config_t.activations), with ONNX's
+ * alpha and beta: Affine alpha*x + beta, LeakyRelu x >= 0 ? x : alpha*x, ThresholdedRelu
+ * x > alpha ? x : 0, ScaledTanh alpha*tanh(beta*x), HardSigmoid min(max(alpha*x + beta, 0), 1),
+ * Elu x >= 0 ? x : alpha*(exp(x) - 1); Relu, Tanh, Sigmoid, Softsign x/(1+|x|) and Softplus
+ * log(1+exp(x)) take neither (alpha and beta 0). */
+typedef enum rnnjit_activation_kind {
+  RNNJIT_ACTIVATION_STANDARD = 0, /* the cell's own function for that role */
+  RNNJIT_ACTIVATION_RELU = 1,
+  RNNJIT_ACTIVATION_TANH = 2,
+  RNNJIT_ACTIVATION_SIGMOID = 3,
+  RNNJIT_ACTIVATION_AFFINE = 4,
+  RNNJIT_ACTIVATION_LEAKY_RELU = 5,
+  RNNJIT_ACTIVATION_THRESHOLDED_RELU = 6,
+  RNNJIT_ACTIVATION_SCALED_TANH = 7,
+  RNNJIT_ACTIVATION_HARD_SIGMOID = 8,
+  RNNJIT_ACTIVATION_ELU = 9,
+  RNNJIT_ACTIVATION_SOFTSIGN = 10,
+  RNNJIT_ACTIVATION_SOFTPLUS = 11
+} rnnjit_activation_kind_t;
+
+typedef struct rnnjit_activation {
+  int32_t kind; /* an rnnjit_activation_kind_t */
+  float alpha;  /* finite; 0 for a function that takes none */
+  float beta;   /* finite; 0 for a function that takes none */
+} rnnjit_activation_t;
+
 typedef struct rnnjit_rnn rnnjit_rnn_t;
 typedef struct rnnjit_execution rnnjit_execution_t;
 
@@ -144,6 +170,12 @@ typedef struct rnnjit_config {
    * ONNX's LeakyRelu); 0: plain ReLU. */
   float relu_alpha;
   int32_t quantize;             /* an rnnjit_quantize_t (0: none) */
+  /* ONNX's activations [direction][role] (role 0: f, LSTM's i, f, o, GRU's r, z, the RNN's one
+   * function; 1: g, LSTM's cell input, GRU's n; 2: h, LSTM's h = o * h(c)); all zero
+   * (RNNJIT_ACTIVATION_STANDARD) is the cell's own. Inference on the CPU only: a training
+   * execution of a network with others than the cell's own is UNSUPPORTED. Direction 1 only when
+   * bidirectional, roles the cell lacks stay zero (else INVALID_ARGUMENT). */
+  rnnjit_activation_t activations[2][3];
 } rnnjit_config_t;
 
 /* Element counts of one call's tensors (see rnnjit_execution_tensor_sizes). */
@@ -160,7 +192,7 @@ typedef struct rnnjit_tensor_sizes {
 const char* rnnjit_last_error(void);
 /* "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "OUT_OF_MEMORY", "INTERNAL" ("UNKNOWN" otherwise). */
 const char* rnnjit_status_string(int32_t status);
-/* "0.6.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
+/* "0.7.0": the library's version (compare with the RNNJIT_VERSION_* of the header you compiled). */
 const char* rnnjit_version(void);
 
 /* ---- network ---- */
@@ -260,9 +292,15 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * A zero-initialized rnnjit_onnx_attributes_t holds ONNX's defaults (set op and hidden_size).
  * Supported: direction forward, reverse and bidirectional; layout 0 and 1; sequence_lens in
  * [0, T] (Y zero past an element's length, Y_h/Y_c at its last step; an element of length 0 has
- * all-zero Y, Y_h and Y_c, as in onnxruntime); RNN with activations Tanh
- * (default), Relu, Sigmoid (RNNJIT_CELL_RNN_SIGMOID) or LeakyRelu (config.relu_alpha: its
- * activation_alpha, default 0.01, one value >= 0 for every direction); GRU with
+ * all-zero Y, Y_h and Y_c, as in onnxruntime); every activation function ONNX names (Relu,
+ * Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign,
+ * Softplus; names in any case, a list for one direction serving both), read as onnxruntime reads
+ * them: activation_alpha and activation_beta are consumed in the list's order by the functions
+ * that take them, and those left without one take onnxruntime's default (LeakyRelu 0.01,
+ * HardSigmoid 0.2 and 0.5, Elu 1, any other 0). An RNN whose directions all use Tanh, Relu,
+ * Sigmoid or LeakyRelu with alpha >= 0 is RNNJIT_CELL_RNN_TANH, _RELU, _SIGMOID or _RELU with
+ * config.relu_alpha (generated gate kernels); any other function, where it is not the cell's own,
+ * is in config.activations (inference only; its gate kernels are the scalar reference's); GRU with
  * linear_before_reset=1 (RNNJIT_CELL_GRU) and 0 (ONNX's default, RNNJIT_CELL_GRU_RESET_BEFORE);
  * clip, for every op (config.gate_clip: each gate's pre-activation, biases and peepholes
  * included, is clamped to [-clip, clip]); LSTM peepholes
@@ -275,10 +313,10 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * INVALID_ARGUMENT, besides values ONNX does not allow: clip not > 0 and finite; has_peepholes
  * or input_forget on another op than LSTM; has_peepholes without P at the import, or a nonzero P
  * without has_peepholes.
- * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute or input, for: activations
- * other than the defaults (and Relu, Sigmoid, LeakyRelu for RNN) or differing between the
- * directions, activation_alpha other than LeakyRelu's (or one < 0, or differing between the
- * directions), activation_beta. */
+ * INVALID_ARGUMENT also for an activation name ONNX does not define.
+ * RNNJIT_STATUS_UNSUPPORTED, with a message naming the attribute, for: activation_alpha or
+ * activation_beta with more entries than the activations read (onnxruntime ignores the rest),
+ * and alpha or beta values that are not finite. */
 
 typedef enum rnnjit_onnx_op { RNNJIT_ONNX_RNN = 0, RNNJIT_ONNX_GRU = 1, RNNJIT_ONNX_LSTM = 2 } rnnjit_onnx_op_t;
 

@@ -36,6 +36,39 @@ std::string_view to_string(CellKind cell);
 // Throws Error("unknown cell 'x' (expected rnn_relu, rnn_tanh, rnn_sigmoid, lstm, gru or gru_reset_before)").
 CellKind parse_cell(std::string_view name);
 
+// ONNX's activation functions of the recurrent operators (ONNX's names and alpha/beta):
+//   relu max(0, x); tanh; sigmoid; affine alpha*x + beta; leaky_relu x >= 0 ? x : alpha*x;
+//   thresholded_relu x > alpha ? x : 0; scaled_tanh alpha*tanh(beta*x);
+//   hard_sigmoid min(max(alpha*x + beta, 0), 1); elu x >= 0 ? x : alpha*(exp(x) - 1);
+//   softsign x/(1 + |x|); softplus log(1 + exp(x)).
+// standard: the cell's own function for that role (cell_activation).
+enum class Activation : std::uint8_t {
+  standard = 0, relu, tanh, sigmoid, affine, leaky_relu, thresholded_relu, scaled_tanh, hard_sigmoid, elu,
+  softsign, softplus
+};
+inline constexpr int kActivationKinds = 12;  // standard included
+
+// "standard", ONNX's name otherwise ("Relu", "LeakyRelu", ...).
+std::string_view to_string(Activation kind);
+// ONNX's name of an activation, case-insensitively; throws Error naming the known ones.
+Activation parse_activation(std::string_view name);
+// How many of alpha and beta the function reads (ONNX's), e.g. 1, 0 for leaky_relu.
+int activation_alphas(Activation kind);
+int activation_betas(Activation kind);
+
+// One activation with its parameters; alpha and beta are 0 where the function takes none.
+struct ActivationFunction {
+  Activation kind = Activation::standard;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+  bool operator==(const ActivationFunction&) const = default;
+};
+
+// The roles of ONNX's activation list: f (LSTM i, f, o; GRU r, z; the vanilla RNN's one
+// function), g (LSTM's cell input g, GRU's n) and h (LSTM's h = o * h(c)).
+enum class ActivationRole : std::uint8_t { f = 0, g = 1, h = 2 };
+inline constexpr int kActivationRoles = 3;
+
 // Whether the cell is one of the vanilla RNNs (one gate, h = act(pre-activation)).
 constexpr bool is_vanilla(CellKind cell) {
   return cell == CellKind::rnn_relu || cell == CellKind::rnn_tanh || cell == CellKind::rnn_sigmoid;
@@ -46,6 +79,9 @@ inline bool is_gru(CellKind cell) { return cell == CellKind::gru || cell == Cell
 
 // Number of gates G: 1 for the vanilla RNNs, 4 for LSTM (i,f,g,o), 3 for both GRUs (r,z,n).
 int gate_count(CellKind cell);
+
+// Activation roles the cell has: 1 (vanilla RNNs: f), 2 (GRU: f, g), 3 (LSTM: f, g, h).
+int activation_role_count(CellKind cell);
 
 struct RnnConfig {
   CellKind cell = CellKind::lstm;
@@ -93,6 +129,11 @@ struct RnnConfig {
   // oneDNN's eltwise_relu alpha, ONNX's LeakyRelu activation, PyTorch's negative_slope);
   // finite, >= 0. 0: plain ReLU.
   float relu_alpha = 0.0f;
+  // ONNX's activations, per direction (forward first) and role (ActivationRole); standard (the
+  // zero value) is the cell's own function, so a config that names none is the plain cell.
+  // Inference only: a training plan refuses any that differs from the cell's own. Roles the cell
+  // does not have and the second direction of a unidirectional network stay standard.
+  std::array<std::array<ActivationFunction, kActivationRoles>, 2> activations{};
 
   int directions() const { return bidirectional ? 2 : 1; }
   int gates() const { return gate_count(cell); }
@@ -125,8 +166,25 @@ struct RnnConfig {
   bool sums_output(std::int64_t layer) const {
     return sum_directions && (!independent_stacks || layer + 1 == num_layers);
   }
+  // The function of role r in direction d, standard resolved to the cell's own (rnn_relu: Relu,
+  // LeakyRelu with relu_alpha).
+  ActivationFunction activation(int direction, ActivationRole role) const;
+  // Whether direction d (or, without an argument, any direction) uses an activation other than
+  // the cell's own.
+  bool custom_activations(int direction) const;
+  bool custom_activations() const { return custom_activations(0) || (bidirectional && custom_activations(1)); }
   bool operator==(const RnnConfig&) const = default;
 };
+
+// The cell's own function for a role (undefined roles: standard).
+ActivationFunction cell_activation(CellKind cell, ActivationRole role, float relu_alpha = 0.0f);
+// "LeakyRelu(alpha=0.1)", "HardSigmoid(alpha=0.2, beta=0.5)", "Tanh".
+std::string describe(const ActivationFunction& f);
+// Every direction's functions, resolved: "[Sigmoid, Tanh, Elu(alpha=1); Sigmoid, Tanh, Tanh]".
+std::string describe_activations(const RnnConfig& config);
+// The activation checks of validate(config) (kinds, finite parameters only where the function
+// reads them, nothing for a role or direction the network lacks).
+void validate_activations(const RnnConfig& config);
 
 // Sequence length T and batch N of one call.
 struct Shape {
