@@ -313,9 +313,9 @@ void build_and_run_on_host(const std::string& compiler, const fs::path& dir, con
   const std::string src = RNNJIT_SOURCE_DIR;
   const std::string build = fmt::format(
       "cd '{}' && {} -std=c++20 -O1 -w -pthread -I'{}' -I'{}/runtime/include' driver.cpp "
-      "'{}/kernels/gate_reference.cpp' '{}/codegen/kernel_desc.cpp' '{}/runtime/config.cpp' '{}/runtime/names.cpp' "
-      "-lfmt -o driver > build.log 2>&1",
-      dir.string(), compiler, src, src, src, src, src, src);
+      "'{}/kernels/gate_reference.cpp' '{}/codegen/kernel_desc.cpp' '{}/runtime/config.cpp' "
+      "'{}/runtime/activations.cpp' '{}/runtime/names.cpp' -lfmt -o driver > build.log 2>&1",
+      dir.string(), compiler, src, src, src, src, src, src, src);
   ASSERT_EQ(std::system(build.c_str()), 0) << "host build of the generated source failed; see " << dir / "build.log";
   EXPECT_EQ(std::system(fmt::format("'{}/driver' > '{}/run.log'", dir.string(), dir.string()).c_str()), 0)
       << what << "; see " << dir / "run.log";
