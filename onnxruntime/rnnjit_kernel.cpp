@@ -2,7 +2,7 @@
 // (rnnjit_onnx_*: runtime/onnx_adapter.cpp). Weights that are constant initializers (nearly every
 // model's) are imported once when the kernel is made, and packed once per shape; others are
 // imported each run. Executions (a plan, its compiled kernels from rnnjit's process-wide cache, a
-// workspace) are kept per (T, N), the last kMaxShapes used. A DynamicQuantizeLSTM node's int8 W and
+// workspace) are kept per (T, N): the last kMaxShapes used, within kMaxKeptBytes. A DynamicQuantizeLSTM node's int8 W and
 // R are dequantized as they are imported (quantized_weights.cpp) and run on rnnjit's int8 plan.
 #include <algorithm>
 #include <cstdio>
@@ -15,7 +15,11 @@
 namespace rnnjit::ort {
 namespace {
 
-constexpr std::size_t kMaxShapes = 8;
+// Streaming models call with many T (chunks of 16-32 frames, the tail of an utterance): with
+// fewer kept shapes than the T in rotation, every run would plan an execution and pack again.
+// Their workspaces and distinct packed weights bound what is kept for large shapes.
+constexpr std::size_t kMaxShapes = 64;
+constexpr std::size_t kMaxKeptBytes = std::size_t{512} << 20;
 
 struct RnnDeleter {
   void operator()(rnnjit_rnn_t* p) const { rnnjit_rnn_destroy(p); }
@@ -155,6 +159,7 @@ class RnnjitKernel final : public Kernel {
     // The constant weights packed for this execution's plan, shared with the other shapes'
     // executions whose plans pack them into the same bytes.
     std::shared_ptr<const std::vector<std::byte>> packed;
+    std::size_t workspace_bytes = 0;
     std::uint64_t last_use = 0;
   };
 
@@ -206,8 +211,8 @@ class RnnjitKernel final : public Kernel {
   }
 
   // The execution of (T, N): kept, or made (planned and compiled through rnnjit's caches) and,
-  // for constant weights, their packing done once; the least recently used one beyond
-  // kMaxShapes is dropped.
+  // for constant weights, their packing done once; the least recently used ones are dropped
+  // beyond kMaxShapes or kMaxKeptBytes.
   Shape& execution_for(std::int64_t T, std::int64_t N) {
     ++clock_;
     for (Shape& s : shapes_)
@@ -215,14 +220,27 @@ class RnnjitKernel final : public Kernel {
         s.last_use = clock_;
         return s;
       }
-    if (shapes_.size() >= kMaxShapes)
-      shapes_.erase(std::min_element(shapes_.begin(), shapes_.end(),
-                                     [](const Shape& a, const Shape& b) { return a.last_use < b.last_use; }));
     Shape s;
     s.T = T, s.N = N, s.last_use = clock_;
     rnnjit_execution_t* ex = nullptr;
     check_rnnjit(node_, rnnjit_execution_create(rnn_.get(), T, N, RNNJIT_MODE_INFERENCE, &ex));
     s.ex.reset(ex);
+    check_rnnjit(node_, rnnjit_execution_workspace_size(ex, &s.workspace_bytes));
+    const auto kept_bytes = [&] {
+      std::size_t total = s.workspace_bytes;
+      std::vector<const void*> packs;
+      for (const Shape& other : shapes_) {
+        total += other.workspace_bytes;
+        if (other.packed && std::find(packs.begin(), packs.end(), other.packed.get()) == packs.end()) {
+          packs.push_back(other.packed.get());
+          total += other.packed->size();
+        }
+      }
+      return total;
+    };
+    while (!shapes_.empty() && (shapes_.size() >= kMaxShapes || kept_bytes() > kMaxKeptBytes))
+      shapes_.erase(std::min_element(shapes_.begin(), shapes_.end(),
+                                     [](const Shape& a, const Shape& b) { return a.last_use < b.last_use; }));
     if (constant_) {
       std::size_t bytes = 0;
       check_rnnjit(node_, rnnjit_execution_packed_weights_size(ex, &bytes));
