@@ -32,3 +32,14 @@ def assert_close(got, want, tol, what):
 
 def torch_or_skip():
     return pytest.importorskip("torch", reason="PyTorch is not installed here: the rnnjit.torch tests need it")
+
+
+def torch_nn_call(module, *args):
+    """torch.nn's `module` called on `args`, through torch's own CPU kernel where oneDNN refuses
+    the call (oneDNN's bf16 LSTM, torch.nn's path under CPU autocast, needs AVX-512)."""
+    import torch
+    try:
+        return module(*args)
+    except RuntimeError:
+        with torch.backends.mkldnn.flags(enabled=False):
+            return module(*args)

@@ -454,7 +454,15 @@ def _autocast_result(base, cell, x_dtype, p_dtype, projection):
         kwargs = {"nonlinearity": "relu"} if cell == "rnn_relu" else {"proj_size": 1} if projection else {}
         with torch.no_grad():
             probe = base(1, 2, **kwargs).to(p_dtype)
-            y, h = probe(torch.zeros(1, 1, 1, dtype=x_dtype))
+            x = torch.zeros(1, 1, 1, dtype=x_dtype)
+            try:
+                y, h = probe(x)
+            except RuntimeError:
+                # oneDNN (torch.nn's CPU LSTM) has no bf16 LSTM on CPUs without AVX-512 and
+                # raises; torch's own kernel runs it, and autocast decides the dtypes before
+                # either does, so they are the same.
+                with torch.backends.mkldnn.flags(enabled=False):
+                    y, h = probe(x)
             h, c = h if isinstance(h, tuple) else (h, h)
             result = _AUTOCAST_RESULTS[key] = (y.dtype, h.dtype, c.dtype)
     return result
