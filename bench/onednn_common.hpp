@@ -168,6 +168,41 @@ class ThreadScope {
   [[maybe_unused]] int saved_ = 0;
 };
 
+// A peer's `threads`: 0 (OpenMP's default) or, with oneDNN's OpenMP runtime, a count.
+inline void check_threads(int threads) {
+  if (threads < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(threads));
+#if !RNNJIT_PEER_OPENMP
+  if (threads > 0) throw Error("threads needs oneDNN's OpenMP runtime (not found at build time); use 0");
+#endif
+}
+
+// oneDNN's direction of a layer of cfg: one way (reverse: right to left), or both, concatenated
+// or summed.
+inline dnnl::rnn_direction direction_of(const RnnConfig& cfg) {
+  if (cfg.directions() == 1)
+    return cfg.reverse ? dnnl::rnn_direction::unidirectional_right2left : dnnl::rnn_direction::unidirectional_left2right;
+  return cfg.sum_directions ? dnnl::rnn_direction::bidirectional_sum : dnnl::rnn_direction::bidirectional_concat;
+}
+
+// The eltwise activation of oneDNN's vanilla RNN for rnnjit's rnn_relu, rnn_tanh, rnn_sigmoid.
+inline dnnl::algorithm vanilla_activation(CellKind cell) {
+  return cell == CellKind::rnn_relu   ? dnnl::algorithm::eltwise_relu
+         : cell == CellKind::rnn_tanh ? dnnl::algorithm::eltwise_tanh
+                                      : dnnl::algorithm::eltwise_logistic;
+}
+
+// f() with `threads` OpenMP threads (ThreadScope), oneDNN's errors turned into rnnjit::Error
+// saying what failed.
+template <class F>
+inline decltype(auto) run_guarded(int threads, const char* what, F&& f) {
+  try {
+    const ThreadScope scope(threads);
+    return f();
+  } catch (const dnnl::error& e) {
+    rethrow(what, e);
+  }
+}
+
 // A reorder with its two memories, built once.
 struct Reorder {
   dnnl::reorder prim;

@@ -111,10 +111,7 @@ struct OnednnInt8Rnn::Impl {
                   "projection, not " + describe(c));
     // u8 outputs between layers hold h's range [-1, 1], not the sum of two directions' h.
     if (c.sum_directions) throw Error("the oneDNN int8 peer runs no summed directions, not " + describe(c));
-    if (th < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(th));
-#if !RNNJIT_PEER_OPENMP
-    if (th > 0) throw Error("threads needs oneDNN's OpenMP runtime (not found at build time); use 0");
-#endif
+    check_threads(th);
     T = s.seq_len;
     N = s.batch;
     H = c.hidden_size;
@@ -135,10 +132,7 @@ struct OnednnInt8Rnn::Impl {
     attr.set_rnn_data_qparams(dq.scale, dq.shift);
     attr.set_rnn_weights_qparams((1 << 1) | (1 << 3) | (1 << 4), weight_scales);
     const i64 in = cfg.layer_input_size(l);
-    const auto dir = D == 1 ? (cfg.reverse ? dnnl::rnn_direction::unidirectional_right2left
-                                           : dnnl::rnn_direction::unidirectional_left2right)
-                     : cfg.sum_directions ? dnnl::rnn_direction::bidirectional_sum
-                                          : dnnl::rnn_direction::bidirectional_concat;
+    const auto dir = direction_of(cfg);
     const auto kind = dnnl::prop_kind::forward_inference;
     const memory::desc src_layer({T, N, in}, dt::u8, layer_tag());
     const memory::desc dst_layer({T, N, Y}, l == L - 1 ? dt::f32 : dt::u8, layer_tag());
@@ -157,12 +151,10 @@ struct OnednnInt8Rnn::Impl {
         return forward_pd_with<dnnl::lbr_gru_forward>(eng, attr, kind, dir, src_layer, iter, wl, wi, bias, dst_layer,
                                                       iter);
       default: {
-        const auto act = cfg.cell == CellKind::rnn_relu   ? dnnl::algorithm::eltwise_relu
-                         : cfg.cell == CellKind::rnn_tanh ? dnnl::algorithm::eltwise_tanh
-                                                          : dnnl::algorithm::eltwise_logistic;
+        const auto act = vanilla_activation(cfg.cell);
 #if DNNL_VERSION_MAJOR >= 3
         return forward_pd_with<dnnl::vanilla_rnn_forward>(eng, attr, kind, act, dir, src_layer, iter, wl, wi, bias,
-                                                          dst_layer, iter, cfg.relu_alpha, 0.0f);
+                                                          dst_layer, iter, cfg.relu_alpha);
 #else
         return forward_pd_with<dnnl::vanilla_rnn_forward>(eng, attr, kind, act, dir, src_layer, iter, wl, wi, bias,
                                                           dst_layer, iter, dnnl::rnn_flags::undef, cfg.relu_alpha);
@@ -322,20 +314,11 @@ float OnednnInt8Rnn::data_shift() const { return impl_->dq.shift; }
 int OnednnInt8Rnn::weight_max() const { return impl_->weight_max; }
 
 PeerRun OnednnInt8Rnn::run_info() const {
-  try {
-    return impl_->info();
-  } catch (const dnnl::error& e) {
-    rethrow("querying the int8 primitives", e);
-  }
+  return run_guarded(0, "querying the int8 primitives", [&] { return impl_->info(); });
 }
 
 void OnednnInt8Rnn::forward(const ForwardIo& io) {
-  try {
-    const ThreadScope scope(impl_->threads);
-    impl_->forward(io);
-  } catch (const dnnl::error& e) {
-    rethrow("int8 forward", e);
-  }
+  run_guarded(impl_->threads, "int8 forward", [&] { impl_->forward(io); });
 }
 
 }  // namespace rnnjit::bench

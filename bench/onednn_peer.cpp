@@ -122,10 +122,7 @@ struct OnednnRnn::Impl {
       throw Error("the oneDNN peer runs no cell clip, dropout, gate clip, input_forget or independent stacks, not " +
                   describe(c));
     if (bf16 && c.proj_size > 0) throw Error("the oneDNN peer runs the LSTM projection in FP32 only");
-    if (th < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(th));
-#if !RNNJIT_PEER_OPENMP
-    if (th > 0) throw Error("threads needs oneDNN's OpenMP runtime (not found at build time); use 0");
-#endif
+    check_threads(th);
     T = s.seq_len;
     N = s.batch;
     H = c.hidden_size;
@@ -158,10 +155,7 @@ struct OnednnRnn::Impl {
 
   // The forward and (training) backward primitives for layers of input width `input`.
   Prims build(i64 input) const {
-    const auto dir = D == 1 ? (cfg.reverse ? dnnl::rnn_direction::unidirectional_right2left
-                                           : dnnl::rnn_direction::unidirectional_left2right)
-                     : cfg.sum_directions ? dnnl::rnn_direction::bidirectional_sum
-                                          : dnnl::rnn_direction::bidirectional_concat;
+    const auto dir = direction_of(cfg);
     const auto src_layer = data_md({T, N, input}, layer_tag()), dst_layer = data_md({T, N, Y}, layer_tag());
     const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
     const auto wl = data_md({1, D, input, G, H}, tag::any), wi = data_md({1, D, S, G, H}, tag::any);
@@ -191,9 +185,7 @@ struct OnednnRnn::Impl {
       case CellKind::rnn_relu:
       case CellKind::rnn_tanh:
       case CellKind::rnn_sigmoid: {
-        const auto act = cfg.cell == CellKind::rnn_relu   ? dnnl::algorithm::eltwise_relu
-                         : cfg.cell == CellKind::rnn_tanh ? dnnl::algorithm::eltwise_tanh
-                                                          : dnnl::algorithm::eltwise_logistic;
+        const auto act = vanilla_activation(cfg.cell);
         const float alpha = cfg.relu_alpha;  // eltwise_relu's slope below zero
         using F = dnnl::vanilla_rnn_forward;
         using B = dnnl::vanilla_rnn_backward;
@@ -605,38 +597,19 @@ Shape OnednnRnn::shape() const { return impl_->shape; }
 Mode OnednnRnn::mode() const { return impl_->mode; }
 
 PeerRun OnednnRnn::run_info() const {
-  try {
-    return impl_->info();
-  } catch (const dnnl::error& e) {
-    rethrow("querying the primitives", e);
-  }
+  return run_guarded(0, "querying the primitives", [&] { return impl_->info(); });
 }
 
 void OnednnRnn::set_weights(std::span<const float> canonical_weights) {
-  try {
-    const ThreadScope scope(impl_->threads);
-    impl_->convert_weights(canonical_weights);
-  } catch (const dnnl::error& e) {
-    rethrow("reordering the weights", e);
-  }
+  run_guarded(impl_->threads, "reordering the weights", [&] { impl_->convert_weights(canonical_weights); });
 }
 
 void OnednnRnn::forward(const ForwardIo& io) {
-  try {
-    const ThreadScope scope(impl_->threads);
-    impl_->forward(io);
-  } catch (const dnnl::error& e) {
-    rethrow("forward", e);
-  }
+  run_guarded(impl_->threads, "forward", [&] { impl_->forward(io); });
 }
 
 void OnednnRnn::backward(const BackwardDataIo& io) {
-  try {
-    const ThreadScope scope(impl_->threads);
-    impl_->backward(io);
-  } catch (const dnnl::error& e) {
-    rethrow("backward", e);
-  }
+  run_guarded(impl_->threads, "backward", [&] { impl_->backward(io); });
 }
 
 void OnednnRnn::weight_gradients(std::span<float> dweights) const {

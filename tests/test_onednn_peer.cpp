@@ -487,36 +487,21 @@ TEST(OnednnPeerBuffers, RunsTheVersionItWasBuiltAgainst) {
 // LSTMs) skip with oneDNN's reason, which the peer's Error gives.
 struct Int8PeerCase {
   const char* name;
-  RnnConfig config;
-  Shape shape;
+  PeerCase c;
 };
 
 std::vector<Int8PeerCase> int8_peer_cases() {
-  const auto cfg = [](CellKind cell, std::int64_t in, std::int64_t hidden, std::int64_t layers, bool bi) {
-    RnnConfig c;
-    c.cell = cell;
-    c.input_size = in;
-    c.hidden_size = hidden;
-    c.num_layers = layers;
-    c.bidirectional = bi;
-    return c;
+  return {
+      {"lstm_uni", PeerCase{CellKind::lstm, 33, 47, 1, false, 7, 5}},
+      {"lstm_bi_2_layers", PeerCase{CellKind::lstm, 17, 64, 2, true, 6, 3}},
+      {"lstm_3_layers", PeerCase{CellKind::lstm, 40, 40, 3, false, 5, 2}},
+      {"gru_reset_before_bi", PeerCase{CellKind::gru_reset_before, 20, 31, 2, true, 6, 4}},
+      {"gru_lbr", PeerCase{CellKind::gru, 20, 31, 1, false, 4, 3}},
+      {"rnn_tanh", PeerCase{CellKind::rnn_tanh, 20, 31, 1, false, 4, 3}},
+      {"lstm_peephole_reverse", PeerCase{CellKind::lstm, 19, 29, 1, false, 6, 3, true}.with(&PeerCase::reverse)},
+      {"lstm_batch_first_no_bias",
+       PeerCase{CellKind::lstm, 19, 29, 2, false, 6, 3}.with(&PeerCase::batch_first).with(&PeerCase::no_bias)},
   };
-  std::vector<Int8PeerCase> cases{
-      {"lstm_uni", cfg(CellKind::lstm, 33, 47, 1, false), {7, 5}},
-      {"lstm_bi_2_layers", cfg(CellKind::lstm, 17, 64, 2, true), {6, 3}},
-      {"lstm_3_layers", cfg(CellKind::lstm, 40, 40, 3, false), {5, 2}},
-      {"gru_reset_before_bi", cfg(CellKind::gru_reset_before, 20, 31, 2, true), {6, 4}},
-      {"gru_lbr", cfg(CellKind::gru, 20, 31, 1, false), {4, 3}},
-      {"rnn_tanh", cfg(CellKind::rnn_tanh, 20, 31, 1, false), {4, 3}},
-  };
-  Int8PeerCase peephole{"lstm_peephole_reverse", cfg(CellKind::lstm, 19, 29, 1, false), {6, 3}};
-  peephole.config.peephole = peephole.config.reverse = true;
-  Int8PeerCase batch_first{"lstm_batch_first_no_bias", cfg(CellKind::lstm, 19, 29, 2, false), {6, 3}};
-  batch_first.config.batch_first = true;
-  batch_first.config.bias = false;
-  cases.push_back(peephole);
-  cases.push_back(batch_first);
-  return cases;
 }
 
 class OnednnInt8Peer : public testing::TestWithParam<Int8PeerCase> {
@@ -533,8 +518,8 @@ double max_abs(const std::vector<float>& v) {
 }
 
 TEST_P(OnednnInt8Peer, InferenceMatchesFp32WithinTheQuantizationBound) {
-  const Int8PeerCase& c = GetParam();
-  RnnCase rc(c.config, c.shape, 51);
+  const PeerCase& c = GetParam().c;
+  RnnCase rc(config_of(c), {c.seq_len, c.batch}, 51);
   std::unique_ptr<bench::OnednnInt8Rnn> peer;
   try {
     peer = std::make_unique<bench::OnednnInt8Rnn>(rc.config, rc.shape, rc.w, rc.x);
@@ -542,7 +527,7 @@ TEST_P(OnednnInt8Peer, InferenceMatchesFp32WithinTheQuantizationBound) {
     const std::string why = e.what();
     // Only oneDNN's own refusal skips; anything else the peer throws is a failure.
     ASSERT_NE(why.find(" runs no int8 "), std::string::npos) << why;
-    ASSERT_FALSE(c.config.cell == CellKind::lstm && !c.config.peephole) << "oneDNN 2.6 and later run int8 LSTMs: " << why;
+    ASSERT_FALSE(c.cell == CellKind::lstm && !c.peephole) << "oneDNN 2.6 and later run int8 LSTMs: " << why;
     GTEST_SKIP() << why;
   }
   SCOPED_TRACE(peer->run_info().summary());
@@ -587,10 +572,7 @@ INSTANTIATE_TEST_SUITE_P(Cells, OnednnInt8Peer, testing::ValuesIn(int8_peer_case
 
 TEST(OnednnInt8PeerErrors, RefusesWhatItDoesNotModel) {
   if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
-  RnnConfig cfg;
-  cfg.cell = CellKind::lstm;
-  cfg.input_size = 5;
-  cfg.hidden_size = 17;
+  const RnnConfig cfg = config_of(PeerCase{CellKind::lstm, 5, 17, 1, false, 4, 3});
   const Shape shape{4, 3};
   const RnnCase rc(cfg, shape, 61);
   std::vector<float> short_x(rc.x.begin(), rc.x.end() - 1), short_w(rc.w.begin(), rc.w.end() - 1);
