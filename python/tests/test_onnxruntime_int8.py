@@ -330,10 +330,12 @@ UNSUPPORTED = [("alpha no activation reads", "forward", {"activation_alpha": [0.
 
 
 @without_int8_plans
+@pytest.mark.parametrize("uint8", [False, True], ids=["int8", "uint8"])
 @pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("what,direction,attributes", UNSUPPORTED, ids=[u[0] for u in UNSUPPORTED])
-def test_unsupported_nodes_run_on_onnxruntime_kernel(what, direction, attributes, per_channel, tmp_path):
-    int8 = with_node_attributes(quantized(lstm_model(12, 24, direction, seed=13), per_channel, tmp_path), **attributes)
+def test_unsupported_nodes_run_on_onnxruntime_kernel(what, direction, attributes, per_channel, uint8, tmp_path):
+    int8 = quantized(lstm_model(12, 24, direction, seed=13), per_channel, tmp_path)
+    int8 = with_node_attributes(as_uint8(int8) if uint8 else int8, **attributes)  # uint8: the contrib kernel's T2
     feeds = {"X": np.random.default_rng(5).uniform(-1, 1, (5, 3, 12)).astype(np.float32)}
     want = session(int8, False).run(None, feeds)
     before = rnnjit.onnxruntime.stats()
