@@ -167,8 +167,9 @@ class OnednnRnn {
 //   int32 accumulation, FP32 biases, peepholes and c; y of the top layer FP32.
 // A forward call quantizes x and hx to u8 and dequantizes hy (oneDNN's int8 dst_iter is u8),
 // then runs one primitive per layer (the layers between them exchange u8 outputs).
-// Cells: what oneDNN runs in int8 (2.6.3: LSTM, also with peepholes, and its vanilla GRU =
-// rnnjit's gru_reset_before; neither lbr_gru = rnnjit's gru nor vanilla RNNs). Whatever oneDNN
+// Cells: what oneDNN runs in int8 (2.6.3 and 3.2.0 on AVX2: LSTM and its vanilla GRU = rnnjit's
+// gru_reset_before; no lbr_gru = rnnjit's gru, vanilla RNN or peephole LSTM; peepholes are passed
+// on where a oneDNN takes them). Whatever oneDNN
 // refuses (a cell, a CPU without its int8 RNN) and what the FP32 peer refuses (plus projections,
 // whose s8 weights this peer does not model, and summed directions, whose sum would leave the u8
 // range of h between layers) is an Error that says so.
