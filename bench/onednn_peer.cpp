@@ -11,10 +11,7 @@
 //   dst_iter   [1, D, N, H]  ldnc   hy + l*D*N*H
 #include "bench/onednn_peer.hpp"
 
-#include <oneapi/dnnl/dnnl.hpp>
-#if RNNJIT_PEER_OPENMP
-#include <omp.h>
-#endif
+#include "bench/onednn_common.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -30,160 +27,9 @@
 namespace rnnjit::bench {
 namespace {
 
-using i64 = std::int64_t;
-using dnnl::memory;
-using dt = memory::data_type;
-using tag = memory::format_tag;
+using namespace onednn;
+
 using Args = std::unordered_map<int, memory>;
-
-// oneDNN's gate g holds PyTorch's gate torch_gate(g). LSTM: i,f,c~,o = i,f,g,o. lbr_gru and gru
-// (vanilla, rnnjit's gru_reset_before): u,r,o = z,r,n (u is PyTorch's update gate z: both compute
-// h = u*h_prev + (1-u)*o).
-int torch_gate(CellKind cell, int g) { return is_gru(cell) && g < 2 ? 1 - g : g; }
-// lbr_gru's bias has a fourth gate u' (the recurrent-side bias inside r * (U_o h + b_u'), = b_hn).
-int bias_gates(CellKind cell) { return cell == CellKind::gru ? 4 : gate_count(cell); }
-
-std::string isa_name(dnnl::cpu_isa isa) {
-  switch (isa) {
-#if DNNL_VERSION_MAJOR >= 3
-    case dnnl::cpu_isa::isa_default: return "default";
-    case dnnl::cpu_isa::avx2_vnni_2: return "avx2_vnni_2";
-    case dnnl::cpu_isa::avx512_core_fp16: return "avx512_core_fp16";
-    case dnnl::cpu_isa::avx512_core_amx_fp16: return "avx512_core_amx_fp16";
-#else
-    case dnnl::cpu_isa::all: return "all";
-    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
-    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
-#endif
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: break;
-  }
-  return "isa " + std::to_string(static_cast<int>(isa));
-}
-
-// What format_name reads of a memory descriptor: 2.x exposes dnnl_memory_desc_t's fields, 3.x
-// answers queries.
-struct MdLayout {
-  bool packed = false;   // oneDNN's RNN-packed (GEMM) weights: 2.x's rnn_packed, 3.x's opaque
-  bool blocked = false;  // a plain or blocked strided layout
-  int inner_nblks = 0;   // > 0: blocked (brgemm)
-  memory::dims dims, strides;
-};
-
-MdLayout layout_of(const memory::desc& md) {
-  MdLayout r;
-#if DNNL_VERSION_MAJOR >= 3
-  r.packed = md.get_format_kind() == memory::format_kind::opaque;
-  r.blocked = md.get_format_kind() == memory::format_kind::blocked;
-  if (r.blocked) {
-    r.inner_nblks = md.get_inner_nblks();
-    r.strides = md.get_strides();
-  }
-  r.dims = md.get_dims();
-#else
-  r.packed = md.data.format_kind == dnnl_format_kind_rnn_packed;
-  r.blocked = md.data.format_kind == dnnl_blocked;
-  r.inner_nblks = md.data.format_desc.blocking.inner_nblks;
-  r.dims.assign(md.data.dims, md.data.dims + md.data.ndims);
-  r.strides.assign(md.data.format_desc.blocking.strides, md.data.format_desc.blocking.strides + md.data.ndims);
-#endif
-  return r;
-}
-
-// ldigo / ldgoi, dense or with the leading dimension padded (oneDNN pads it, e.g. when G*H is a
-// multiple of 256 floats), or a blocked (brgemm) or packed (GEMM) format.
-std::string format_name(const memory::desc& md) {
-  const MdLayout m = layout_of(md);
-  if (m.packed) return "packed";
-  if (!m.blocked || m.dims.size() != 5) return "other";
-  if (m.inner_nblks != 0) return "blocked";
-  const memory::dims& d = m.dims;
-  const memory::dims& s = m.strides;
-  if (s[4] == 1 && s[3] == d[4] && s[2] >= d[3] * d[4]) return s[2] == d[3] * d[4] ? "ldigo" : "ldigo/padded";
-  if (s[2] == 1 && s[4] >= d[2] && s[3] == d[4] * s[4]) return s[4] == d[2] ? "ldgoi" : "ldgoi/padded";
-  return "other";
-}
-
-// A primitive descriptor of an RNN primitive Prim from the arguments of its 2.x operation
-// descriptor: 2.x wraps them in Prim::desc, 3.x (which has no operation descriptors) takes the
-// engine first; a backward one also takes its forward's primitive descriptor as a hint.
-template <class Prim, class... A>
-typename Prim::primitive_desc forward_pd(const dnnl::engine& eng, const A&... args) {
-#if DNNL_VERSION_MAJOR >= 3
-  return typename Prim::primitive_desc(eng, args...);
-#else
-  return typename Prim::primitive_desc(typename Prim::desc(args...), eng);
-#endif
-}
-template <class Prim, class Hint, class... A>
-typename Prim::primitive_desc backward_pd(const dnnl::engine& eng, const Hint& hint, const A&... args) {
-#if DNNL_VERSION_MAJOR >= 3
-  return typename Prim::primitive_desc(eng, args..., hint);
-#else
-  return typename Prim::primitive_desc(typename Prim::desc(args...), eng, hint);
-#endif
-}
-
-[[noreturn]] void rethrow(const char* what, const dnnl::error& e) {
-  throw Error(std::string("oneDNN: ") + what + ": " + e.what() + " (status " +
-              std::to_string(static_cast<int>(e.status)) + ")");
-}
-
-void check_size(std::size_t got, i64 want, bool optional, const char* name) {
-  if (optional && got == 0) return;
-  if (static_cast<i64>(got) != want)
-    throw Error(std::string("buffer '") + name + "' has " + std::to_string(got) + " elements, expected " +
-                std::to_string(want) + (optional ? " (or none)" : ""));
-}
-
-float* mutable_ptr(std::span<const float> s) { return const_cast<float*>(s.data()); }
-float* data_of(const memory& m) { return static_cast<float*>(m.get_data_handle()); }
-
-// Runs a scope with `threads` OpenMP threads (0: as they are), restoring the caller's setting.
-class ThreadScope {
- public:
-  explicit ThreadScope(int threads) : threads_(threads) {
-#if RNNJIT_PEER_OPENMP
-    if (threads_ > 0) {
-      saved_ = omp_get_max_threads();
-      omp_set_num_threads(threads_);
-    }
-#endif
-  }
-  ~ThreadScope() {
-#if RNNJIT_PEER_OPENMP
-    if (threads_ > 0) omp_set_num_threads(saved_);
-#endif
-  }
-  ThreadScope(const ThreadScope&) = delete;
-  ThreadScope& operator=(const ThreadScope&) = delete;
-  // The number of threads oneDNN runs with inside the scope (0: unknown).
-  static int current() {
-#if RNNJIT_PEER_OPENMP
-    return omp_get_max_threads();
-#else
-    return 0;
-#endif
-  }
-
- private:
-  int threads_;
-  [[maybe_unused]] int saved_ = 0;
-};
-
-// A reorder with its two memories, built once.
-struct Reorder {
-  dnnl::reorder prim;
-  memory src, dst;
-  void run(const dnnl::stream& s) { prim.execute(s, src, dst); }
-};
 
 // The primitives of one layer shape (layer 0, and the layers above it when Y differs from I).
 struct Prims {
@@ -276,10 +122,7 @@ struct OnednnRnn::Impl {
       throw Error("the oneDNN peer runs no cell clip, dropout, gate clip, input_forget or independent stacks, not " +
                   describe(c));
     if (bf16 && c.proj_size > 0) throw Error("the oneDNN peer runs the LSTM projection in FP32 only");
-    if (th < 0) throw Error("threads must be 0 (OpenMP's default) or positive, got " + std::to_string(th));
-#if !RNNJIT_PEER_OPENMP
-    if (th > 0) throw Error("threads needs oneDNN's OpenMP runtime (not found at build time); use 0");
-#endif
+    check_threads(th);
     T = s.seq_len;
     N = s.batch;
     H = c.hidden_size;
@@ -312,10 +155,7 @@ struct OnednnRnn::Impl {
 
   // The forward and (training) backward primitives for layers of input width `input`.
   Prims build(i64 input) const {
-    const auto dir = D == 1 ? (cfg.reverse ? dnnl::rnn_direction::unidirectional_right2left
-                                           : dnnl::rnn_direction::unidirectional_left2right)
-                     : cfg.sum_directions ? dnnl::rnn_direction::bidirectional_sum
-                                          : dnnl::rnn_direction::bidirectional_concat;
+    const auto dir = direction_of(cfg);
     const auto src_layer = data_md({T, N, input}, layer_tag()), dst_layer = data_md({T, N, Y}, layer_tag());
     const auto iter = data_md(iter_dims(), tag::ldnc), iter_c = md(iter_c_dims(), tag::ldnc);
     const auto wl = data_md({1, D, input, G, H}, tag::any), wi = data_md({1, D, S, G, H}, tag::any);
@@ -345,9 +185,7 @@ struct OnednnRnn::Impl {
       case CellKind::rnn_relu:
       case CellKind::rnn_tanh:
       case CellKind::rnn_sigmoid: {
-        const auto act = cfg.cell == CellKind::rnn_relu   ? dnnl::algorithm::eltwise_relu
-                         : cfg.cell == CellKind::rnn_tanh ? dnnl::algorithm::eltwise_tanh
-                                                          : dnnl::algorithm::eltwise_logistic;
+        const auto act = vanilla_activation(cfg.cell);
         const float alpha = cfg.relu_alpha;  // eltwise_relu's slope below zero
         using F = dnnl::vanilla_rnn_forward;
         using B = dnnl::vanilla_rnn_backward;
@@ -551,37 +389,12 @@ struct OnednnRnn::Impl {
       float* wi = data_of(ly.wi_user);
       float* b = data_of(ly.bias);
       for (int d = 0; d < D; ++d) {
-        const float* w_ih = w.data() + layout.block(l, d, ParamKind::weight_ih).offset;  // [G*H, in]
-        const float* w_hh = w.data() + layout.block(l, d, ParamKind::weight_hh).offset;  // [G*H, S]
-        // [G*H] each; without biases, zeros (oneDNN's bias is then all zeros too).
-        const std::vector<float> no_bias(cfg.bias ? 0 : static_cast<std::size_t>(G * H), 0.0f);
-        const float* b_ih = cfg.bias ? w.data() + layout.block(l, d, ParamKind::bias_ih).offset : no_bias.data();
-        const float* b_hh = cfg.bias ? w.data() + layout.block(l, d, ParamKind::bias_hh).offset : no_bias.data();
-        for (int g = 0; g < G; ++g) {
-          const i64 tg = torch_gate(cfg.cell, g);
-          for (i64 o = 0; o < H; ++o) {
-            const i64 row = tg * H + o;
-            for (i64 i = 0; i < in; ++i) wl[((d * in + i) * G + g) * H + o] = w_ih[row * in + i];
-            for (i64 i = 0; i < S; ++i) wi[((d * S + i) * G + g) * H + o] = w_hh[row * S + i];
-          }
-        }
+        canonical_to_ldigo(cfg, layout, w, l, d, wl + d * in * G * H, wi + d * S * G * H, b + d * GB * H);
         if (projection()) {  // W_hr [P, H] -> ldio [H, P]
           const float* w_hr = w.data() + layout.block(l, d, ParamKind::weight_hr).offset;
           float* wr = data_of(ly.wp_user) + d * H * S;
           for (i64 o = 0; o < S; ++o)
             for (i64 i = 0; i < H; ++i) wr[i * S + o] = w_hr[o * H + i];
-        }
-        for (int g = 0; g < GB; ++g) {
-          for (i64 o = 0; o < H; ++o) {
-            float v;
-            if (cfg.cell == CellKind::gru && g == 2)
-              v = b_ih[2 * H + o];  // b_o = b_in
-            else if (cfg.cell == CellKind::gru && g == 3)
-              v = b_hh[2 * H + o];  // b_u' = b_hn
-            else
-              v = b_ih[torch_gate(cfg.cell, g) * H + o] + b_hh[torch_gate(cfg.cell, g) * H + o];
-            b[(d * GB + g) * H + o] = v;
-          }
         }
         if (peephole()) {  // rows P_i, P_f, P_o: oneDNN's order too
           const float* p = w.data() + layout.block(l, d, ParamKind::weight_peephole).offset;
@@ -784,38 +597,19 @@ Shape OnednnRnn::shape() const { return impl_->shape; }
 Mode OnednnRnn::mode() const { return impl_->mode; }
 
 PeerRun OnednnRnn::run_info() const {
-  try {
-    return impl_->info();
-  } catch (const dnnl::error& e) {
-    rethrow("querying the primitives", e);
-  }
+  return run_guarded(0, "querying the primitives", [&] { return impl_->info(); });
 }
 
 void OnednnRnn::set_weights(std::span<const float> canonical_weights) {
-  try {
-    const ThreadScope scope(impl_->threads);
-    impl_->convert_weights(canonical_weights);
-  } catch (const dnnl::error& e) {
-    rethrow("reordering the weights", e);
-  }
+  run_guarded(impl_->threads, "reordering the weights", [&] { impl_->convert_weights(canonical_weights); });
 }
 
 void OnednnRnn::forward(const ForwardIo& io) {
-  try {
-    const ThreadScope scope(impl_->threads);
-    impl_->forward(io);
-  } catch (const dnnl::error& e) {
-    rethrow("forward", e);
-  }
+  run_guarded(impl_->threads, "forward", [&] { impl_->forward(io); });
 }
 
 void OnednnRnn::backward(const BackwardDataIo& io) {
-  try {
-    const ThreadScope scope(impl_->threads);
-    impl_->backward(io);
-  } catch (const dnnl::error& e) {
-    rethrow("backward", e);
-  }
+  run_guarded(impl_->threads, "backward", [&] { impl_->backward(io); });
 }
 
 void OnednnRnn::weight_gradients(std::span<float> dweights) const {

@@ -154,4 +154,49 @@ class OnednnRnn {
   std::unique_ptr<Impl> impl_;
 };
 
+// oneDNN's int8 RNN inference, the benchmark's onednn_int8 (beside rnnjit's --quantize int8):
+//   data: u8, one scale and shift for x, h and the outputs between layers (oneDNN's
+//     rnn_data_qparams: u8 = scale * v + shift, common to src_layer, src_iter, dst_layer and
+//     dst_iter), computed from the x given at construction and h's range [-1, 1]: the range
+//     [min(x, -1), max(x, 1)] onto 0..255, the shift rounded so that 0 is exact. oneDNN fixes
+//     them in the primitive: later calls' x are quantized with them (saturating).
+//   weights: s8, a scale per output channel computed from the weights (oneDNN's
+//     rnn_weights_qparams with mask (d, g, o): W_ih and W_hh share their row's scale, 127 / the
+//     row's largest |w|, 63 on CPUs without VNNI: weight_max()); one primitive per layer, as the
+//     scales are its attribute; reordered into oneDNN's format once, at construction.
+//   int32 accumulation, FP32 biases, peepholes and c; y of the top layer FP32.
+// A forward call quantizes x and hx to u8 and dequantizes hy (oneDNN's int8 dst_iter is u8),
+// then runs one primitive per layer (the layers between them exchange u8 outputs).
+// Cells: what oneDNN runs in int8 (2.6.3 and 3.2.0 on AVX2: LSTM and its vanilla GRU = rnnjit's
+// gru_reset_before; no lbr_gru = rnnjit's gru, vanilla RNN or peephole LSTM; peepholes are passed
+// on where a oneDNN takes them). Whatever oneDNN
+// refuses (a cell, a CPU without its int8 RNN) and what the FP32 peer refuses (plus projections,
+// whose s8 weights this peer does not model, and summed directions, whose sum would leave the u8
+// range of h between layers) is an Error that says so.
+class OnednnInt8Rnn {
+ public:
+  OnednnInt8Rnn(const RnnConfig& config, const Shape& shape, std::span<const float> canonical_weights,
+                std::span<const float> x, int threads = 0);
+  OnednnInt8Rnn(OnednnInt8Rnn&&) noexcept;
+  OnednnInt8Rnn& operator=(OnednnInt8Rnn&&) noexcept;
+  ~OnednnInt8Rnn();
+
+  const RnnConfig& config() const;
+  Shape shape() const;
+  PeerRun run_info() const;
+  // The data quantization: u8 = round(scale * v + shift), saturated to 0..255.
+  float data_scale() const;
+  float data_shift() const;
+  // The weights' largest |s8|: 127, or 63 (7 bits) where oneDNN's int8 GEMMs have no VNNI and
+  // multiply with vpmaddubsw, whose int16 sums of two products would saturate.
+  int weight_max() const;
+
+  // Inference forward, sizes as OnednnRnn::forward's (FP32 buffers; hx, cx, hy, cy optional).
+  void forward(const ForwardIo& io);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace rnnjit::bench

@@ -14,6 +14,10 @@ struct OnednnRnn::Impl {
   Mode mode = Mode::inference;
 };
 
+struct OnednnInt8Rnn::Impl {
+  RnnConfig config;
+};
+
 namespace {
 [[noreturn]] void unavailable() { throw Error("oneDNN was not found at build time"); }
 }  // namespace
@@ -33,5 +37,19 @@ void OnednnRnn::set_weights(std::span<const float>) { unavailable(); }
 void OnednnRnn::forward(const ForwardIo&) { unavailable(); }
 void OnednnRnn::backward(const BackwardDataIo&) { unavailable(); }
 void OnednnRnn::weight_gradients(std::span<float>) const { unavailable(); }
+
+OnednnInt8Rnn::OnednnInt8Rnn(const RnnConfig&, const Shape&, std::span<const float>, std::span<const float>, int) {
+  unavailable();
+}
+OnednnInt8Rnn::OnednnInt8Rnn(OnednnInt8Rnn&&) noexcept = default;
+OnednnInt8Rnn& OnednnInt8Rnn::operator=(OnednnInt8Rnn&&) noexcept = default;
+OnednnInt8Rnn::~OnednnInt8Rnn() = default;
+const RnnConfig& OnednnInt8Rnn::config() const { unavailable(); }
+Shape OnednnInt8Rnn::shape() const { unavailable(); }
+PeerRun OnednnInt8Rnn::run_info() const { unavailable(); }
+float OnednnInt8Rnn::data_scale() const { unavailable(); }
+float OnednnInt8Rnn::data_shift() const { unavailable(); }
+int OnednnInt8Rnn::weight_max() const { unavailable(); }
+void OnednnInt8Rnn::forward(const ForwardIo&) { unavailable(); }
 
 }  // namespace rnnjit::bench

@@ -8,7 +8,8 @@
 //                cannot run is an error at session creation.
 //   com.microsoft  ONNX Runtime's contrib ops: DynamicQuantizeLSTM (the int8 LSTM of models that
 //                onnxruntime.quantization.quantize_dynamic made) runs on rnnjit's int8 plan; a
-//                node rnnjit cannot run is an error at session creation.
+//                valid node rnnjit cannot run goes to ONNX Runtime's own contrib kernel (as the
+//                default domain's do), a malformed one is an error at session creation.
 #include <algorithm>
 #include <climits>
 #include <cstdio>
@@ -30,7 +31,9 @@ struct Domain {
 };
 // LSTM, GRU and RNN: ONNX's own domain (the override) and com.rnnjit (the stable route).
 constexpr Domain kRnnDomains[] = {{"", true}, {"com.rnnjit", false}};
-constexpr Domain kMicrosoftDomain[] = {{"com.microsoft", false}};
+// DynamicQuantizeLSTM: com.microsoft is ONNX Runtime's own domain (these registrations override
+// its contrib kernel, which still runs what rnnjit does not).
+constexpr Domain kMicrosoftDomain[] = {{"com.microsoft", true}};
 
 struct OpSpec;
 using KernelMaker = std::unique_ptr<Kernel> (*)(const OrtKernelInfo* info, const OpSpec& spec, const Domain& domain);
@@ -89,7 +92,9 @@ std::unique_ptr<Kernel> make_rnn_kernel(const OrtKernelInfo* info, const OpSpec&
   }
 }
 
-// DynamicQuantizeLSTM: on rnnjit's int8 plan, else an error naming the node and why.
+// DynamicQuantizeLSTM: on rnnjit's int8 plan, else (a valid node rnnjit does not run, e.g.
+// activation_alpha entries that no activation reads) on ONNX Runtime's contrib kernel; a
+// malformed node is an error naming it and why.
 std::unique_ptr<Kernel> make_quantized_lstm_kernel(const OrtKernelInfo* info, const OpSpec& spec,
                                                    const Domain& domain) {
   RnnNode node{read_attributes(info, RNNJIT_ONNX_LSTM), ""};
@@ -97,7 +102,9 @@ std::unique_ptr<Kernel> make_quantized_lstm_kernel(const OrtKernelInfo* info, co
   try {
     return make_rnnjit_kernel(info, node, /*quantized=*/true);
   } catch (const Unsupported& e) {
-    node.fail_here(e.what(), ORT_NOT_IMPLEMENTED);
+    if (!domain.builtin_fallback) node.fail_here(e.what(), ORT_NOT_IMPLEMENTED);
+    if (verbose()) std::fprintf(stderr, "rnnjit: %s runs on ONNX Runtime's own kernel: %s\n", node.what.c_str(), e.what());
+    return make_builtin_kernel(info, node, /*quantized=*/true);
   }
 }
 

@@ -1,6 +1,6 @@
 // rnnjit's ONNX Runtime library: the kernels behind a node. RnnjitKernel runs it on rnnjit;
-// BuiltinKernel hands it to ONNX Runtime's own CPU kernel (the default domain's nodes that rnnjit
-// cannot run). The op table (custom_ops.cpp) makes one per node at session creation.
+// BuiltinKernel hands it to ONNX Runtime's own CPU kernel (the default domain's and
+// com.microsoft's nodes that rnnjit cannot run). The op table (custom_ops.cpp) makes one per node at session creation.
 #pragma once
 
 #include <array>
@@ -23,8 +23,8 @@ struct Counters {
 };
 Counters& counters();
 
-// A valid node that rnnjit does not run (alpha/beta entries no activation reads, ...): the default domain hands it
-// to ONNX Runtime's kernel, com.rnnjit reports it.
+// A valid node that rnnjit does not run (alpha/beta entries no activation reads, ...): the default
+// domain and com.microsoft hand it to ONNX Runtime's kernel, com.rnnjit reports it.
 class Unsupported : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -41,7 +41,8 @@ bool verbose();  // RNNJIT_VERBOSE set (not "0"): the library says what it decid
 // quantized: the node is com.microsoft:DynamicQuantizeLSTM (its W and R dequantized as below, run
 // on rnnjit's int8 plan: Quantize::int8_dynamic).
 std::unique_ptr<Kernel> make_rnnjit_kernel(const OrtKernelInfo* info, RnnNode node, bool quantized = false);
-std::unique_ptr<Kernel> make_builtin_kernel(const OrtKernelInfo* info, RnnNode node);
+// quantized: the node is com.microsoft:DynamicQuantizeLSTM (ONNX Runtime's contrib kernel runs it).
+std::unique_ptr<Kernel> make_builtin_kernel(const OrtKernelInfo* info, RnnNode node, bool quantized = false);
 
 // com.microsoft:DynamicQuantizeLSTM (quantized_weights.cpp): LSTM's eight inputs, then W_scale,
 // W_zero_point, R_scale and R_zero_point. Its W [D, I, 4H] and R [D, H, 4H] (int8 or uint8) are

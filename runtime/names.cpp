@@ -76,18 +76,30 @@ FpMath parse_fpmath(std::string_view name) {
   throw Error(fmt::format("unknown fpmath '{}' (expected strict or bf16)", name));
 }
 
-bool amx_bf16_usable() {
-  static const bool usable = [] {
-    const Xbyak::util::Cpu cpu;
-    using C = Xbyak::util::Cpu;
-    if (!cpu.has(C::tAMX_TILE) || !cpu.has(C::tAMX_BF16)) return false;
+namespace {
+
+// Whether this process may use the AMX tile registers, asked of the OS once: Linux hands out the
+// 8 KiB tile data state only to processes that request it (kernel 5.16+). Called only where the
+// CPU has AMX tiles.
+bool amx_tiles_permitted() {
+  static const bool permitted = [] {
 #if defined(__linux__)
-    // Linux hands out the 8 KiB tile data state only to processes that ask (kernel 5.16+).
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 #else
     return false;
 #endif
+  }();
+  return permitted;
+}
+
+}  // namespace
+
+bool amx_bf16_usable() {
+  static const bool usable = [] {
+    const Xbyak::util::Cpu cpu;
+    using C = Xbyak::util::Cpu;
+    return cpu.has(C::tAMX_TILE) && cpu.has(C::tAMX_BF16) && amx_tiles_permitted();
   }();
   return usable;
 }
@@ -142,14 +154,7 @@ bool amx_int8_usable() {
   static const bool usable = [] {
     const Xbyak::util::Cpu cpu;
     using C = Xbyak::util::Cpu;
-    if (cpu_isa() != Isa::avx512 || !cpu.has(C::tAMX_TILE) || !cpu.has(C::tAMX_INT8)) return false;
-#if defined(__linux__)
-    // Linux hands out the 8 KiB tile data state only to processes that ask (kernel 5.16+).
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-    return false;
-#endif
+    return cpu_isa() == Isa::avx512 && cpu.has(C::tAMX_TILE) && cpu.has(C::tAMX_INT8) && amx_tiles_permitted();
   }();
   return usable;
 }

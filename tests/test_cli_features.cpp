@@ -358,6 +358,51 @@ TEST_F(CliFeatures, BenchNamesTheOneDnnVersionAndAddsItsBf16Peer) {
   }
 }
 
+// bench --quantize int8 --compare onednn times oneDNN's int8 RNN too (onednn_int8: u8 data, s8
+// weights, scales from the data), checked against rnnjit's FP32 output before it is timed (its
+// line gives the error and the bound); where oneDNN runs no int8 of the cell (2.6.3: lbr_gru,
+// rnnjit's gru) the peer rows say so in one line (the JSON under "left_out"), and the run goes on.
+// Named on its own it is a peer like the others: inference only, no projection.
+TEST_F(CliFeatures, BenchAddsOneDnnInt8PeerWithQuantizeInt8) {
+  const std::vector<std::string> base = {"bench", "--input-size", "8", "--hidden-size", "16", "--seq", "3", "--batch",
+                                         "2", "--reps", "1", "--warmup", "0", "--threads", "1", "--compare", "onednn",
+                                         "--quantize", "int8"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  if (cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--compare", "onednn"}).status != 0)
+    GTEST_SKIP() << "rnn-jit was built without oneDNN";
+  const test::CliResult lstm = cli(with({"--cell", "lstm", "--json"}));
+  ASSERT_EQ(lstm.status, 0) << lstm.err;
+  const nlohmann::json j = nlohmann::json::parse(lstm.out);
+  ASSERT_TRUE(j["peers"].contains("onednn")) << lstm.out;
+  if (j["peers"].contains("onednn_int8")) {
+    const nlohmann::json& p = j["peers"]["onednn_int8"];
+    EXPECT_NE(p.value("library", "").find(", int8 (u8 data, s8 weights"), std::string::npos) << lstm.out;
+    EXPECT_NE(p.value("run", "").find("max |y - rnnjit FP32| "), std::string::npos) << lstm.out;
+    EXPECT_GT(p.value("median_ms", 0.0), 0.0) << lstm.out;
+  } else {  // a CPU where oneDNN runs no int8 LSTM
+    EXPECT_NE(j["left_out"].value("onednn_int8", "").find(" runs no int8 LSTM"), std::string::npos) << lstm.out;
+    EXPECT_NE(lstm.err.find("oneDNN's int8 peer (onednn_int8) left out: "), std::string::npos) << lstm.err;
+  }
+  const test::CliResult gru = cli(with({"--cell", "gru"}));
+  ASSERT_EQ(gru.status, 0) << gru.err;
+  const std::size_t row = gru.out.find("  onednn_int8 ");
+  ASSERT_NE(row, std::string::npos) << gru.out;
+  const std::string line = gru.out.substr(row, gru.out.find('\n', row) - row);
+  EXPECT_TRUE(line.find(" median ") != std::string::npos || line.find(" left out: ") != std::string::npos) << line;
+  // Without --quantize int8 the int8 peer is not added; named, it refuses what it does not run.
+  const test::CliResult plain = cli({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--warmup", "0", "--compare",
+                                     "onednn"});
+  EXPECT_EQ(plain.out.find("onednn_int8"), std::string::npos) << plain.out;
+  expect_error({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--mode", "train", "--compare", "onednn_int8"}, 2,
+               {"--compare onednn_int8: oneDNN's int8 RNN runs inference only"});
+  expect_error({"bench", "--seq", "2", "--batch", "1", "--reps", "1", "--proj-size", "4", "--compare", "onednn_int8"}, 2,
+               {"--compare onednn_int8: the int8 peer runs no --proj-size"});
+}
+
 // bench --peak also measures the weight-streaming bound of the recurrence: every step reads its
 // layer's recurrent weights (and backward data reads them again; the first forward step, from
 // h0 = 0, and the last backward one, without dhx, only W_hr), at the rate the threads read their

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -476,6 +477,139 @@ TEST(OnednnPeerBuffers, RunsTheVersionItWasBuiltAgainst) {
 #endif
 }
 
+// oneDNN's int8 RNN (the benchmark's onednn_int8): u8 data with one scale and shift from x and
+// h's range, s8 weights with a scale per output channel. Against the FP32 reference within what
+// quantizing both operands of every product costs (the bound of test_int8_rnn: rounding errors
+// uniform in half a step each side, a dot product of K terms errs with a standard deviation of
+// sqrt(K / 12) * sqrt(2) * max|a| * max|w| / 127; 6 of them, grown by sqrt(T * L); the weights'
+// half doubles with the 7-bit weights the peer uses where oneDNN has no VNNI); and not equal to
+// FP32 (int8 ran). Cells oneDNN runs no int8 of here (2.6.3: lbr_gru, vanilla RNNs, peephole
+// LSTMs) skip with oneDNN's reason, which the peer's Error gives.
+struct Int8PeerCase {
+  const char* name;
+  PeerCase c;
+};
+
+std::vector<Int8PeerCase> int8_peer_cases() {
+  return {
+      {"lstm_uni", PeerCase{CellKind::lstm, 33, 47, 1, false, 7, 5}},
+      {"lstm_bi_2_layers", PeerCase{CellKind::lstm, 17, 64, 2, true, 6, 3}},
+      {"lstm_3_layers", PeerCase{CellKind::lstm, 40, 40, 3, false, 5, 2}},
+      {"gru_reset_before_bi", PeerCase{CellKind::gru_reset_before, 20, 31, 2, true, 6, 4}},
+      {"gru_lbr", PeerCase{CellKind::gru, 20, 31, 1, false, 4, 3}},
+      {"rnn_tanh", PeerCase{CellKind::rnn_tanh, 20, 31, 1, false, 4, 3}},
+      {"lstm_peephole_reverse", PeerCase{CellKind::lstm, 19, 29, 1, false, 6, 3, true}.with(&PeerCase::reverse)},
+      {"lstm_batch_first_no_bias",
+       PeerCase{CellKind::lstm, 19, 29, 2, false, 6, 3}.with(&PeerCase::batch_first).with(&PeerCase::no_bias)},
+  };
+}
+
+class OnednnInt8Peer : public testing::TestWithParam<Int8PeerCase> {
+ protected:
+  void SetUp() override {
+    if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
+  }
+};
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0.0;
+  for (float e : v) m = std::max(m, static_cast<double>(std::fabs(e)));
+  return m;
+}
+
+TEST_P(OnednnInt8Peer, InferenceMatchesFp32WithinTheQuantizationBound) {
+  const PeerCase& c = GetParam().c;
+  RnnCase rc(config_of(c), {c.seq_len, c.batch}, 51);
+  std::unique_ptr<bench::OnednnInt8Rnn> peer;
+  try {
+    peer = std::make_unique<bench::OnednnInt8Rnn>(rc.config, rc.shape, rc.w, rc.x);
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    // Only oneDNN's own refusal skips; anything else the peer throws is a failure.
+    ASSERT_NE(why.find(" runs no int8 "), std::string::npos) << why;
+    ASSERT_FALSE(c.cell == CellKind::lstm && !c.peephole) << "oneDNN 2.6 and later run int8 LSTMs: " << why;
+    GTEST_SKIP() << why;
+  }
+  SCOPED_TRACE(peer->run_info().summary());
+  // The data quantization covers x and h's [-1, 1], onto 0..255, with an exact zero.
+  const double lo = std::min(-1.0f, *std::min_element(rc.x.begin(), rc.x.end()));
+  const double hi = std::max(1.0f, *std::max_element(rc.x.begin(), rc.x.end()));
+  EXPECT_NEAR(peer->data_scale() * lo + peer->data_shift(), 0.0, 0.5);
+  EXPECT_NEAR(peer->data_scale() * hi + peer->data_shift(), 255.0, 0.5);
+  EXPECT_EQ(peer->data_shift(), std::nearbyint(peer->data_shift()));
+
+  Tensors got;
+  got.y.assign(rc.dy.size(), std::numeric_limits<float>::quiet_NaN());
+  got.hy.assign(rc.hx.size(), std::numeric_limits<float>::quiet_NaN());
+  got.cy.assign(rc.cx.size(), std::numeric_limits<float>::quiet_NaN());
+  peer->forward(fwd_io(rc.x, rc.hx, rc.cx, got.y, got.hy, got.cy));
+
+  const RnnConfig& cfg = rc.config;
+  const double layers = static_cast<double>(cfg.num_layers);
+  const double product = max_abs(rc.w) * std::max({1.0, max_abs(rc.x), max_abs(rc.hx)});
+  const double levels = peer->weight_max();  // 127, or 63 where oneDNN's GEMMs have no VNNI
+  ASSERT_TRUE(levels == 127 || levels == 63) << levels;
+  const double k = static_cast<double>(std::max(cfg.input_size, cfg.directions() * cfg.hidden_size) + cfg.hidden_size);
+  const double tol = 6.0 * std::sqrt(k / 12.0) * product * std::sqrt(1.0 / (127.0 * 127.0) + 1.0 / (levels * levels)) *
+                     std::sqrt(static_cast<double>(rc.shape.seq_len) * layers);
+  const Tensors want = rc.reference(false);
+  expect_close(got.y, want.y, tol, "y vs FP32");
+  expect_close(got.hy, want.hy, tol, "hy vs FP32");
+  if (rc.lstm()) expect_close(got.cy, want.cy, tol, "cy vs FP32");
+  EXPECT_GT(worst_difference(got.y, want.y), 1e-5) << "int8 results equal FP32's";
+
+  // Without hx and cx: zero states (the shift, exactly), and the same y as with zero buffers.
+  std::fill(rc.hx.begin(), rc.hx.end(), 0.0f);
+  std::fill(rc.cx.begin(), rc.cx.end(), 0.0f);
+  std::vector<float> with_zeros(got.y.size()), without(got.y.size());
+  peer->forward(fwd_io(rc.x, rc.hx, rc.cx, with_zeros, {}, {}));
+  peer->forward(fwd_io(rc.x, {}, {}, without, {}, {}));
+  expect_close(without, with_zeros, 0.0, "y without hx, cx");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cells, OnednnInt8Peer, testing::ValuesIn(int8_peer_cases()),
+                         [](const testing::TestParamInfo<Int8PeerCase>& info) { return std::string(info.param.name); });
+
+TEST(OnednnInt8PeerErrors, RefusesWhatItDoesNotModel) {
+  if (!onednn_available()) GTEST_SKIP() << "oneDNN was not found at build time: no oneDNN peer to check";
+  const RnnConfig cfg = config_of(PeerCase{CellKind::lstm, 5, 17, 1, false, 4, 3});
+  const Shape shape{4, 3};
+  const RnnCase rc(cfg, shape, 61);
+  std::vector<float> short_x(rc.x.begin(), rc.x.end() - 1), short_w(rc.w.begin(), rc.w.end() - 1);
+  EXPECT_THROW(bench::OnednnInt8Rnn(cfg, shape, rc.w, short_x), Error);
+  EXPECT_THROW(bench::OnednnInt8Rnn(cfg, shape, short_w, rc.x), Error);
+  EXPECT_THROW(bench::OnednnInt8Rnn(cfg, shape, rc.w, rc.x, -1), Error);
+  RnnConfig projected = cfg;
+  projected.proj_size = 7;
+  try {
+    bench::OnednnInt8Rnn peer(projected, shape, RnnCase(projected, shape, 61).w, rc.x);
+    FAIL() << "the int8 peer took a projection";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("projection"), std::string::npos) << e.what();
+  }
+  RnnConfig clipped = cfg;
+  clipped.clip = 1.0f;
+  EXPECT_THROW(bench::OnednnInt8Rnn(clipped, shape, rc.w, rc.x), Error);
+  // Summed directions: the u8 output between layers would hold h_fwd + h_rev, outside h's range
+  // (measured: errors of 0.4-1.2 against FP32 on two layers).
+  RnnConfig summed = cfg;
+  summed.bidirectional = summed.sum_directions = true;
+  try {
+    bench::OnednnInt8Rnn peer(summed, shape, RnnCase(summed, shape, 61).w, rc.x);
+    FAIL() << "the int8 peer took summed directions";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("summed directions"), std::string::npos) << e.what();
+  }
+  try {
+    bench::OnednnInt8Rnn peer(cfg, shape, rc.w, rc.x);
+    std::vector<float> y(rc.dy.size()), cx(rc.cx.size() + 1);
+    EXPECT_THROW(peer.forward(fwd_io(short_x, {}, {}, y, {}, {})), Error);
+    EXPECT_THROW(peer.forward(fwd_io(rc.x, {}, cx, y, {}, {})), Error);
+  } catch (const Error& e) {  // a CPU where oneDNN runs no int8 LSTM
+    EXPECT_NE(std::string(e.what()).find(" runs no int8 "), std::string::npos) << e.what();
+  }
+}
+
 // Without oneDNN: the stub says so and refuses to build a peer, with the documented message.
 TEST(OnednnPeerStub, ThrowsWithoutOnednn) {
   if (onednn_available()) GTEST_SKIP() << "oneDNN is available: the stub is not built";
@@ -490,6 +624,8 @@ TEST(OnednnPeerStub, ThrowsWithoutOnednn) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "oneDNN was not found at build time");
   }
+  std::vector<float> x(static_cast<std::size_t>(4 * 3 * 5));
+  EXPECT_THROW(bench::OnednnInt8Rnn(cfg, {4, 3}, w, x), Error);
   EXPECT_EQ(bench::onednn_version(), "");
 }
 

@@ -20,18 +20,31 @@ try:
 except FileNotFoundError as e:
     pytest.skip(str(e), allow_module_level=True)
 
-def int8_plan_or_skip():
-    """Skips the module where rnnjit's plans here are not int8 (no int8 unit, or RNNJIT_ISA=avx2)."""
+def why_plans_are_not_int8():
+    """None where rnnjit's plans here are int8, else the plan's note (no int8 unit, or RNNJIT_ISA=avx2)."""
     config = rnnjit.RnnConfig(cell="lstm", input_size=8, hidden_size=16)
     rnn = rnnjit.Rnn(config, rnnjit.Options(quantize="int8_dynamic"))
     plan = rnn.prepare((2, 1), "inference").plan_text()
-    if "quantize=int8_dynamic" not in plan.splitlines()[0]:
-        notes = [line for line in plan.splitlines() if "quantize" in line]
-        pytest.skip(f"rnnjit's plans here are not int8: {notes[0] if notes else plan.splitlines()[0]}",
-                    allow_module_level=True)
+    if "quantize=int8_dynamic" in plan.splitlines()[0]:
+        return None
+    notes = [line for line in plan.splitlines() if "quantize" in line]
+    return notes[0] if notes else plan.splitlines()[0]
 
 
-int8_plan_or_skip()
+NOT_INT8 = why_plans_are_not_int8()
+
+
+def without_int8_plans(test):
+    """Marks a test that does not need rnnjit's plans to be int8 (the fallback to ONNX Runtime's kernel)."""
+    test.without_int8_plans = True
+    return test
+
+
+@pytest.fixture(autouse=True)
+def int8_plans(request):
+    """Skips every other test where rnnjit's plans here are not int8."""
+    if NOT_INT8 and not getattr(request.function, "without_int8_plans", False):
+        pytest.skip(f"rnnjit's plans here are not int8: {NOT_INT8}")
 
 
 def lstm_model(I, H, direction, seed, peepholes=False, seq_lens=False):
@@ -168,6 +181,7 @@ BAD = [
 ]
 
 
+@without_int8_plans
 @pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("what,index,change", BAD, ids=[b[0] for b in BAD])
 def test_malformed_nodes_are_errors(what, index, change, per_channel, tmp_path):
@@ -289,6 +303,7 @@ def test_other_com_microsoft_ops_still_run(tmp_path):
     np.testing.assert_allclose(gelu, want, atol=1e-5)
 
 
+@without_int8_plans
 @pytest.mark.parametrize("index", [8, 9, 10, 11])
 def test_absent_scales_and_zero_points_are_errors_at_session_creation(index, tmp_path):
     int8 = quantized(lstm_model(8, 16, "forward", seed=12), True, tmp_path)
@@ -296,3 +311,42 @@ def test_absent_scales_and_zero_points_are_errors_at_session_creation(index, tmp
     next(n for n in int8.graph.node if n.op_type == "DynamicQuantizeLSTM").input[index] = ""
     with pytest.raises(Exception, match=f"{name.split('_quantized')[0]} is a required input"):
         session(int8, True)
+
+
+def with_node_attributes(model, **attributes):
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    node = next(n for n in m.graph.node if n.op_type == "DynamicQuantizeLSTM")
+    node.attribute.extend([helper.make_attribute(k, v) for k, v in attributes.items()])
+    return m
+
+
+# Valid DynamicQuantizeLSTM nodes that rnnjit does not run (activation_alpha or activation_beta
+# entries that none of the activations reads: ONNX Runtime's kernel ignores them, rnnjit refuses
+# them as it does for LSTM): ONNX Runtime's own contrib kernel runs them inside the library's
+# sessions (the library's counters say so), with its results.
+UNSUPPORTED = [("alpha no activation reads", "forward", {"activation_alpha": [0.5]}),
+               ("betas no activation reads", "bidirectional", {"activation_beta": [1.0, 2.0]})]
+
+
+@without_int8_plans
+@pytest.mark.parametrize("uint8", [False, True], ids=["int8", "uint8"])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("what,direction,attributes", UNSUPPORTED, ids=[u[0] for u in UNSUPPORTED])
+def test_unsupported_nodes_run_on_onnxruntime_kernel(what, direction, attributes, per_channel, uint8, tmp_path):
+    int8 = quantized(lstm_model(12, 24, direction, seed=13), per_channel, tmp_path)
+    int8 = with_node_attributes(as_uint8(int8) if uint8 else int8, **attributes)  # uint8: the contrib kernel's T2
+    feeds = {"X": np.random.default_rng(5).uniform(-1, 1, (5, 3, 12)).astype(np.float32)}
+    want = session(int8, False).run(None, feeds)
+    before = rnnjit.onnxruntime.stats()
+    s = session(int8, True)
+    got = s.run(None, feeds)
+    again = s.run(None, feeds)
+    after = rnnjit.onnxruntime.stats()
+    delta = {k: after[k] - before[k] for k in after}
+    assert delta["builtin_kernels"] == 1 and delta["builtin_runs"] == 2, delta
+    assert delta["rnnjit_kernels"] == 0 and delta["rnnjit_runs"] == 0, delta
+    for name, g, a, w in zip(("Y", "Y_h", "Y_c"), got, again, want):
+        assert g.shape == w.shape, name
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6, err_msg=name)
+        np.testing.assert_array_equal(a, g, err_msg=name)

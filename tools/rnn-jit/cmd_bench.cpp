@@ -36,6 +36,7 @@
 #include "rnnjit/rnn.hpp"
 #include "runtime/cuda/cuda_support.hpp"
 #include "tools/rnn-jit/bench_cuda.hpp"
+#include "tools/rnn-jit/bench_int8_check.hpp"
 #include "tools/rnn-jit/cli_common.hpp"
 
 namespace rnnjit::cli {
@@ -132,7 +133,7 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
         name == "cudnn_persistent" ? cuda::CudnnAlgo::persistent_static : cuda::CudnnAlgo::standard;
     return {name, cudnn_iteration(config, shape, mode, {d.w, d.x, d.dy}, algo)};
   }
-  if (name == "onednn" || name == "onednn_bf16") {
+  if (name == "onednn" || name == "onednn_bf16" || name == "onednn_int8") {
     if (!bench::onednn_available())
       throw UsageError(fmt::format("--compare {}: oneDNN was not found when rnn-jit was built", name));
     const bool bf16 = name == "onednn_bf16";
@@ -149,6 +150,15 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
                        "--gate-clip, --input-forget, --independent-stacks or --mixed-lengths; --direction reverse "
                        "and bidirectional_sum, --batch-first, --no-bias, --peephole, --proj-size and --relu-alpha "
                        "are supported)");
+    if (name == "onednn_int8") {  // oneDNN's int8 RNN, checked against rnnjit's FP32 output before it is timed
+      if (mode != Mode::inference) throw UsageError("--compare onednn_int8: oneDNN's int8 RNN runs inference only");
+      if (config.proj_size > 0) throw UsageError("--compare onednn_int8: the int8 peer runs no --proj-size");
+      auto int8 = std::make_shared<bench::OnednnInt8Rnn>(config, shape, d.w, d.x, threads);
+      const std::string check = check_int8_peer(config, shape, d.w, d.x, threads, *int8);
+      const bench::PeerRun info = int8->run_info();
+      return {name, [int8, &d] { int8->forward({.x = d.x, .y = d.y, .hy = d.hy, .cy = d.cy}); }, FpMath::strict,
+              Bf16Unit::amx, Quantize::int8_dynamic, info.library, info.summary() + "; " + check};
+    }
     if (bf16 && config.proj_size > 0) throw UsageError("--compare onednn_bf16: the bf16 peer runs no --proj-size");
     auto dnnl = std::make_shared<bench::OnednnRnn>(config, shape, mode, d.w, threads, bf16);
     const bench::PeerRun info = dnnl->run_info();
@@ -171,7 +181,8 @@ Contender peer(const std::string& name, const RnnConfig& config, const Shape& sh
     return rnnjit_contender(name, config, shape, mode, other, d);
   }
   throw UsageError(fmt::format(
-"--compare: unknown peer '{}' (expected onednn, onednn_bf16, baseline, reference, strict or bf16); cudnn and "
+"--compare: unknown peer '{}' (expected onednn, onednn_bf16, onednn_int8, baseline, reference, strict or bf16); "
+      "cudnn and "
       "cudnn_persistent with --device cuda",
       name));
 }
@@ -237,6 +248,18 @@ int bench(const BenchFlags& f) {
       contenders.push_back(peer("onednn_bf16", config, shape, mode, options, threads, d, device));
     } catch (const std::runtime_error& e) {  // rnnjit::Error (oneDNN's refusal) or UsageError
       fmt::print(stderr, "bench: --fpmath bf16: oneDNN's bf16 peer (onednn_bf16) left out: {}\n", e.what());
+    }
+  }
+  // With --quantize int8 (inference), --compare onednn times oneDNN's int8 RNN as well (onednn_int8):
+  // left out, with a note, where oneDNN runs none of this configuration here or its result is off.
+  std::string int8_left_out;
+  if (options.quantize == Quantize::int8_dynamic && mode == Mode::inference && device == Device::cpu &&
+      named("onednn") && !named("onednn_int8")) {
+    try {
+      contenders.push_back(peer("onednn_int8", config, shape, mode, options, threads, d, device));
+    } catch (const std::runtime_error& e) {  // rnnjit::Error (oneDNN's refusal, the check) or UsageError
+      int8_left_out = e.what();  // the text's peer rows say so; the JSON under "left_out"
+      if (f.json) fmt::print(stderr, "bench: --quantize int8: oneDNN's int8 peer (onednn_int8) left out: {}\n", int8_left_out);
     }
   }
 
@@ -310,6 +333,7 @@ int bench(const BenchFlags& f) {
            {"gflops", flops / (timings[i].median() * 1e6)}, {"ratio", timings[i].median() / ours.median()}};
       if (!contenders[i].library.empty()) p.update({{"library", contenders[i].library}, {"run", contenders[i].about}});
     }
+    if (!int8_left_out.empty()) j["left_out"]["onednn_int8"] = int8_left_out;
     // The oneDNN that ran (dnnl_version() at run time), whichever of its peers ran.
     for (const Contender& c : contenders)
       if (c.name.starts_with("onednn")) j["onednn_version"] = bench::onednn_version();
@@ -356,6 +380,7 @@ int bench(const BenchFlags& f) {
     fmt::print("  {:<12} median {:9.2f} ms  min {:9.2f} ms  {:7.1f} GFLOPS{}\n", t.name, t.median(), t.min(),
                flops / (t.median() * 1e6),
                &t == &ours ? std::string() : fmt::format("  ratio {}/rnnjit {:.2f}", t.name, t.median() / ours.median()));
+  if (!int8_left_out.empty()) fmt::print("  {:<12} left out: {}\n", "onednn_int8", int8_left_out);
   return kExitOk;
 }
 
@@ -383,7 +408,8 @@ CommandAction setup_bench(CLI::App& sub) {
       ->needs(mixed);
   sub.add_option("--compare", f->compare,
                  "peers timed in the same run: onednn, onednn_bf16 (its RNN primitives on bf16 data and weights; "
-                 "with --fpmath bf16, onednn times it too), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
+                 "with --fpmath bf16, onednn times it too), onednn_int8 (its int8 RNN: u8 data, s8 weights, scales "
+                 "from the data, checked against rnnjit's FP32 output; with --quantize int8, onednn times it too), baseline (OpenBLAS + plain C++ gate loops, MXNet's design), reference, strict (rnnjit "
                  "with FP32 GEMMs, beside --fpmath bf16 or --quantize int8), bf16 (rnnjit with --fpmath bf16, beside --quantize int8); cudnn (cuDNN's standard algorithm) and cudnn_persistent (its "
                  "persistent kernels) with --device cuda")
       ->delimiter(',');
