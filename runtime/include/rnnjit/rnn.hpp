@@ -106,7 +106,8 @@ std::optional<Bf16Unit> bf16_unit();
 //     the reset-before GRU) multiply int8 weights, quantized once as they are packed
 //     (symmetric, one scale per output channel: max|row| / 127), by activations quantized as
 //     each GEMM reads them: every row of x, and of h at every step, gets its own dynamic scale
-//     (max|row| / 127) and is stored as uint8 with zero point 128. Products are summed in int32
+//     (max|row| / 127) and is stored as uint8 with zero point 128 (the avx2 unit: max|row| / 63,
+//     zero point 64; codegen/int8_unit.hpp). Products are summed in int32
 //     and dequantized (scale of the row x scale of the channel) into FP32 gates; biases, gate
 //     math and states stay FP32. Where the CPU has no int8 unit (int8_unit()) or the plan's isa
 //     has no int8 GEMM, the plan falls back to bf16 (where bf16_unit() runs) or FP32 and says
