@@ -249,6 +249,7 @@ TEST(Int8Plan, SumsThatCouldOverflowFallBack) {
 // passed over for an AVX2 plan).
 TEST(Int8Plan, Avx2PlansRunTheAvx2Units) {
   if (cpu_isa() == Isa::reference) GTEST_SKIP() << "no AVX2";
+  const test::ScopedEnv unforced("RNNJIT_INT8_UNIT", "");  // (empty: unset)
   const Rnn rnn(kSmall, {.isa = Isa::avx2, .quantize = Quantize::int8_dynamic});
   Execution ex = rnn.prepare({4, 3}, Mode::inference);
   EXPECT_EQ(ex.plan().quantize, Quantize::int8_dynamic) << ex.plan_text();
@@ -267,6 +268,7 @@ TEST(Int8Plan, ParsesItsNamesAndTheUnitFollowsRnnjitInt8Unit) {
   EXPECT_EQ(parse_int8_unit("avx2"), Int8Unit::avx2);
   EXPECT_THROW(parse_int8_unit("amx_int8"), Error);
   // The first this CPU runs of amx, avx512_vnni, avx_vnni, avx2.
+  const test::ScopedEnv unforced("RNNJIT_INT8_UNIT", "");  // (empty: unset)
   std::optional<Int8Unit> best;
   for (Int8Unit unit : {Int8Unit::amx, Int8Unit::avx512_vnni, Int8Unit::avx_vnni, Int8Unit::avx2})
     if (!best && int8_unit_usable(unit)) best = unit;
