@@ -1,20 +1,22 @@
-// rnnjit: the operands of the int8 GEMMs (Quantize::int8_dynamic), laid out as AVX512-VNNI's
-// vpdpbusd (and AMX's TDPBUSD) read them: four k of one column side by side in a 32-bit lane.
+// rnnjit: the operands of the int8 GEMMs (Quantize::int8_dynamic), laid out as vpdpbusd (and
+// AMX's TDPBUSD) read them: four k of one column side by side in a 32-bit lane. The same on
+// every unit (codegen/int8_unit.hpp): a ymm kernel reads a 16-column k quad as two halves.
 //
 // B (the weights, W^T) is packed once per panel of 16*n_r columns: K rounded up to k tiles of
 // 64 (int8_k), each tile n_r column tiles of 1 KiB, [16 k quads][16 columns][4 int8]; so one
 // k quad of a column tile is one zmm and one row of an AMX B tile. Zeros pad K and the columns
 // past the group. After the panel's int8 data come, for each of its 16*n_r columns, the int32
-// compensation (kActivationZeroPoint x the sum of the column's int8 weights) and then the FP32
+// compensation (the unit's activation zero point x the sum of the column's int8 weights) and then the FP32
 // scale of the column (its weights' max|w| / 127):
 //   [int8_k(K) * 16*n_r int8][16*n_r int32 compensation][16*n_r float scale]
 // so a kernel that has walked all of K finds them right behind the data.
 //
-// A (x rows, or h every step) is quantized per row into uint8 with zero point 128: q = x * 127 /
-// max|row| rounded to nearest even, clamped to [-127, 127], plus 128. A copy of M rows holds the
-// rows, int8_k(K) bytes each (128 past K: zero in value), then M floats: each row's scale
-// (max|row| / 127, 0 for a row of zeros).
-// The int32 sum of a tile is sum_k (q_x + 128) w_q, and sum_k q_x w_q = sum - compensation; C =
+// A (x rows, or h every step) is quantized per row into uint8 with the unit's levels L and zero
+// point Z (ActivationQuantization: 127 and 128, or 63 and 64 on the avx2 unit): q = x * L /
+// max|row| rounded to nearest even, clamped to [-L, L], plus Z. A copy of M rows holds the rows,
+// int8_k(K) bytes each (Z past K: zero in value), then M floats: each row's scale (max|row| / L,
+// 0 for a row of zeros).
+// The int32 sum of a tile is sum_k (q_x + Z) w_q, and sum_k q_x w_q = sum - compensation; C =
 // float(sum - compensation) * scale_w[column] * scale_x[row]. Sums never overflow where
 // K * 255 * 127 < 2^31 (K <= kMaxInt8K); vpdpbusd adds without saturating.
 #pragma once
@@ -24,7 +26,6 @@
 namespace rnnjit {
 
 inline constexpr std::int64_t kInt8TileK = 64;             // k of one packed tile (16 quads)
-inline constexpr std::int32_t kActivationZeroPoint = 128;  // uint8 activations: q + 128
 inline constexpr std::int64_t kMaxInt8K = 65536;           // int32 sums cannot overflow below this
 
 // K rounded up to whole k tiles of 64.

@@ -35,6 +35,16 @@ std::string describe_activations(const KernelDesc& d) {
   return " activations=[" + s + "]";
 }
 
+// The int8 GEMM's unit in its name: "vnni" (AVX512-VNNI, as before the AVX2 units), "avxvnni"
+// or "avx2".
+std::string_view vnni_gemm_tag(const KernelDesc& d) {
+  switch (static_cast<Int8Unit>(d.int8_unit)) {
+    case Int8Unit::avx_vnni: return "avxvnni";
+    case Int8Unit::avx2: return "avx2";
+    default: return "vnni";
+  }
+}
+
 }  // namespace
 
 std::string kernel_name(const KernelDesc& d) {
@@ -45,7 +55,7 @@ std::string kernel_name(const KernelDesc& d) {
     return fmt::format("i8gemm_amx_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}_pa{}", d.rows, d.vectors, d.n_tail, d.beta,
                        d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead, d.a_lookahead);
   if (d.kind_of() == KernelKind::vnni_gemm)
-    return fmt::format("i8gemm_vnni_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}", d.rows, d.vectors, d.n_tail, d.beta,
+    return fmt::format("i8gemm_{}_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}", vnni_gemm_tag(d), d.rows, d.vectors, d.n_tail, d.beta,
                        d.a_row_stride, d.b_k_stride, d.c_row_stride, d.b_lookahead);
   if (d.kind_of() == KernelKind::dpbf16_gemm)
     return fmt::format("bf16gemm_dp_m{}_v{}_t{}_b{}_ar{}_bk{}_cr{}_l{}", d.rows, d.vectors, d.n_tail, d.beta,
@@ -81,9 +91,9 @@ std::string describe(const KernelDesc& d) {
                        to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.b_k_stride,
                        d.c_row_stride, d.b_lookahead, d.a_lookahead, d.generator_version);
   if (d.kind_of() == KernelKind::vnni_gemm)
-    return fmt::format("kind=vnni_gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} b_k_stride={} "
-                       "c_row_stride={} b_lookahead={} gen={}",
-                       to_string(d.isa_kind()), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.b_k_stride,
+    return fmt::format("kind=vnni_gemm isa={} int8_unit={} rows={} vectors={} n_tail={} beta={} a_row_stride={} "
+                       "b_k_stride={} c_row_stride={} b_lookahead={} gen={}",
+                       to_string(d.isa_kind()), to_string(static_cast<Int8Unit>(d.int8_unit)), d.rows, d.vectors, d.n_tail, d.beta, d.a_row_stride, d.b_k_stride,
                        d.c_row_stride, d.b_lookahead, d.generator_version);
   if (d.kind_of() == KernelKind::dpbf16_gemm)
     return fmt::format("kind=dpbf16_gemm isa={} rows={} vectors={} n_tail={} beta={} a_row_stride={} b_k_stride={} "

@@ -35,9 +35,11 @@ enum class KernelKind : std::uint8_t { gate = 0, gemm = 1, amx_gemm = 2, dpbf16_
 //         rows <= 32, vectors <= b_k_stride <= 2, the last 16 columns cut to n_tail (0: all 16).
 //   dpbf16_gemm: the same product on the same operands with AVX512_BF16's vdpbf16ps on zmm
 //         registers (rows x vectors sums, vectors <= b_k_stride <= 8), for CPUs without AMX.
-//   vnni_gemm: C[rows, 16*vectors] (+)= A[rows, 64*k] B dequantized, AVX512-VNNI's vpdpbusd on
-//         uint8 A rows (a_row_stride bytes apart) and one packed int8 panel of b_k_stride column
-//         tiles (codegen/int8_layout.hpp), C FP32; k (tiles of 64) a run-time argument.
+//   vnni_gemm: C[rows, 16*vectors] (+)= A[rows, 64*k] B dequantized, on uint8 A rows
+//         (a_row_stride bytes apart) and one packed int8 panel of b_k_stride column tiles
+//         (codegen/int8_layout.hpp), C FP32; k (tiles of 64) a run-time argument. The dot step is
+//         int8_unit's: vpdpbusd on zmm (avx512_vnni, isa avx512) or ymm (avx_vnni, isa avx2), or
+//         vpmaddubsw + vpmaddwd on ymm (avx2).
 //   amx_int8_gemm: the same product on the same operands on AMX-INT8 tiles (TDPBUSD): rows <= 32,
 //         vectors <= b_k_stride <= 2, as amx_gemm.
 struct KernelDesc {
@@ -69,7 +71,10 @@ struct KernelDesc {
   // otherwise, so a plain cell's descriptor and kernel are unchanged. Their parameters are in
   // activation_alpha_bits and activation_beta_bits.
   std::uint8_t activation[kActivationRoles] = {};
-  std::uint8_t unused_[3] = {};  // the descriptor is hashed and compared as bytes: no padding
+  // vnni_gemm: the Int8Unit whose dot step the kernel takes (avx512_vnni, 0, on isa avx512;
+  // avx_vnni or avx2 on isa avx2; codegen/int8_unit.hpp).
+  std::uint8_t int8_unit = 0;
+  std::uint8_t unused_[2] = {};  // the descriptor is hashed and compared as bytes: no padding
   std::uint32_t hidden = 0;   // gate: H, the unit of every row stride
   std::uint32_t rows = 0;     // gate: batch rows N; gemm: rows of C (m_r)
   std::uint32_t ld_h = 0;     // gate: row stride of h_prev, h_out, h and (unless dy_row_stride) dy (D*H)

@@ -24,12 +24,23 @@ nlohmann::json operand_json(const Plan& p, const Operand& o) {
   return j;
 }
 
+// The engine of an int8 GEMM in plan texts ('-') and JSON ('_'): amx-int8, avx512-vnni,
+// avx-vnni, avx2-int8.
+std::string int8_engine(Int8Unit unit, char sep) {
+  switch (unit) {
+    case Int8Unit::amx: return fmt::format("amx{}int8", sep);
+    case Int8Unit::avx_vnni: return fmt::format("avx{}vnni{}", sep, sep == '_' ? "_int8" : "");
+    case Int8Unit::avx2: return fmt::format("avx2{}int8", sep);
+    default: return sep == '_' ? "vnni_int8" : "avx512-vnni";
+  }
+}
+
 std::string blocking_text(const GemmBlocking& b) {
   if (!b.generated()) return "openblas";
   if (b.int8)
     return fmt::format("{} m_r={} n_r={} group={} threads={} packed int8 B (a scale per column), A quantized "
                        "to uint8 per row ({} cop{})",
-                       b.int8_unit == Int8Unit::amx ? "amx-int8" : "avx512-vnni", b.m_r, b.n_r, b.group, b.threads, b.a_copies, b.a_copies == 1 ? "y" : "ies");
+                       int8_engine(b.int8_unit, '-'), b.m_r, b.n_r, b.group, b.threads, b.a_copies, b.a_copies == 1 ? "y" : "ies");
   if (b.bf16)
     return fmt::format("{} m_r={} n_r={} group={} threads={} packed bf16 B, A rounded to bf16 ({} cop{})",
                        b.bf16_unit == Bf16Unit::amx ? "amx-bf16" : "avx512-bf16", b.m_r, b.n_r, b.group, b.threads,
@@ -51,7 +62,7 @@ nlohmann::json blocking_json(const Plan& p, const GemmBlocking& b) {
     for (const auto& r : part.kernels)
       for (int k : r)
         if (k >= 0) kernels.push_back(kernel_name(p.kernels[static_cast<std::size_t>(k)]));
-  return {{"engine", b.int8 ? (b.int8_unit == Int8Unit::amx ? "amx_int8" : "vnni_int8") : b.bf16 ? "amx_bf16" : "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
+  return {{"engine", b.int8 ? int8_engine(b.int8_unit, '_') : b.bf16 ? "amx_bf16" : "generated"}, {"m_r", b.m_r}, {"n_r", b.n_r}, {"k_c", b.k_c}, {"group", b.group},
           {"threads", b.threads}, {"packed_b", b.packed_b}, {"pack_a", b.pack_a}, {"cuts", b.cuts()},
           {"kernels", kernels}};
 }
@@ -256,6 +267,7 @@ nlohmann::json descriptor_json(const KernelDesc& k) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride}, {"b_lookahead", k.b_lookahead}});
     if (k.kind_of() == KernelKind::amx_gemm || k.kind_of() == KernelKind::amx_int8_gemm) j["a_lookahead"] = k.a_lookahead;
+    if (k.kind_of() == KernelKind::vnni_gemm) j["int8_unit"] = std::string(to_string(static_cast<Int8Unit>(k.int8_unit)));
   } else if (k.kind_of() == KernelKind::gemm) {
     j.update({{"vectors", k.vectors}, {"n_tail", k.n_tail}, {"beta", k.beta}, {"a_row_stride", k.a_row_stride},
               {"a_k_stride", k.a_k_stride}, {"b_k_stride", k.b_k_stride}, {"c_row_stride", k.c_row_stride},

@@ -34,6 +34,19 @@ constexpr int gemm_max_rows(int vectors, Isa isa = Isa::avx512) {
   return (vector_registers(isa) - kGemmOtherRegisters - per_vector * vectors) / (per_vector * vectors);
 }
 
+// An int8 GEMM tile (codegen/x64/vnni_gemm_emitter.hpp) holds rows x vectors sums (two ymm per
+// 16-column vector on AVX2), a k quad's B registers, and the others: on AVX-512 two broadcast
+// registers of A; on AVX2 one, the int16 ones of vpmaddwd and the product of the avx2 unit's
+// dot step (the avx_vnni unit's kernels keep the same map, so that they are the tested avx2
+// kernels with one instruction changed; the epilogue's tail mask takes the product's).
+constexpr int int8_other_registers(Isa isa) { return isa == Isa::avx2 ? 3 : 2; }
+// The most rows an int8 tile of `vectors` 16-column vectors can have. AVX-512: 29 rows of 1
+// vector, 14 of 2, 6 of 4 (the AVX512_BF16 tiles); AVX2: 5 rows of 1 vector, 2 of 2, 1 of 3.
+constexpr int int8_max_rows(int vectors, Isa isa) {
+  const int per_vector = gemm_registers_per_vector(isa);
+  return (vector_registers(isa) - int8_other_registers(isa) - per_vector * vectors) / (per_vector * vectors);
+}
+
 // The slot registers of a gate kernel (codegen/x64/gate_emitter.hpp): zmm0..15 on AVX-512,
 // ymm0..7 on AVX2; the rest are the activations' scratch and constants.
 constexpr int gate_slot_registers(Isa isa) { return isa == Isa::avx2 ? 8 : 16; }

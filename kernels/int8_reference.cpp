@@ -7,9 +7,10 @@
 
 namespace rnnjit::int8 {
 
-RowScale row_scale(float max_abs) {
+RowScale row_scale(float max_abs, std::int32_t levels) {
   if (!(max_abs > 0.0f)) return {};
-  return {max_abs / 127.0f, 127.0f / max_abs};
+  const float l = static_cast<float>(levels);
+  return {max_abs / l, l / max_abs};
 }
 
 float max_abs(const float* v, std::int64_t n) {
@@ -18,24 +19,26 @@ float max_abs(const float* v, std::int64_t n) {
   return m;
 }
 
-std::int32_t quantize(float v, float inv) {
+std::int32_t quantize(float v, float inv, std::int32_t levels) {
   const float scaled = v * inv;
   // vcvtps2dq: round to nearest even; NaN and out-of-range give INT32_MIN.
   const bool in_range = scaled >= -2147483648.0f && scaled < 2147483648.0f;
   const std::int32_t q = in_range ? static_cast<std::int32_t>(std::nearbyint(scaled))
                                   : std::numeric_limits<std::int32_t>::min();
-  return std::clamp(q, -127, 127);
+  return std::clamp(q, -levels, levels);
 }
 
-float quantize_activation_row(const float* x, std::int64_t k, std::int64_t k_pad, std::uint8_t* dst) {
-  const RowScale s = row_scale(max_abs(x, k));
-  for (std::int64_t i = 0; i < k; ++i) dst[i] = static_cast<std::uint8_t>(quantize(x[i], s.inv) + kActivationZeroPoint);
-  for (std::int64_t i = k; i < k_pad; ++i) dst[i] = static_cast<std::uint8_t>(kActivationZeroPoint);
+float quantize_activation_row(const float* x, std::int64_t k, std::int64_t k_pad, std::uint8_t* dst,
+                              ActivationQuantization aq) {
+  const RowScale s = row_scale(max_abs(x, k), aq.levels);
+  for (std::int64_t i = 0; i < k; ++i)
+    dst[i] = static_cast<std::uint8_t>(quantize(x[i], s.inv, aq.levels) + aq.zero_point);
+  for (std::int64_t i = k; i < k_pad; ++i) dst[i] = static_cast<std::uint8_t>(aq.zero_point);
   return s.scale;
 }
 
 void pack_panel(std::int8_t* panel, const float* w, std::int64_t ld, std::int64_t k, std::int64_t width,
-                std::int64_t n_r) {
+                std::int64_t n_r, std::int32_t activation_zero_point) {
   const std::int64_t columns = 16 * n_r, data = int8_k(k) * columns;
   std::memset(panel, 0, static_cast<std::size_t>(int8_panel_bytes(n_r, k)));
   auto* compensation = reinterpret_cast<std::int32_t*>(panel + data);
@@ -49,7 +52,7 @@ void pack_panel(std::int8_t* panel, const float* w, std::int64_t ld, std::int64_
       panel[int8_packed_offset(n_r, kk, c)] = static_cast<std::int8_t>(q);
       sum += q;
     }
-    compensation[c] = kActivationZeroPoint * sum;
+    compensation[c] = activation_zero_point * sum;
     scale[c] = s.scale;
   }
 }
@@ -82,10 +85,11 @@ QuantizedMatrix quantize_matrix(const float* w, std::int64_t rows, std::int64_t 
   return m;
 }
 
-void quantized_matvec(const QuantizedMatrix& w, std::int64_t row0, std::int64_t rows, const float* x, float* y) {
-  const RowScale s = row_scale(max_abs(x, w.cols));
+void quantized_matvec(const QuantizedMatrix& w, std::int64_t row0, std::int64_t rows, const float* x, float* y,
+                      ActivationQuantization aq) {
+  const RowScale s = row_scale(max_abs(x, w.cols), aq.levels);
   std::vector<std::int32_t> q(static_cast<std::size_t>(w.cols));
-  for (std::int64_t c = 0; c < w.cols; ++c) q[static_cast<std::size_t>(c)] = quantize(x[c], s.inv);
+  for (std::int64_t c = 0; c < w.cols; ++c) q[static_cast<std::size_t>(c)] = quantize(x[c], s.inv, aq.levels);
   for (std::int64_t j = 0; j < rows; ++j) {
     const std::int8_t* row = w.q.data() + (row0 + j) * w.cols;
     std::int32_t sum = 0;

@@ -149,8 +149,9 @@ class Int8Products {
  public:
   Int8Products() = default;
   template <typename T>
-  Int8Products(const LayerWeights<T>& lw, i64 GH, i64 S, i64 H, i64 P)
-      : w_ih_(int8::quantize_matrix(floats(lw.w_ih, GH * lw.in).data(), GH, lw.in)),
+  Int8Products(const LayerWeights<T>& lw, i64 GH, i64 S, i64 H, i64 P, ActivationQuantization aq)
+      : aq_(aq),
+        w_ih_(int8::quantize_matrix(floats(lw.w_ih, GH * lw.in).data(), GH, lw.in)),
         w_hh_(int8::quantize_matrix(floats(lw.w_hh, GH * S).data(), GH, S)) {
     if (P > 0) w_hr_ = int8::quantize_matrix(floats(lw.w_hr, P * H).data(), P, H);
   }
@@ -166,7 +167,7 @@ class Int8Products {
   void reset_products(const T* reset_h, const LayerWeights<T>& lw, std::vector<Acc>& gh) {
     const i64 H = w_hh_.rows / 3;
     std::vector<float> out(sz(H));
-    int8::quantized_matvec(w_hh_, 2 * H, H, floats(reset_h, w_hh_.cols).data(), out.data());
+    int8::quantized_matvec(w_hh_, 2 * H, H, floats(reset_h, w_hh_.cols).data(), out.data(), aq_);
     for (i64 j = 0; j < H; ++j) gh[sz(2 * H + j)] = Acc(lw.b_hh ? lw.b_hh[2 * H + j] : 0) + Acc(out[sz(j)]);
   }
   // Row p of the projection of r_t.
@@ -174,7 +175,7 @@ class Int8Products {
   T projection(const T* r, i64 p) {
     if (p == 0) {
       projected_.resize(sz(w_hr_.rows));
-      int8::quantized_matvec(w_hr_, 0, w_hr_.rows, floats(r, w_hr_.cols).data(), projected_.data());
+      int8::quantized_matvec(w_hr_, 0, w_hr_.rows, floats(r, w_hr_.cols).data(), projected_.data(), aq_);
     }
     return static_cast<T>(projected_[sz(p)]);
   }
@@ -185,12 +186,13 @@ class Int8Products {
     return std::vector<float>(v, v + n);
   }
   template <typename T>
-  static void matvec(const int8::QuantizedMatrix& w, i64 row0, i64 rows, const std::vector<float>& x,
-                     std::vector<Acc>& out, const T* bias) {
+  void matvec(const int8::QuantizedMatrix& w, i64 row0, i64 rows, const std::vector<float>& x,
+              std::vector<Acc>& out, const T* bias) const {
     std::vector<float> y(sz(rows));
-    int8::quantized_matvec(w, row0, rows, x.data(), y.data());
+    int8::quantized_matvec(w, row0, rows, x.data(), y.data(), aq_);
     for (i64 j = 0; j < rows; ++j) out[sz(row0 + j)] = Acc(bias ? bias[row0 + j] : 0) + Acc(y[sz(j)]);
   }
+  ActivationQuantization aq_;
   int8::QuantizedMatrix w_ih_, w_hh_, w_hr_;
   std::vector<float> projected_;
 };
@@ -289,7 +291,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
       const auto act_h = [&](T a) { return custom ? activate(ha, a) : tanh_(a); };
       // int8: the weights quantized once per call, each product's vector as it is read.
       Int8Products q8;
-      if (int8) q8 = Int8Products(lw, GH, S, H, P);
+      if (int8) q8 = Int8Products(lw, GH, S, H, P, activation_quantization(options.int8_unit));
       for (i64 e = 0; e < N * S; ++e) h_state[sz(e)] = h0 ? h0[ld * N * S + e] : T(0);
       for (i64 e = 0; e < N * H; ++e) c_state[sz(e)] = (lstm && c0) ? c0[ld * N * H + e] : T(0);
       if (reserve) {

@@ -25,6 +25,9 @@ struct CallOptions {
   // GEMMs do (kernels/int8_reference.hpp): W per row once, each x_t, h_{t-1} (and the LSTM
   // projection's and the reset-before GRU's inputs) per row of the batch at every step.
   Quantize quantize = Quantize::none;
+  // int8_dynamic: the unit whose activation quantization (levels, codegen/int8_unit.hpp) the
+  // products follow.
+  Int8Unit int8_unit = Int8Unit::avx512_vnni;
 };
 
 // What forward training keeps for backward (plain vectors: the reference is the oracle, not a

@@ -1,11 +1,10 @@
-// rnnjit: the executor's int8 GEMMs (Plan::quantize int8_dynamic) on AVX512-VNNI: packing W^T
-// into int8 panels (once per weights, or in every call without packed weights), quantizing A's
-// rows to uint8 with a scale per row as each GEMM reads them, and walking the tiles. Both
-// quantizers are AVX-512 and match kernels/int8_reference.hpp (int8::pack_panel,
-// int8::quantize_activation_row) bit for bit. Sizes and kernels all come from the plan (codegen/int8_layout.hpp,
-// choose_int8_blocking).
-#include <immintrin.h>
-
+// rnnjit: the executor's int8 GEMMs (Plan::quantize int8_dynamic) on every int8 unit: packing
+// W^T into int8 panels (once per weights, or in every call without packed weights), quantizing
+// A's rows to uint8 with a scale per row as each GEMM reads them, and walking the tiles. The
+// quantizers (runtime/int8_quantizers.hpp, AVX-512 or AVX2 as the unit's kernels are) match
+// kernels/int8_reference.hpp (int8::pack_panel, int8::quantize_activation_row) bit for bit, with
+// the unit's levels and zero point (codegen/int8_unit.hpp). Sizes and kernels all come from the
+// plan (codegen/int8_layout.hpp, choose_int8_blocking).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -13,75 +12,36 @@
 #include <fmt/format.h>
 
 #include "codegen/int8_layout.hpp"
+#include "codegen/int8_unit.hpp"
 #include "codegen/kernel_args.hpp"
 #include "kernels/int8_reference.hpp"
 #include "rnnjit/error.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/int8_quantizers.hpp"
 #include "runtime/thread_team.hpp"
 
 namespace rnnjit {
 namespace {
 
-// GCC 12 takes the undefined pass-through operand inside its masked-load and narrowing
-// intrinsics for a read of uninitialised memory (GCC bug 105593), as in executor_bf16.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-__mmask16 first_lanes(std::int64_t n) {
-  n = std::clamp<std::int64_t>(n, 0, 16);
-  return static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
-}
-
-// Rows [r0, r1) of A (lda apart, k floats each) into rows of k_pad bytes at dst, q + zero_point
-// (zero_point past k), and their scales at scales[r]: int8::quantize's arithmetic 16 lanes at a
-// time (vcvtps2dq rounds to nearest even, as nearbyint does). Activations: uint8 with zero point
-// 128; weights: int8 (zero point 0: zeros past k, as B's padding must be).
-__attribute__((target("avx512f,avx512bw"))) void quantize_rows(std::uint8_t* dst, float* scales, std::int64_t k_pad,
-                                                               const float* src, std::int64_t lda, std::int64_t k,
-                                                               std::int64_t r0, std::int64_t r1,
-                                                               std::int32_t zero_point_value = kActivationZeroPoint) {
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-  const __m512i zero_point = _mm512_set1_epi32(zero_point_value);
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const float* in = src + r * lda;
-    __m512 most = _mm512_setzero_ps();
-    for (std::int64_t kk = 0; kk < k; kk += 16)
-      most = _mm512_max_ps(most, _mm512_abs_ps(_mm512_maskz_loadu_ps(first_lanes(k - kk), in + kk)));
-    const int8::RowScale s = int8::row_scale(_mm512_reduce_max_ps(most));
-    scales[r] = s.scale;
-    const __m512 inv = _mm512_set1_ps(s.inv);
-    std::uint8_t* out = dst + r * k_pad;
-    for (std::int64_t kk = 0; kk < k_pad; kk += 16) {  // zeros past k: q = 128
-      const __m512 x = _mm512_maskz_loadu_ps(first_lanes(k - kk), in + kk);
-      __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(x, inv));
-      q = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(q, lo), hi), zero_point);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + kk), _mm512_cvtepi32_epi8(q));
-    }
-  }
-}
-
-// int8::pack_panel in AVX-512: each of the `width` rows of W quantized into an int8 row (and
-// its scale), summed for its compensation, and its k quads copied to their places in the panel.
+// int8::pack_panel with the unit's quantizer: each of the `width` rows of W quantized into an
+// int8 row (and its scale), summed for its compensation (the unit's activation zero point x the
+// sum), and its k quads copied to their places in the panel.
 void pack_panel(std::int8_t* panel, std::uint8_t* row, const float* w, std::int64_t k, std::int64_t width,
-                std::int64_t n_r) {
+                std::int64_t n_r, Int8Unit unit) {
+  const int8::QuantizeRows quantize_rows = int8::quantize_rows_for(unit);
+  const std::int32_t zero_point = activation_quantization(unit).zero_point;
   const std::int64_t columns = 16 * n_r, k_pad = int8_k(k), data = k_pad * columns;
   std::memset(panel, 0, static_cast<std::size_t>(int8_panel_bytes(n_r, k)));
   auto* compensation = reinterpret_cast<std::int32_t*>(panel + data);
   auto* scale = reinterpret_cast<float*>(panel + data + 4 * columns);
   for (std::int64_t c = 0; c < width; ++c) {
-    quantize_rows(row, scale + c, k_pad, w + c * k, k, k, 0, 1, 0);
+    quantize_rows(row, scale + c, k_pad, w + c * k, k, k, 0, 1, kWeightLevels, 0);
     std::int32_t sum = 0;
     for (std::int64_t kk = 0; kk < k; ++kk) sum += static_cast<std::int8_t>(row[kk]);
-    compensation[c] = kActivationZeroPoint * sum;
+    compensation[c] = zero_point * sum;
     for (std::int64_t kk = 0; kk < k_pad; kk += 4) std::memcpy(panel + int8_packed_offset(n_r, kk, c), row + kk, 4);
   }
 }
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 }  // namespace
 
@@ -95,7 +55,8 @@ void Executor::pack_int8(const PackStep& p, const float* w, float* out, int tid,
   for (std::int64_t q = q0; q < q1; ++q) {
     const std::int64_t grp = q / ppg, col0 = grp * k.group + (q % ppg) * pc;
     const std::int64_t width = std::min(pc, k.group - (q % ppg) * pc);
-    pack_panel(reinterpret_cast<std::int8_t*>(out) + q * panel_bytes, row.data(), w + col0 * p.k, p.k, width, k.n_r);
+    pack_panel(reinterpret_cast<std::int8_t*>(out) + q * panel_bytes, row.data(), w + col0 * p.k, p.k, width, k.n_r,
+               k.int8_unit);
   }
 }
 
@@ -110,12 +71,14 @@ void Executor::int8_gemm(const GemmStep& g, const GemmCall& call, int tid, int t
   ThreadTeam& team = ThreadTeam::instance();
   if (!shared) a_u8 += static_cast<std::int64_t>(tid) * int8_a_bytes(g.m, g.k);
   auto* scales = reinterpret_cast<float*>(a_u8 + g.m * k_pad);
+  const int8::QuantizeRows quantize_rows = int8::quantize_rows_for(k.int8_unit);
+  const ActivationQuantization aq = activation_quantization(k.int8_unit);
   if (shared) {
     const auto [r0, r1] = share(a_rows, tid, threads);
-    quantize_rows(a_u8, scales, k_pad, call.a, g.lda, g.k, r0, r1);
+    quantize_rows(a_u8, scales, k_pad, call.a, g.lda, g.k, r0, r1, aq.levels, aq.zero_point);
     if (threads > 1) team.barrier();
   } else {
-    quantize_rows(a_u8, scales, k_pad, call.a, g.lda, g.k, 0, a_rows);
+    quantize_rows(a_u8, scales, k_pad, call.a, g.lda, g.k, 0, a_rows, aq.levels, aq.zero_point);
   }
   const auto* b = reinterpret_cast<const std::int8_t*>(call.b);
   const bool use_beta = call.beta != 0.0f;

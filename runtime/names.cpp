@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <xbyak/xbyak_util.h>
 
+#include "codegen/int8_unit.hpp"
 #include "rnnjit/rnn.hpp"
 
 namespace rnnjit {
@@ -142,12 +143,19 @@ Quantize parse_quantize(std::string_view name) {
   throw Error(fmt::format("unknown quantize '{}' (expected none, int8 or int8_dynamic)", name));
 }
 
-std::string_view to_string(Int8Unit unit) { return unit == Int8Unit::amx ? "amx" : "avx512_vnni"; }
+std::string_view to_string(Int8Unit unit) {
+  switch (unit) {
+    case Int8Unit::amx: return "amx";
+    case Int8Unit::avx_vnni: return "avx_vnni";
+    case Int8Unit::avx2: return "avx2";
+    default: return "avx512_vnni";
+  }
+}
 
 Int8Unit parse_int8_unit(std::string_view name) {
-  for (Int8Unit u : {Int8Unit::avx512_vnni, Int8Unit::amx})
+  for (Int8Unit u : {Int8Unit::avx512_vnni, Int8Unit::amx, Int8Unit::avx_vnni, Int8Unit::avx2})
     if (name == to_string(u)) return u;
-  throw Error(fmt::format("unknown int8 unit '{}' (expected avx512_vnni or amx)", name));
+  throw Error(fmt::format("unknown int8 unit '{}' (expected amx, avx512_vnni, avx_vnni or avx2)", name));
 }
 
 bool amx_int8_usable() {
@@ -163,7 +171,21 @@ bool avx512_vnni_usable() {
   return cpu_isa() == Isa::avx512 && Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX512_VNNI);
 }
 
-std::optional<Int8Unit> int8_unit() {
+bool avx_vnni_usable() {
+  return cpu_isa() != Isa::reference && Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX_VNNI);
+}
+
+bool int8_unit_usable(Int8Unit unit) {
+  switch (unit) {
+    case Int8Unit::amx: return amx_int8_usable();
+    case Int8Unit::avx512_vnni: return avx512_vnni_usable();
+    case Int8Unit::avx_vnni: return avx_vnni_usable();
+    case Int8Unit::avx2: return cpu_isa() != Isa::reference;  // AVX2 and FMA
+  }
+  return false;
+}
+
+std::optional<Int8Unit> int8_unit(Isa isa) {
   const char* forced = std::getenv("RNNJIT_INT8_UNIT");
   if (forced && *forced) {
     Int8Unit unit{};
@@ -172,12 +194,12 @@ std::optional<Int8Unit> int8_unit() {
     } catch (const Error& e) {
       throw Error(fmt::format("RNNJIT_INT8_UNIT: {}", e.what()));
     }
-    if (unit == Int8Unit::amx ? !amx_int8_usable() : !avx512_vnni_usable())
+    if (!int8_unit_usable(unit))
       throw Error(fmt::format("RNNJIT_INT8_UNIT={} but this CPU (or OS) does not run it", forced));
     return unit;
   }
-  if (amx_int8_usable()) return Int8Unit::amx;
-  if (avx512_vnni_usable()) return Int8Unit::avx512_vnni;
+  for (Int8Unit unit : {Int8Unit::amx, Int8Unit::avx512_vnni, Int8Unit::avx_vnni, Int8Unit::avx2})
+    if ((isa == Isa::avx512 || int8_kernel_isa(unit) == Isa::avx2) && int8_unit_usable(unit)) return unit;
   return std::nullopt;
 }
 

@@ -72,11 +72,11 @@ std::pair<FpMath, Bf16Unit> effective_fpmath(FpMath requested, Backend backend) 
 }
 
 // int8 GEMMs where they were asked for (Options::quantize) and the jit backend runs them, with
-// this CPU's int8 unit (none: the planner falls back and says why). The reference backend runs
-// the scalar int8 reference (kernels/int8_reference.hpp) instead.
-std::optional<Int8Unit> effective_int8_unit(Quantize requested, Backend backend) {
+// this CPU's int8 unit for plans of `isa` (none: the planner falls back and says why). The
+// reference backend runs the scalar int8 reference (kernels/int8_reference.hpp) instead.
+std::optional<Int8Unit> effective_int8_unit(Quantize requested, Backend backend, Isa isa) {
   if (requested != Quantize::int8_dynamic || backend != Backend::jit) return std::nullopt;
-  return int8_unit();
+  return int8_unit(isa);
 }
 
 }  // namespace
@@ -87,7 +87,7 @@ class ExecutionImpl {
   ExecutionImpl(const RnnConfig& config, const Shape& shape, Mode mode, const Options& options)
       : config_(config), shape_(shape), mode_(mode), backend_(options.backend), checks_(config, shape, mode) {
     // The reference backend only describes its call with the plan (nothing to measure).
-    const std::optional<Int8Unit> int8 = effective_int8_unit(options.quantize, backend_);
+    const std::optional<Int8Unit> int8 = effective_int8_unit(options.quantize, backend_, options.isa);
     // Where int8 cannot run, the GEMMs fall back to bf16 where this CPU runs it (int8 asked for
     // approximate GEMMs already), else FP32; the plan's notes say so.
     const bool int8_falls_back = options.quantize == Quantize::int8_dynamic && backend_ == Backend::jit && !int8;
@@ -97,6 +97,9 @@ class ExecutionImpl {
                                     backend_ == Backend::jit ? options.projection_gemm : ProjectionGemm::generated,
                                     detect_caches(), fpmath, bf16_unit, options.quantize, int8});
     quantize_ = options.quantize;
+    // The reference backend quantizes activations as this CPU's int8 unit would (its levels).
+    if (backend_ == Backend::reference && quantize_ == Quantize::int8_dynamic)
+      ref_int8_unit_ = int8_unit(options.isa).value_or(Int8Unit::avx512_vnni);
     if (backend_ == Backend::jit) {
       // Before anything is compiled or allocated: a plan the machine cannot hold fails here.
       check_fits_in_memory(workspace_size() + reserve_size() + packed_weights_size(),
@@ -149,7 +152,8 @@ class ExecutionImpl {
                                 training ? ref_reserve_.get() : nullptr,
                                 {.seq_lengths = io.seq_lengths.empty() ? nullptr : io.seq_lengths.data(),
                                  .dropout_seed = io.dropout_seed,
-                                 .quantize = quantize_});
+                                 .quantize = quantize_,
+                                 .int8_unit = ref_int8_unit_});
       reserve_.set(training ? State::forwarded : State::empty);
       return;
     }
@@ -265,6 +269,7 @@ class ExecutionImpl {
   std::uint64_t packed_fingerprint_ = 0;
   std::uint64_t allocations_ = 0;
   Quantize quantize_ = Quantize::none;  // the reference backend's (the jit's is its plan's)
+  Int8Unit ref_int8_unit_ = Int8Unit::avx512_vnni;  // ditto, with quantize_ int8_dynamic
   ReserveCycle reserve_;
   std::unique_ptr<reference::Reserve<float>> ref_reserve_;
 };

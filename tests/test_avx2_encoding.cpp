@@ -5,16 +5,23 @@
 // kernel (each cell, both GRU forms and their parts, forward inference and training, backward,
 // LSTM peepholes, coupled gates and cell clip, the gate clip, the leaky ReLU) at every unroll
 // the budgets allow, with and without tails and a partial launch; every GEMM tile with every
-// tail kind, beta, streaming stores and prefetch; and every kernel of AVX2 plans, inference
-// and training. Generating needs no AVX2: this test runs on any x86-64.
+// tail kind, beta, streaming stores and prefetch; every int8 GEMM tile of the avx2 unit; and
+// every kernel of AVX2 plans, inference, training and int8 inference. The avx_vnni unit's int8
+// tiles (which this machine cannot run) must be the avx2 unit's, instruction for instruction,
+// with each dot step one VEX-encoded ymm vpdpbusd, the only instruction beyond AVX2. Generating
+// needs no AVX2: this test runs on any x86-64.
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "codegen/int8_layout.hpp"
+#include "codegen/int8_unit.hpp"
 #include "codegen/kernel_desc.hpp"
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
@@ -108,17 +115,114 @@ TEST(Avx2Encoding, GemmTiles) {
   EXPECT_GE(tiles, 6 * 4 * 2);
 }
 
-// The kernels AVX2 plans ask for: the planner's blockings and unrolls, whatever they are.
+// An int8 GEMM tile of an AVX2 unit (vnni_gemm on isa avx2).
+KernelDesc int8_tile(Int8Unit unit, int rows, int vectors, int tail, int beta) {
+  KernelDesc d;
+  d.kind = static_cast<std::uint8_t>(KernelKind::vnni_gemm);
+  d.isa = static_cast<std::uint8_t>(Isa::avx2);
+  d.int8_unit = static_cast<std::uint8_t>(unit);
+  d.rows = static_cast<std::uint32_t>(rows);
+  d.vectors = static_cast<std::uint8_t>(vectors);
+  d.n_tail = static_cast<std::uint8_t>(tail);
+  d.beta = static_cast<std::uint8_t>(beta);
+  d.b_lookahead = beta ? 2 : 0;
+  d.a_row_stride = 832;
+  d.b_k_stride = static_cast<std::uint32_t>(vectors + beta);
+  d.c_row_stride = 3200;
+  return d;
+}
+
+template <typename Each>
+int for_each_int8_tile(Int8Unit unit, Each each) {
+  int tiles = 0;
+  for (int vectors = 1; int8_max_rows(vectors, Isa::avx2) >= 1; ++vectors)
+    for (int rows = 1; rows <= int8_max_rows(vectors, Isa::avx2); ++rows)
+      for (int tail : {0, 3, 8, 11})
+        for (int beta : {0, 1}) {
+          each(int8_tile(unit, rows, vectors, tail, beta));
+          ++tiles;
+        }
+  return tiles;
+}
+
+TEST(Avx2Encoding, Int8TilesOfTheAvx2Unit) {
+  EXPECT_GE(for_each_int8_tile(Int8Unit::avx2, [](const KernelDesc& d) { expect_avx2_only(d); }), 8 * 8);
+}
+
+// The instructions of a kernel as text, without offsets, jump targets and rip-relative
+// addresses (which move with the code before them), nor the avx2 unit's setup of its int16
+// ones; each avx2 dot step (vpmaddubsw P, A, B; vpmaddwd P, P, ones; vpaddd S, S, P) written as
+// the vpdpbusd S, A, B it stands for.
+std::vector<std::string> instructions(const CompiledKernel& k) {
+  std::istringstream lines(x64::disassemble(k.code(), k.text_size(), "k"));
+  std::vector<std::string> out;
+  std::string line;
+  std::getline(lines, line);  // the header
+  while (std::getline(lines, line)) {
+    if (line.find(".data") != std::string::npos) break;
+    const std::string text = line.substr(10);
+    if (text.starts_with("j") || text.starts_with("vpcmpeqw") || text.starts_with("vpsrlw")) continue;
+    // Zydis writes a rip-relative operand as the absolute address it reaches.
+    out.push_back(std::regex_replace(text, std::regex(R"(\[0x[0-9A-Fa-f]+\])"), "[constant]"));
+  }
+  std::vector<std::string> folded;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i].starts_with("vpmaddubsw ") && i + 2 < out.size()) {
+      // "vpmaddubsw P, A, B" and "vpaddd S, S, P" -> "vpdpbusd S, A, B"
+      const std::string operands = out[i].substr(out[i].find(',') + 2);         // "A, B"
+      const std::string sum = out[i + 2].substr(7, out[i + 2].find(',') - 7);  // "S"
+      folded.push_back("vpdpbusd " + sum + ", " + operands);
+      i += 2;
+      continue;
+    }
+    folded.push_back(out[i]);
+  }
+  return folded;
+}
+
+TEST(Avx2Encoding, AvxVnniTilesAreTheAvx2OnesWithVexVpdpbusd) {
+  const int tiles = for_each_int8_tile(Int8Unit::avx_vnni, [](const KernelDesc& d) {
+    const CompiledKernel k(d);
+    int dots = 0;
+    for (const std::string& bad : x64::foreign_instructions(k.code(), k.text_size(), Isa::avx2)) {
+      EXPECT_NE(bad.find("vpdpbusd ymm"), std::string::npos) << kernel_name(d) << ": " << bad;
+      EXPECT_EQ(bad.find("EVEX"), std::string::npos) << kernel_name(d) << ": " << bad;
+      ++dots;
+    }
+    // 16 k quads a trip of the k loop, each a dot step per row and register within n_tail.
+    const int regs = 2 * d.vectors - (d.n_tail && d.n_tail <= 8 ? 1 : 0);
+    EXPECT_EQ(dots, 16 * static_cast<int>(d.rows) * regs) << kernel_name(d);
+    KernelDesc avx2 = d;
+    avx2.int8_unit = static_cast<std::uint8_t>(Int8Unit::avx2);
+    const std::vector<std::string> vnni = instructions(k), twin = instructions(CompiledKernel(avx2));
+    std::size_t i = 0;
+    while (i < vnni.size() && i < twin.size() && vnni[i] == twin[i]) ++i;
+    EXPECT_TRUE(i == vnni.size() && i == twin.size())
+        << kernel_name(d) << " differs from " << kernel_name(avx2) << " beyond its dot steps at instruction " << i
+        << ": '" << (i < vnni.size() ? vnni[i] : "(end)") << "' against '" << (i < twin.size() ? twin[i] : "(end)")
+        << "'";
+  });
+  EXPECT_GE(tiles, 8 * 8);
+}
+
+// The kernels AVX2 plans ask for: the planner's blockings and unrolls, whatever they are; int8
+// plans with the avx2 unit's kernels.
 TEST(Avx2Encoding, EveryKernelOfAvx2Plans) {
   int kernels = 0;
   for (CellKind cell : kCells)
-    for (Mode mode : {Mode::inference, Mode::training})
+    for (int variant = 0; variant < 3; ++variant)  // inference, training, int8 inference
       for (const auto& [H, N, bidirectional] : {std::tuple{800, 20, false}, {37, 3, true}, {256, 1, false}}) {
         RnnConfig config{cell, 64, H, 2, bidirectional};
         if (cell == CellKind::lstm) config.proj_size = H / 2;
-        const Plan plan = make_plan(config, {5, N}, mode, Isa::avx2, 2);
+        const Mode mode = variant == 1 ? Mode::training : Mode::inference;
+        const bool int8 = variant == 2;
+        const Plan plan = make_plan(config, {5, N}, mode, Isa::avx2, 2, {}, {}, FpMath::strict, Bf16Unit::amx,
+                                    int8 ? Quantize::int8_dynamic : Quantize::none,
+                                    int8 ? std::optional(Int8Unit::avx2) : std::nullopt);
+        EXPECT_EQ(plan.quantize == Quantize::int8_dynamic, int8) << describe(config);
         for (const KernelDesc& d : plan.kernels) {
-          if (d.kind_of() != KernelKind::gate && d.kind_of() != KernelKind::gemm) {
+          const bool int8_gemm = int8 && d.kind_of() == KernelKind::vnni_gemm;
+          if (d.kind_of() != KernelKind::gate && d.kind_of() != KernelKind::gemm && !int8_gemm) {
             ADD_FAILURE() << kernel_name(d) << ": an AVX2 plan asked for another kind of kernel";
             continue;
           }

@@ -46,7 +46,7 @@ std::vector<float> forward(const rnnjit_config_t& config, const test::RnnCase& r
 }
 
 TEST(CApiInt8, QuantizeRunsTheInt8Plan) {
-  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (AVX512_VNNI or AMX-INT8)";
+  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (not even AVX2)";
   const RnnConfig config{.cell = CellKind::lstm, .input_size = 24, .hidden_size = 40, .num_layers = 2};
   const test::RnnCase rc(config, {6, 3});
   const std::vector<float> int8 = forward(small_lstm(RNNJIT_QUANTIZE_INT8_DYNAMIC), rc);

@@ -1,4 +1,4 @@
-// The int8 GEMMs of Quantize::int8_dynamic (AVX512-VNNI and AMX-INT8), exactly: the generated
+// The int8 GEMMs of Quantize::int8_dynamic (AVX512-VNNI, AMX-INT8, AVX-VNNI and avx2), exactly: the generated
 // vnni_gemm and amx_int8_gemm kernels against their scalar twin (kernels/int8_reference.hpp) tile by tile, and the planner's
 // tiling with the executor's packing and per-row activation quantization against a loop over
 // the same quantized operands (int8::quantize_matrix, int8::quantize_activation_row). The int32
@@ -6,7 +6,9 @@
 // must be equal bit for bit. Tails in every dimension: M, N, K in {1, 2, 3, 15, 16, 17, 31, 33,
 // 63, 64, 65, 127, 800}, column groups with tails, beta 0 and 1, 1 and 2 threads, a recurrence's
 // per-thread tiles. Each unit's cases skip where the CPU (or OS) does not run it: the AMX ones
-// did not run where this was written (AMD Zen 4).
+// did not run where this was written (AMD Zen 4), the AVX-512 and AVX-VNNI ones not where the
+// AVX2 units were added (AMD Zen 3). Each unit quantizes activations with its own levels and
+// zero point (codegen/int8_unit.hpp), and so does the loop it is checked against.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "codegen/planner.hpp"
+#include "codegen/register_budgets.hpp"
 #include "kernels/int8_reference.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/executor.hpp"
@@ -26,10 +29,9 @@
 namespace rnnjit {
 namespace {
 
-#define SKIP_WITHOUT_VNNI() \
-  if (!avx512_vnni_usable()) GTEST_SKIP() << "this CPU has no AVX512_VNNI"
+constexpr Int8Unit kUnits[] = {Int8Unit::avx512_vnni, Int8Unit::amx, Int8Unit::avx_vnni, Int8Unit::avx2};
 
-bool runs(Int8Unit unit) { return unit == Int8Unit::amx ? amx_int8_usable() : avx512_vnni_usable(); }
+bool runs(Int8Unit unit) { return int8_unit_usable(unit); }
 #define SKIP_UNLESS_RUNS(unit) \
   if (!runs(unit)) GTEST_SKIP() << "this CPU (or OS) does not run " << to_string(unit)
 
@@ -45,11 +47,12 @@ TEST_P(Int8Kernel, MatchesItsScalarTwinExactly) {
   const Int8Unit unit = GetParam();
   SKIP_UNLESS_RUNS(unit);
   const bool amx = unit == Int8Unit::amx;
+  const Isa isa = int8_kernel_isa(unit);
   std::vector<TileCase> cases;
   for (int vectors = 1; vectors <= (amx ? 2 : 4); ++vectors)
-    for (int rows : {1, 2, 3, 5, 6, 7, 13, 16, 17, 29, 32})
-      for (int n_tail : {0, 1, 7, 15}) {
-        if (amx ? rows > 32 : rows * vectors + vectors + 2 > 32) continue;
+    for (int rows : {1, 2, 3, 4, 5, 6, 7, 13, 16, 17, 29, 32})
+      for (int n_tail : {0, 1, 7, 8, 9, 15}) {
+        if (amx ? rows > 32 : rows > int8_max_rows(vectors, isa)) continue;
         const int beta = (rows + n_tail) % 2, extra = rows % 3 == 0 ? 1 : 0;
         cases.push_back({rows, vectors, n_tail, beta, std::min(amx ? 2 : 8, vectors + extra), 1 + rows % 3,
                          rows % 2 ? 2 : 0});
@@ -59,7 +62,8 @@ TEST_P(Int8Kernel, MatchesItsScalarTwinExactly) {
     KernelDesc d;
     d.kind = static_cast<std::uint8_t>(amx ? KernelKind::amx_int8_gemm : KernelKind::vnni_gemm);
     d.a_lookahead = static_cast<std::uint8_t>(amx && t.rows % 3 == 1 ? 2 : 0);
-    d.isa = static_cast<std::uint8_t>(Isa::avx512);
+    d.isa = static_cast<std::uint8_t>(isa);
+    if (!amx) d.int8_unit = static_cast<std::uint8_t>(unit);
     d.rows = static_cast<std::uint32_t>(t.rows);
     d.vectors = static_cast<std::uint8_t>(t.vectors);
     d.n_tail = static_cast<std::uint8_t>(t.n_tail);
@@ -70,15 +74,17 @@ TEST_P(Int8Kernel, MatchesItsScalarTwinExactly) {
     d.a_row_stride = static_cast<std::uint32_t>(int8_k(k) + 64);
     const std::int64_t ldc = 16 * t.vectors + 3;
     d.c_row_stride = static_cast<std::uint32_t>(ldc);
-    // Extreme operands: uint8 0..255 against int8 -127..127, so the int32 sums reach their widest.
-    std::uniform_int_distribution<int> u8(0, 255);
+    // Extreme operands: uint8 0..255 (0..127 on the avx2 unit, whose 7-bit activations are stored
+    // 1..127) against int8 -127..127, so the int32 (and avx2's int16 pair) sums reach their widest.
+    const ActivationQuantization aq = activation_quantization(unit);
+    std::uniform_int_distribution<int> u8(0, aq.max_stored());
     // A's last row ends at its last k tile (the stride's extra 64 bytes lie between rows only).
     std::vector<std::uint8_t> a(static_cast<std::size_t>((t.rows - 1) * d.a_row_stride + int8_k(k)));
     for (auto& v : a) v = static_cast<std::uint8_t>(u8(rng));
     const std::int64_t width = 16 * t.vectors - (t.n_tail ? 16 - t.n_tail : 0);
     const std::vector<float> w = test::uniform(width * k, static_cast<unsigned>(t.rows * 10 + t.vectors));
     std::vector<std::int8_t> panel(static_cast<std::size_t>(int8_panel_bytes(t.b_k_stride, k)));
-    int8::pack_panel(panel.data(), w.data(), k, k, width, t.b_k_stride);
+    int8::pack_panel(panel.data(), w.data(), k, k, width, t.b_k_stride, aq.zero_point);
     const std::vector<float> a_scale = test::uniform(t.rows, 9);
     // C ends where its last row's last column does: the columns past a tail are never touched.
     const std::int64_t c_size = (t.rows - 1) * ldc + width;
@@ -135,7 +141,7 @@ TEST(AmxInt8Kernel, EveryTileShapeIsGenerated) {
   EXPECT_THROW(Cache::instance().kernel(bad), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Units, Int8Kernel, testing::Values(Int8Unit::avx512_vnni, Int8Unit::amx),
+INSTANTIATE_TEST_SUITE_P(Units, Int8Kernel, testing::ValuesIn(kUnits),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 // --- the planner's tiling and the executor's loops ---
@@ -163,7 +169,11 @@ std::vector<float> run(const Int8Case& c, const std::vector<float>& a, std::int6
   g = plan_generated_gemm(g, c.n / c.groups, c.threads, plan.kernels, c.recurrent);
   EXPECT_TRUE(g.blocking.int8);
   const KernelKind kind = c.unit == Int8Unit::amx ? KernelKind::amx_int8_gemm : KernelKind::vnni_gemm;
-  for (const KernelDesc& d : plan.kernels) EXPECT_EQ(d.kind_of(), kind) << kernel_name(d);
+  for (const KernelDesc& d : plan.kernels) {
+    EXPECT_EQ(d.kind_of(), kind) << kernel_name(d);
+    EXPECT_EQ(d.isa_kind(), int8_kernel_isa(c.unit)) << kernel_name(d);
+    if (kind == KernelKind::vnni_gemm) EXPECT_EQ(d.int8_unit, static_cast<std::uint8_t>(c.unit)) << kernel_name(d);
+  }
   std::vector<float> a_panels(static_cast<std::size_t>(a_panel_elements(g.blocking, c.m, c.k)));
   g.a_panels = {Buffer::workspace, plan.workspace.add("a_panels", Space::workspace, a_panels.size() * sizeof(float)), 0};
   std::vector<float> packed(static_cast<std::size_t>(packed_elements(g.blocking, c.groups, c.k)));
@@ -199,8 +209,9 @@ void check(const Int8Case& c, std::vector<float> a = {}) {
   const std::vector<float> out = run(c, a, lda, w, c0, ldc);
   const int8::QuantizedMatrix qw = int8::quantize_matrix(w.data(), c.n, c.k);
   std::vector<std::uint8_t> qa(static_cast<std::size_t>(int8_k(c.k)));
+  const ActivationQuantization aq = activation_quantization(c.unit);
   for (std::int64_t i = 0; i < c.m; ++i) {
-    const float scale = int8::quantize_activation_row(a.data() + i * lda, c.k, int8_k(c.k), qa.data());
+    const float scale = int8::quantize_activation_row(a.data() + i * lda, c.k, int8_k(c.k), qa.data(), aq);
     for (std::int64_t j = 0; j < ldc; ++j) {
       const std::size_t at = static_cast<std::size_t>(i * ldc + j);
       if (j >= c.n) {
@@ -209,7 +220,7 @@ void check(const Int8Case& c, std::vector<float> a = {}) {
       }
       std::int32_t sum = 0;
       for (std::int64_t kk = 0; kk < c.k; ++kk)
-        sum += (std::int32_t{qa[static_cast<std::size_t>(kk)]} - kActivationZeroPoint) *
+        sum += (std::int32_t{qa[static_cast<std::size_t>(kk)]} - aq.zero_point) *
                qw.q[static_cast<std::size_t>(j * c.k + kk)];
       const float v = static_cast<float>(sum) * qw.scale[static_cast<std::size_t>(j)] * scale;
       ASSERT_EQ(out[at], c.beta != 0.0f ? c0[at] + v : v) << "C[" << i << "," << j << "]";
@@ -244,10 +255,11 @@ std::vector<Int8Case> sweep() {
   out.push_back({40, 3 * 50, 70, 1.0f, 1, 3, true});
   out.push_back({7, 1024, 1025, 0.0f, 2, 1, true});
   const std::size_t per_unit = out.size();
-  for (std::size_t i = 0; i < per_unit; ++i) {
-    out.push_back(out[i]);
-    out.back().unit = Int8Unit::amx;
-  }
+  for (Int8Unit unit : {Int8Unit::amx, Int8Unit::avx_vnni, Int8Unit::avx2})
+    for (std::size_t i = 0; i < per_unit; ++i) {
+      out.push_back(out[i]);
+      out.back().unit = unit;
+    }
   return out;
 }
 
@@ -257,10 +269,10 @@ INSTANTIATE_TEST_SUITE_P(Sweep, Int8Gemm, testing::ValuesIn(sweep()), [](const a
                      c.threads, c.groups, c.recurrent ? "_step" : "");
 });
 
-// The executor's AVX-512 quantization rounds ties to even, clamps, and gives a row of zeros
-// scale 0 (so C is 0), as int8::quantize does: with max|row| = 127, q = round(x).
+// The executor's quantizers (AVX-512 and AVX2) round ties to even, clamp, and give a row of
+// zeros scale 0 (so C is 0), as int8::quantize does: with max|row| = 127, q = round(x) on 8-bit
+// activations; the avx2 unit's 7 bits (q = round(x * 63 / 127)) meet ties at other values.
 TEST(Int8Quantization, RoundsTiesToEvenAndHandlesZeroRows) {
-  SKIP_WITHOUT_VNNI();
   const std::vector<float> row = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.0f, 126.5f, -127.0f};
   EXPECT_EQ(int8::quantize(0.5f, 1.0f), 0);
   EXPECT_EQ(int8::quantize(1.5f, 1.0f), 2);
@@ -268,12 +280,26 @@ TEST(Int8Quantization, RoundsTiesToEvenAndHandlesZeroRows) {
   EXPECT_EQ(int8::quantize(126.5f, 1.0f), 126);
   EXPECT_EQ(int8::quantize(300.0f, 1.0f), 127);
   EXPECT_EQ(int8::quantize(std::nanf(""), 1.0f), -127);
+  EXPECT_EQ(int8::quantize(300.0f, 1.0f, 63), 63);
+  EXPECT_EQ(int8::quantize(-62.5f, 1.0f, 63), -62);
+  EXPECT_EQ(int8::quantize(std::nanf(""), 1.0f, 63), -63);
   const std::int64_t k = static_cast<std::int64_t>(row.size());
   std::vector<float> a(static_cast<std::size_t>(2 * (k + 3)), 0.0f);
   std::copy(row.begin(), row.end(), a.begin());  // row 0; row 1 all zeros
-  check({2, 17, k, 0.0f, 1, 1}, a);
-  check({2, 17, k, 1.0f, 2, 1, true}, a);
-  if (runs(Int8Unit::amx)) check({2, 17, k, 1.0f, 2, 1, true, Int8Unit::amx}, a);
+  // With 63 levels and max|row| = 63 * 2 = 126, q = round(x / 2): ties at odd x.
+  const std::vector<float> row7 = {126.0f, 1.0f, 3.0f, 5.0f, -1.0f, -3.0f, -5.0f, 0.0f, 125.0f, -126.0f};
+  std::vector<float> a7(a.size(), 0.0f);
+  std::copy(row7.begin(), row7.end(), a7.begin());
+  int ran = 0;
+  for (Int8Unit unit : kUnits) {
+    if (!runs(unit)) continue;
+    for (const std::vector<float>* rows : {&a, &a7}) {
+      check({2, 17, k, 0.0f, 1, 1, false, unit}, *rows);
+      check({2, 17, k, 1.0f, 2, 1, true, unit}, *rows);
+    }
+    ++ran;
+  }
+  if (!ran) GTEST_SKIP() << "this CPU runs no int8 unit";
 }
 
 // Weights that were quantized per row and dequantized (w' = q * scale: what a saved int8 model,
@@ -299,7 +325,8 @@ TEST(Int8Quantization, DequantizedWeightsQuantizeToTheSameIntegers) {
                 2e-7 * q.scale[static_cast<std::size_t>(r)]);
 }
 
-// Blocking: the AVX512_BF16 tiles (the same registers), K padded to tiles of 64.
+// Blocking: the AVX512_BF16 tiles (the same registers) on AVX-512, ymm tiles within 16 registers
+// on the AVX2 units, K padded to tiles of 64.
 TEST(Int8Blocking, TilesFitTheRegistersAndPadK) {
   const CacheSizes caches;
   for (std::int64_t m : {1, 20, 40, 6000})
@@ -313,6 +340,14 @@ TEST(Int8Blocking, TilesFitTheRegistersAndPadK) {
       EXPECT_TRUE(amx.int8 && amx.int8_unit == Int8Unit::amx);
       EXPECT_LE(amx.m_r, 32);
       EXPECT_LE(amx.n_r, 2);
+      for (Int8Unit unit : {Int8Unit::avx_vnni, Int8Unit::avx2}) {
+        const GemmBlocking y = choose_int8_blocking(m, 800, 800, 2, caches, shared, unit);
+        EXPECT_TRUE(y.int8 && y.int8_unit == unit);
+        EXPECT_GE(y.m_r, 1);
+        EXPECT_LE(y.m_r, int8_max_rows(static_cast<int>(y.n_r), Isa::avx2)) << m;
+        EXPECT_LE(2 * y.m_r * y.n_r + 2 * y.n_r + 3, 16) << m;
+        EXPECT_EQ(y.k_c, 832);
+      }
     }
   EXPECT_EQ(int8_k(1), 64);
   EXPECT_EQ(int8_k(64), 64);

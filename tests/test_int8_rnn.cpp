@@ -5,12 +5,14 @@
 //     quantizes every product's operands exactly as the int8 GEMMs do. The GEMMs match it bit
 //     for bit (test_int8_gemm); the gate kernels' activations differ from the reference's in
 //     the last bits, which can move an h value across a rounding boundary of its quantization:
-//     a product then changes by one quantization step, max|row of W| * max|h| / 127. The bound
-//     is 4 such steps a layer, beside the FP32 tolerance.
+//     a product then changes by one activation quantization step, max|row of W| * max|h| / L_a
+//     (L_a the unit's activation levels: 127, or 63 on the avx2 unit's 7 bits). The bound is 4
+//     such steps a layer, beside the FP32 tolerance.
 //   - against the FP32 reference (in double), within what quantizing both operands of every
 //     product costs: rounding errors uniform in half a step each side, independent, so a dot
-//     product of K terms errs with a standard deviation of sqrt(K / 12) * sqrt(2) * max|a| *
-//     max|w| / 127; the bound is 6 of them, grown by sqrt(T * L) over the steps and layers.
+//     product of K terms errs with a standard deviation of sqrt(K / 12) * max|a| * max|w| *
+//     sqrt(1 / L_a^2 + 1 / L_w^2) (L_w = 127; with L_a = 127, sqrt(2) / 127); the bound is 6 of
+//     them, grown by sqrt(T * L) over the steps and layers.
 // And the plan: which unit runs, the fallbacks and their notes, training refused.
 #include <gtest/gtest.h>
 
@@ -21,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "codegen/int8_layout.hpp"
+#include "codegen/int8_unit.hpp"
 #include "codegen/plan.hpp"
 #include "codegen/planner.hpp"
 #include "rnnjit/error.hpp"
@@ -48,8 +51,9 @@ float max_abs(const std::vector<float>& v) {
   return m;
 }
 
-// The scalar int8 reference, in float (the quantization is float arithmetic).
-Tensors int8_reference(const RnnCase& rc) {
+// The scalar int8 reference, in float (the quantization is float arithmetic), quantizing as
+// `unit` does.
+Tensors int8_reference(const RnnCase& rc, Int8Unit unit) {
   const bool lstm = rc.lstm();
   Tensors t;
   t.y.resize(static_cast<std::size_t>(y_elements(rc.config, rc.shape)));
@@ -58,14 +62,15 @@ Tensors int8_reference(const RnnCase& rc) {
   reference::forward<float>(rc.config, rc.shape, rc.w.data(), rc.x.data(), rc.hx.data(), lstm ? rc.cx.data() : nullptr,
                             t.y.data(), t.hy.data(), lstm ? t.cy.data() : nullptr, nullptr,
                             {.seq_lengths = rc.lengths.empty() ? nullptr : rc.lengths.data(),
-                             .quantize = Quantize::int8_dynamic});
+                             .quantize = Quantize::int8_dynamic,
+                             .int8_unit = unit});
   return t;
 }
 
 class Int8Rnn : public testing::TestWithParam<Int8RnnCase> {};
 
 TEST_P(Int8Rnn, MatchesTheInt8ReferenceAndFp32WithinTheQuantizationBound) {
-  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (AVX512_VNNI or AMX-INT8)";
+  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (not even AVX2)";
   const Int8RnnCase& c = GetParam();
   RnnCase rc(c.config, c.shape, 3);
   if (c.lengths) rc.vary_lengths();
@@ -83,16 +88,19 @@ TEST_P(Int8Rnn, MatchesTheInt8ReferenceAndFp32WithinTheQuantizationBound) {
   const double w_max = max_abs(rc.w);
   const double a_max = std::max({1.0f, max_abs(rc.x), max_abs(rc.hx), max_abs(got.y)});
   const double layers = static_cast<double>(cfg.num_layers);
-  const double step = w_max * a_max / 127.0;
+  const Int8Unit unit = ex.plan().int8_unit;
+  const double a_levels = activation_quantization(unit).levels, w_levels = kWeightLevels;
+  const double step = w_max * a_max / a_levels;  // one activation quantization step of a product
   const double ref_tol = 4.0 * step * layers + rc.tolerance(false);
-  const Tensors want8 = int8_reference(rc);
+  const Tensors want8 = int8_reference(rc, unit);
   test::expect_close(got.y, want8.y, ref_tol, "y vs the int8 reference");
   test::expect_close(got.hy, want8.hy, ref_tol, "hy vs the int8 reference");
   if (rc.lstm()) test::expect_close(got.cy, want8.cy, ref_tol, "cy vs the int8 reference");
 
   const double k = static_cast<double>(std::max(cfg.input_size, cfg.directions() * cfg.state_size()) +
                                        std::max(cfg.state_size(), cfg.hidden_size));
-  const double fp32_tol = 6.0 * std::sqrt(k / 12.0) * std::sqrt(2.0) * step *
+  const double fp32_tol = 6.0 * std::sqrt(k / 12.0) * w_max * a_max *
+                          std::sqrt(1.0 / (a_levels * a_levels) + 1.0 / (w_levels * w_levels)) *
                           std::sqrt(static_cast<double>(c.shape.seq_len) * layers);
   const Tensors want = rc.reference(false);
   test::expect_close(got.y, want.y, fp32_tol, "y vs FP32");
@@ -170,20 +178,56 @@ TEST(Int8Plan, OtherIsasAndCpusWithoutAUnitFallBackAndSaySo) {
   const Plan avx2 = make_plan(kSmall, {4, 3}, Mode::inference, Isa::avx2, 1, {}, {}, FpMath::strict, Bf16Unit::amx,
                               Quantize::int8_dynamic, Int8Unit::avx512_vnni);
   EXPECT_EQ(avx2.quantize, Quantize::none);
-  EXPECT_NE(to_text(avx2).find("quantize int8_dynamic: isa avx2 has no int8 GEMM, the GEMMs run FP32"),
+  EXPECT_NE(to_text(avx2).find("int8 unit avx512_vnni needs AVX-512 kernels, the plan's isa is avx2; the GEMMs run "
+                               "FP32"),
             std::string::npos)
       << to_text(avx2);
+  const Plan scalar = make_plan(kSmall, {4, 3}, Mode::inference, Isa::reference, 1, {}, {}, FpMath::strict,
+                                Bf16Unit::amx, Quantize::int8_dynamic, Int8Unit::avx2);
+  EXPECT_EQ(scalar.quantize, Quantize::none);
+  EXPECT_NE(to_text(scalar).find("quantize int8_dynamic: isa reference has no int8 GEMM, the GEMMs run FP32"),
+            std::string::npos)
+      << to_text(scalar);
   const Plan no_unit = make_plan(kSmall, {4, 3}, Mode::inference, Isa::avx512, 1, {}, {}, FpMath::bf16,
                                  Bf16Unit::avx512_bf16, Quantize::int8_dynamic, std::nullopt);
   EXPECT_EQ(no_unit.quantize, Quantize::none);
   EXPECT_EQ(no_unit.fpmath, FpMath::bf16);
-  EXPECT_NE(to_text(no_unit).find("no int8 unit (AVX512_VNNI or AMX-INT8), the GEMMs run bf16"), std::string::npos)
+  EXPECT_NE(to_text(no_unit).find("no int8 unit (AMX-INT8, AVX512_VNNI, AVX-VNNI or AVX2), the GEMMs run bf16"),
+            std::string::npos)
       << to_text(no_unit);
   const Plan int8 = make_plan(kSmall, {4, 3}, Mode::inference, Isa::avx512, 1, {}, {}, FpMath::strict,
                               Bf16Unit::amx, Quantize::int8_dynamic, Int8Unit::avx512_vnni);
   EXPECT_EQ(int8.quantize, Quantize::int8_dynamic);
   EXPECT_NE(to_text(int8).find("quantize=int8_dynamic int8_unit=avx512_vnni"), std::string::npos) << to_text(int8);
   EXPECT_NE(to_json(int8).find("\"quantize\":\"int8_dynamic\""), std::string::npos);
+}
+
+// The AVX2 units' ymm kernels run on plans of either isa; the avx2 unit's notes say why its
+// activations have 7 bits.
+TEST(Int8Plan, TheAvx2UnitsRunOnBothIsasAndTheAvx2UnitSaysWhy) {
+  for (Isa isa : {Isa::avx2, Isa::avx512})
+    for (Int8Unit unit : {Int8Unit::avx_vnni, Int8Unit::avx2}) {
+      const Plan p = make_plan(kSmall, {4, 3}, Mode::inference, isa, 1, {}, {}, FpMath::strict, Bf16Unit::amx,
+                               Quantize::int8_dynamic, unit);
+      EXPECT_EQ(p.quantize, Quantize::int8_dynamic) << to_text(p);
+      EXPECT_EQ(p.int8_unit, unit);
+      int int8_kernels = 0;
+      for (const KernelDesc& d : p.kernels)
+        if (d.kind_of() == KernelKind::vnni_gemm) {
+          EXPECT_EQ(d.isa_kind(), Isa::avx2) << kernel_name(d);
+          EXPECT_EQ(d.int8_unit, static_cast<std::uint8_t>(unit)) << kernel_name(d);
+          ++int8_kernels;
+        }
+      EXPECT_GT(int8_kernels, 0) << to_text(p);
+      const std::string text = to_text(p);
+      EXPECT_NE(text.find(fmt::format("quantize=int8_dynamic int8_unit={}", to_string(unit))), std::string::npos)
+          << text;
+      const ActivationQuantization aq = activation_quantization(unit);
+      EXPECT_NE(text.find(fmt::format("({} levels each side, zero point {})", aq.levels, aq.zero_point)),
+                std::string::npos)
+          << text;
+      EXPECT_EQ(text.find("activations are quantized to 7 bits") != std::string::npos, unit == Int8Unit::avx2) << text;
+    }
 }
 
 // vpdpbusd sums without saturating: past K = 65536 an int32 sum of 255 * 127 products could
@@ -201,14 +245,16 @@ TEST(Int8Plan, SumsThatCouldOverflowFallBack) {
             Quantize::int8_dynamic);
 }
 
-// Through the API on the AVX2 path: the plan falls back, and the results are FP32's.
-TEST(Int8Plan, Avx2RunsFp32) {
+// Through the API on the AVX2 path: int8 on the best AVX2 unit this CPU has (AVX-512 units are
+// passed over for an AVX2 plan).
+TEST(Int8Plan, Avx2PlansRunTheAvx2Units) {
   if (cpu_isa() == Isa::reference) GTEST_SKIP() << "no AVX2";
-  RnnCase rc(kSmall, {4, 3});
+  const test::ScopedEnv unforced("RNNJIT_INT8_UNIT", "");  // (empty: unset)
   const Rnn rnn(kSmall, {.isa = Isa::avx2, .quantize = Quantize::int8_dynamic});
   Execution ex = rnn.prepare({4, 3}, Mode::inference);
-  EXPECT_EQ(ex.plan().quantize, Quantize::none);
-  test::expect_matches(rc.run(ex), rc.reference(false), rc, false);
+  EXPECT_EQ(ex.plan().quantize, Quantize::int8_dynamic) << ex.plan_text();
+  EXPECT_EQ(ex.plan().int8_unit, avx_vnni_usable() ? Int8Unit::avx_vnni : Int8Unit::avx2);
+  EXPECT_EQ(int8_unit(Isa::avx2), ex.plan().int8_unit);
 }
 
 TEST(Int8Plan, ParsesItsNamesAndTheUnitFollowsRnnjitInt8Unit) {
@@ -218,18 +264,32 @@ TEST(Int8Plan, ParsesItsNamesAndTheUnitFollowsRnnjitInt8Unit) {
   EXPECT_THROW(parse_quantize("int4"), Error);
   EXPECT_EQ(parse_int8_unit("avx512_vnni"), Int8Unit::avx512_vnni);
   EXPECT_EQ(parse_int8_unit("amx"), Int8Unit::amx);
+  EXPECT_EQ(parse_int8_unit("avx_vnni"), Int8Unit::avx_vnni);
+  EXPECT_EQ(parse_int8_unit("avx2"), Int8Unit::avx2);
   EXPECT_THROW(parse_int8_unit("amx_int8"), Error);
-  if (amx_int8_usable()) {
-    EXPECT_EQ(int8_unit(), Int8Unit::amx);
-  } else {
-    EXPECT_EQ(int8_unit().has_value(), avx512_vnni_usable());
-  }
-  for (Int8Unit unit : {Int8Unit::avx512_vnni, Int8Unit::amx}) {
+  // The first this CPU runs of amx, avx512_vnni, avx_vnni, avx2.
+  const test::ScopedEnv unforced("RNNJIT_INT8_UNIT", "");  // (empty: unset)
+  std::optional<Int8Unit> best;
+  for (Int8Unit unit : {Int8Unit::amx, Int8Unit::avx512_vnni, Int8Unit::avx_vnni, Int8Unit::avx2})
+    if (!best && int8_unit_usable(unit)) best = unit;
+  EXPECT_EQ(int8_unit(), best);
+  EXPECT_EQ(int8_unit_usable(Int8Unit::avx2), cpu_isa() != Isa::reference);
+  for (Int8Unit unit : {Int8Unit::avx512_vnni, Int8Unit::amx, Int8Unit::avx_vnni, Int8Unit::avx2}) {
     const test::ScopedEnv forced("RNNJIT_INT8_UNIT", std::string(to_string(unit)));
-    if (unit == Int8Unit::amx ? amx_int8_usable() : avx512_vnni_usable()) {
+    if (int8_unit_usable(unit)) {
       EXPECT_EQ(int8_unit(), unit);
     } else {
-      EXPECT_THROW(int8_unit(), Error);
+      // A CPU without the forced unit: a clear error naming it (e.g. avx512_vnni on Zen 3).
+      try {
+        int8_unit();
+        ADD_FAILURE() << "RNNJIT_INT8_UNIT=" << to_string(unit) << " was accepted on a CPU without it";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(fmt::format("RNNJIT_INT8_UNIT={} but this CPU (or OS) does not run it",
+                                                         to_string(unit))),
+                  std::string::npos)
+            << e.what();
+      }
+      EXPECT_THROW(Rnn(kSmall, {.quantize = Quantize::int8_dynamic}).prepare({4, 3}, Mode::inference), Error);
     }
   }
   const test::ScopedEnv bogus("RNNJIT_INT8_UNIT", "vnni512");
@@ -242,7 +302,7 @@ TEST(Int8Plan, ParsesItsNamesAndTheUnitFollowsRnnjitInt8Unit) {
 }
 
 TEST(Int8Plan, PackedWeightsOfAnotherFormatAreRefused) {
-  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (AVX512_VNNI or AMX-INT8)";
+  if (!int8_unit()) GTEST_SKIP() << "this CPU has no int8 unit (not even AVX2)";
   RnnCase rc(kSmall, {4, 3});
   Execution fp32 = Rnn(kSmall, {.threads = 1}).prepare({4, 3}, Mode::inference);
   Execution int8 = Rnn(kSmall, {.threads = 1, .quantize = Quantize::int8_dynamic}).prepare({4, 3}, Mode::inference);

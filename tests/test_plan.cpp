@@ -46,10 +46,13 @@ std::vector<PlanCase> cases() {
           out.push_back({cell, 40, 100, 2, bi, 30, 37, mode, isa, 2, FpMath::bf16});
           out.push_back({cell, 300, 64, 1, bi, 60, 37, mode, isa, 2, FpMath::bf16});
           if (mode == Mode::training) continue;
-          // int8: every GEMM on the weights quantizes its A into uint8 rows, B packed as int8 panels.
-          out.push_back({cell, 5, 17, 3, bi, 4, 3, mode, isa, 2, FpMath::strict, Quantize::int8_dynamic});
-          out.push_back({cell, 40, 100, 2, bi, 30, 37, mode, isa, 2, FpMath::strict, Quantize::int8_dynamic});
-          out.push_back({cell, 800, 800, 2, bi, 300, 20, mode, isa, 2, FpMath::strict, Quantize::int8_dynamic});
+          // int8: every GEMM on the weights quantizes its A into uint8 rows, B packed as int8
+          // panels (AVX-512 plans: the avx512_vnni unit; AVX2 plans: the avx2 unit's ymm tiles).
+          for (Isa int8_isa : {Isa::avx512, Isa::avx2}) {
+            out.push_back({cell, 5, 17, 3, bi, 4, 3, mode, int8_isa, 2, FpMath::strict, Quantize::int8_dynamic});
+            out.push_back({cell, 40, 100, 2, bi, 30, 37, mode, int8_isa, 2, FpMath::strict, Quantize::int8_dynamic});
+            out.push_back({cell, 800, 800, 2, bi, 300, 20, mode, int8_isa, 2, FpMath::strict, Quantize::int8_dynamic});
+          }
         }
   return out;
 }
@@ -59,7 +62,7 @@ class PlanTest : public testing::TestWithParam<PlanCase> {
   Plan plan() const {
     const PlanCase& c = GetParam();
     return make_plan({c.cell, c.I, c.H, c.L, c.bi}, {c.T, c.N}, c.mode, c.isa, c.threads, {}, {}, c.fpmath,
-                     Bf16Unit::amx, c.quantize, Int8Unit::avx512_vnni);
+                     Bf16Unit::amx, c.quantize, c.isa == Isa::avx2 ? Int8Unit::avx2 : Int8Unit::avx512_vnni);
   }
 };
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "codegen/int8_unit.hpp"
 #include "codegen/planner/planner_impl.hpp"
 
 namespace rnnjit {
@@ -113,6 +114,7 @@ GemmStep plan_bf16_gemm(GemmStep g, std::int64_t group, int threads, std::vector
 
 // An int8 GEMM (GemmBlocking::int8): its blocking and a kernel per row tail, column tail and
 // beta. B must be packed W^T (quantized as it is packed); op(A) is quantized into uint8 rows.
+// The kernels' isa is the unit's (int8_kernel_isa), whatever the plan's.
 GemmStep plan_int8_gemm(GemmStep g, std::int64_t group, int threads, std::vector<KernelDesc>& kernels, bool shared,
                         const CacheSizes& caches) {
   if (!g.blocking.packed_b || g.trans_a)
@@ -121,6 +123,8 @@ GemmStep plan_int8_gemm(GemmStep g, std::int64_t group, int threads, std::vector
   b = choose_int8_blocking(g.m, g.k, group, threads, caches, shared, b.int8_unit);
   const KernelKind kind = b.int8_unit == Int8Unit::amx ? KernelKind::amx_int8_gemm : KernelKind::vnni_gemm;
   add_gemm_kernels(g, group, kind, kernels, [&](KernelDesc& d) {
+    d.isa = static_cast<std::uint8_t>(int8_kernel_isa(b.int8_unit));  // ymm kernels for the AVX2 units
+    if (kind == KernelKind::vnni_gemm) d.int8_unit = static_cast<std::uint8_t>(b.int8_unit);
     d.a_row_stride = static_cast<std::uint32_t>(int8_k(g.k));
     d.b_k_stride = static_cast<std::uint32_t>(b.n_r);  // a narrow last panel keeps the layout's n_r tiles
     d.a_lookahead = static_cast<std::uint8_t>(b.a_lookahead);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/int8_unit.hpp"
 #include "codegen/plan_extents.hpp"
 #include "codegen/planner/planner_impl.hpp"
 #include "codegen/register_budgets.hpp"
@@ -63,19 +64,24 @@ Planner::Planner(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa
   }
 }
 
-// Quantize int8_dynamic (inference: make_plan refuses training): int8 GEMMs where this isa has
-// them and the CPU an int8 unit, else the plan's fpmath, and a note that says why.
+// Quantize int8_dynamic (inference: make_plan refuses training): int8 GEMMs where the CPU has an
+// int8 unit whose kernels this isa's plans may run (the AVX2 units' ymm kernels run on either
+// isa, the AVX-512 units' only on avx512), else the plan's fpmath, and a note that says why.
 void Planner::plan_quantize(std::optional<Int8Unit> int8_unit, FpMath fallback) {
   const std::string_view instead = fallback == FpMath::bf16 && plan_.isa == Isa::avx512 ? "bf16" : "FP32";
   std::int64_t widest = std::max<std::int64_t>(s_.H, s_.S);
   for (std::int64_t l = 0; l < s_.L; ++l) widest = std::max(widest, config_.layer_input_size(l));
-  if (plan_.isa != Isa::avx512)
+  if (!generates_x64(plan_.isa))
     plan_.notes.push_back(fmt::format("quantize int8_dynamic: isa {} has no int8 GEMM, the GEMMs run {}",
                                       to_string(plan_.isa), instead));
   else if (!int8_unit)
-    plan_.notes.push_back(fmt::format("quantize int8_dynamic: this CPU has no int8 unit (AVX512_VNNI or AMX-INT8), the GEMMs "
-                                      "run {}",
+    plan_.notes.push_back(fmt::format("quantize int8_dynamic: this CPU has no int8 unit (AMX-INT8, AVX512_VNNI, "
+                                      "AVX-VNNI or AVX2), the GEMMs run {}",
                                       instead));
+  else if (int8_kernel_isa(*int8_unit) == Isa::avx512 && plan_.isa != Isa::avx512)
+    plan_.notes.push_back(fmt::format("quantize int8_dynamic: int8 unit {} needs AVX-512 kernels, the plan's isa is {}; "
+                                      "the GEMMs run {}",
+                                      to_string(*int8_unit), to_string(plan_.isa), instead));
   else if (widest > kMaxInt8K)
     plan_.notes.push_back(fmt::format("quantize int8_dynamic: a GEMM sums over {} k, past the {} whose int32 sums "
                                       "cannot overflow; the GEMMs run {}",
@@ -83,10 +89,16 @@ void Planner::plan_quantize(std::optional<Int8Unit> int8_unit, FpMath fallback) 
   else {
     plan_.quantize = Quantize::int8_dynamic;
     plan_.int8_unit = *int8_unit;
+    const ActivationQuantization aq = activation_quantization(*int8_unit);
     plan_.notes.push_back(fmt::format(
-        "quantize int8_dynamic on {}: int8 weights (a scale per gate row), x and h quantized per row to uint8 as each "
-        "GEMM reads them; gate math and states FP32",
-        to_string(*int8_unit)));
+        "quantize int8_dynamic on {}: int8 weights (a scale per gate row), x and h quantized per row to uint8 ({} "
+        "levels each side, zero point {}) as each GEMM reads them; gate math and states FP32",
+        to_string(*int8_unit), aq.levels, aq.zero_point));
+    if (*int8_unit == Int8Unit::avx2)
+      plan_.notes.push_back(
+          "int8 unit avx2: activations are quantized to 7 bits (q in [-63, 63], stored 1..127), because "
+          "vpmaddubsw's int16 sums of two uint8 x int8 products saturate past 32767 (2 x 255 x 127 would); with 7 "
+          "bits they reach at most 2 x 127 x 127, exact. Weights keep 8 bits");
   }
 }
 

@@ -43,6 +43,7 @@ from rnnjit._rnnjit import (
     cpu_isa,
     detect_isa,
     int8_unit,
+    int8_activation_quantization,
     state_elements,
     x_elements,
     y_elements,
@@ -53,5 +54,5 @@ __all__ = [
     "Options", "ParamBlock", "ParamKind", "ProjectionGemm", "Rnn", "RnnConfig", "Shape", "__version__",
     "amx_bf16_usable", "bf16_unit", "cache_stats", "cell_state_elements", "clear_cache", "cpu_isa", "detect_isa", "state_elements",
     "x_elements", "y_elements",
-    "Quantize", "int8_unit",
+    "Quantize", "int8_unit", "int8_activation_quantization",
 ]

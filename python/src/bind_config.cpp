@@ -2,9 +2,11 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/operators.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "codegen/int8_unit.hpp"
 #include "python/src/bindings.hpp"
 #include "python/src/enums.hpp"
 #include "rnnjit/config.hpp"
@@ -183,11 +185,20 @@ void bind_sizes(nb::module_& m) {
   m.def(
       "int8_unit",
       [] {
-        const std::optional<Int8Unit> unit = int8_unit();
+        const std::optional<Int8Unit> unit = int8_unit(detect_isa());
         return unit ? std::optional<std::string>(to_string(*unit)) : std::nullopt;
       },
-      "What runs quantize='int8_dynamic' GEMMs here: 'amx', 'avx512_vnni' or None (bf16 or FP32 instead); "
-      "RNNJIT_INT8_UNIT forces one.");
+      "What runs quantize='int8_dynamic' GEMMs here: 'amx', 'avx512_vnni', 'avx_vnni', 'avx2' (activations of 7 "
+      "bits) or None (bf16 or FP32 instead); RNNJIT_INT8_UNIT forces one.");
+  m.def(
+      "int8_activation_quantization",
+      [](const std::string& unit) {
+        const ActivationQuantization aq = activation_quantization(parse_int8_unit(unit));
+        return std::pair<int, int>(aq.levels, aq.zero_point);
+      },
+      nb::arg("unit"),
+      "(levels, zero_point) of the activations of an int8 unit: q = round(x * levels / max|row|) in "
+      "[-levels, levels], stored as uint8 q + zero_point; (127, 128), or (63, 64) on 'avx2'.");
 }
 
 }  // namespace

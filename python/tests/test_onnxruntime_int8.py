@@ -1,8 +1,10 @@
 """com.microsoft:DynamicQuantizeLSTM on rnnjit (librnnjit_onnxruntime.so, docs/onnxruntime.md): models
 made by onnxruntime.quantization.quantize_dynamic (a scale per direction and per channel) run on
 rnnjit's int8 plan (the library's counters say so), with an error against the FP32 model no larger
-than ONNX Runtime's own DynamicQuantizeLSTM kernel gives on the same model; malformed
-DynamicQuantizeLSTM nodes are ONNX Runtime errors."""
+than ONNX Runtime's own DynamicQuantizeLSTM kernel gives on the same model (on the avx2 unit, whose
+activations have 7 bits, that bound grows by the ratio of its product quantization step to 8-bit
+activations', as tests/test_int8_ort.cpp derives it); malformed DynamicQuantizeLSTM nodes are ONNX
+Runtime errors."""
 
 import numpy as np
 import pytest
@@ -45,6 +47,13 @@ def int8_plans(request):
     """Skips every other test where rnnjit's plans here are not int8."""
     if NOT_INT8 and not getattr(request.function, "without_int8_plans", False):
         pytest.skip(f"rnnjit's plans here are not int8: {NOT_INT8}")
+
+
+def step_ratio():
+    """How much larger a product's quantization error is on this CPU's int8 unit than with 8-bit
+    activations (ONNX Runtime's): sqrt(1/L_a^2 + 1/127^2) / sqrt(2/127^2); 1 but on avx2."""
+    levels = rnnjit.int8_activation_quantization(rnnjit.int8_unit())[0]
+    return float(np.sqrt(1 / levels**2 + 1 / 127**2) / np.sqrt(2 / 127**2))
 
 
 def lstm_model(I, H, direction, seed, peepholes=False, seq_lens=False):
@@ -114,7 +123,8 @@ def test_quantize_dynamic_models_run_on_rnnjit_int8(per_channel, I, H, direction
         # rnnjit's grid is never coarser than ONNX Runtime's (weights per row, activations per
         # row rather than per tensor): its error stays within ONNX Runtime's, with a margin for
         # the different rounding points.
-        assert err_ours <= 1.25 * err_theirs + 1e-3, f"{name}: rnnjit {err_ours:.3g}, ONNX Runtime {err_theirs:.3g}"
+        assert err_ours <= 1.25 * step_ratio() * err_theirs + 1e-3, \
+            f"{name}: rnnjit {err_ours:.3g}, ONNX Runtime {err_theirs:.3g}"
         assert err_ours > 0, f"{name}: equal to FP32 to the bit: the int8 plan did not run"
 
 
@@ -128,7 +138,7 @@ def test_sequence_lengths_and_peepholes(tmp_path):
     theirs = session(int8, False).run(None, feeds)
     ours = session(int8, True).run(None, feeds)
     for o, t, w in zip(ours, theirs, want):
-        assert worst(o, w) <= 1.25 * worst(t, w) + 1e-3
+        assert worst(o, w) <= 1.25 * step_ratio() * worst(t, w) + 1e-3
     assert np.all(ours[0][2:, :, 1] == 0), "Y past a sequence's length must be zero"
 
 
@@ -277,7 +287,7 @@ def test_torch_exported_two_layer_lstm(tmp_path):
         y_torch = lstm(x)[0].numpy()
     np.testing.assert_allclose(want[0], y_torch, atol=1e-5)
     for o, t, w in zip(ours, theirs, want):
-        assert worst(o, w) <= 1.25 * worst(t, w) + 1e-3, (worst(o, w), worst(t, w))
+        assert worst(o, w) <= 1.25 * step_ratio() * worst(t, w) + 1e-3, (worst(o, w), worst(t, w))
 
 
 def test_other_com_microsoft_ops_still_run(tmp_path):

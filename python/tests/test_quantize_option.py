@@ -15,7 +15,14 @@ def test_names_and_enum():
     o = rnnjit.Options()
     o.quantize = rnnjit.Quantize.int8_dynamic
     assert o.quantize == rnnjit.Quantize.int8_dynamic
-    assert rnnjit.int8_unit() in (None, "avx512_vnni", "amx")
+    assert rnnjit.int8_unit() in (None, "avx512_vnni", "amx", "avx_vnni", "avx2")
+    for unit in ("avx512_vnni", "amx", "avx_vnni"):
+        assert rnnjit.int8_activation_quantization(unit) == (127, 128)  # vpdpbusd, TDPBUSD: all 8 bits
+    levels, zero_point = rnnjit.int8_activation_quantization("avx2")
+    # vpmaddubsw's int16 sum of two stored activations times int8 weights must not saturate.
+    assert 2 * (zero_point + levels) * 127 <= 32767 and zero_point - levels >= 0
+    with pytest.raises(ValueError, match="unknown int8 unit 'vnni'"):
+        rnnjit.int8_activation_quantization("vnni")
     with pytest.raises(ValueError, match="unknown quantize 'int4'"):
         rnnjit.Options(quantize="int4")
     with pytest.raises(TypeError):
@@ -43,8 +50,11 @@ def test_int8_forward_against_fp32():
     ex.forward(w, x, y8, packed_weights=packed)
     rnnjit.Rnn(config).prepare((7, 3), "inference").forward(w, x, y32)
     # tests/test_int8_rnn.cpp's bound: 6 standard deviations of a K-term dot product whose operands
-    # are both rounded to half a step (max|a| * max|w| / 127), grown by sqrt(T * L).
-    step = float(np.abs(w).max()) * max(1.0, float(np.abs(x).max()), float(np.abs(y32).max())) / 127
-    bound = 6 * np.sqrt((64 + 64) / 12) * np.sqrt(2) * step * np.sqrt(7 * 2)
+    # are rounded to half a step each (max|w| / 127, max|a| / L_a with the unit's activation
+    # levels L_a), grown by sqrt(T * L).
+    unit = ex.plan_text().splitlines()[0].split("int8_unit=")[1].split()[0]
+    levels = rnnjit.int8_activation_quantization(unit)[0]
+    product = float(np.abs(w).max()) * max(1.0, float(np.abs(x).max()), float(np.abs(y32).max()))
+    bound = 6 * np.sqrt((64 + 64) / 12) * product * np.sqrt(1 / levels**2 + 1 / 127**2) * np.sqrt(7 * 2)
     err = float(np.abs(y8 - y32).max())
     assert 0 < err <= bound, f"int8 vs FP32: {err:.3g}, bound {bound:.3g}"

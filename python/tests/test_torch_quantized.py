@@ -34,16 +34,18 @@ int8_plan_or_skip()
 
 def quantization_bound(layer, x, outputs, seq_len):
     """tests/test_int8_rnn.cpp's bound against FP32: both operands of every product rounded to
-    within half a step (max|a| * max|w| / 127) each side, independently, so a dot product of K
-    terms errs with a standard deviation of sqrt(K / 12) * sqrt(2) * step; 6 of them, grown by
+    within half a step (max|w| / 127 and max|a| / L_a, L_a the unit's activation levels: 127, or
+    63 on avx2) each side, independently, so a dot product of K terms errs with a standard
+    deviation of sqrt(K / 12) * max|a| * max|w| * sqrt(1 / L_a^2 + 1 / 127^2); 6 of them, grown by
     sqrt(T * L) over the steps and layers."""
     w_max = max(float(p.detach().abs().max()) for n, p in layer.named_parameters() if n.startswith("weight"))
     a_max = max([1.0, float(x.abs().max())] + [float(o.abs().max()) for o in outputs])
-    step = w_max * a_max / 127
+    levels = rnnjit.int8_activation_quantization(rnnjit.int8_unit())[0]
     D = 2 if layer.bidirectional else 1
     S = getattr(layer, "proj_size", 0) or layer.hidden_size
     k = max(layer.input_size, D * S) + max(S, layer.hidden_size)
-    return 6 * math.sqrt(k / 12) * math.sqrt(2) * step * math.sqrt(seq_len * layer.num_layers)
+    return (6 * math.sqrt(k / 12) * w_max * a_max * math.sqrt(1 / levels**2 + 1 / 127**2) *
+            math.sqrt(seq_len * layer.num_layers))
 
 
 def flat_outputs(out):

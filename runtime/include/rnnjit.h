@@ -94,8 +94,8 @@ typedef enum rnnjit_quantize {
   RNNJIT_QUANTIZE_NONE = 0,
   /* Inference only: the GEMMs on the weights multiply int8 weights (a scale per gate row,
    * quantized once as they are packed) by x and h quantized per row to uint8 as each GEMM reads
-   * them, summing in int32 on AMX-INT8 or AVX512-VNNI; gate math, states and outputs stay FP32. Where the
-   * CPU has no int8 unit, bf16 or FP32 (the plan's notes say why). Preparing a training
+   * them, summing in int32 on AMX-INT8, AVX512-VNNI, AVX-VNNI or AVX2 (there with activations
+   * of 7 bits); gate math, states and outputs stay FP32. Where the CPU has no int8 unit, bf16 or FP32 (the plan's notes say why). Preparing a training
    * execution fails with INVALID_ARGUMENT. */
   RNNJIT_QUANTIZE_INT8_DYNAMIC = 1
 } rnnjit_quantize_t;

@@ -245,7 +245,8 @@ Bf16Unit build_bf16_unit(const std::string& value) {
 void add_quantize_flag(CLI::App& app, std::string& value) {
   app.add_option("--quantize", value,
                  "none, or int8 (inference: int8 weights with a scale per gate row, x and h quantized per row as each "
-                 "GEMM reads them, gate math FP32; on AMX-INT8 or AVX512-VNNI, else bf16 or FP32 with a note in the plan)")
+                 "GEMM reads them, gate math FP32; on AMX-INT8, AVX512-VNNI, AVX-VNNI or AVX2 (7-bit activations), else bf16 "
+                 "or FP32 with a note in the plan)")
       ->capture_default_str();
 }
 

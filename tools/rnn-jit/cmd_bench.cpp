@@ -350,7 +350,7 @@ int bench(const BenchFlags& f) {
   if (options.quantize == Quantize::int8_dynamic)
     fmt::print("  quantize int8: {}\n",
                contenders.front().quantize == Quantize::int8_dynamic
-                   ? "int8 weights and activations (AVX512-VNNI or AMX-INT8: rnn-jit plan says which), gate math FP32"
+                   ? "int8 weights and activations (AMX-INT8, AVX512-VNNI, AVX-VNNI or AVX2: rnn-jit plan says which), gate math FP32"
                    : "not run here (see rnn-jit plan --quantize int8 for why): the plan's GEMMs are bf16 or FP32");
   if (peak > 0)
     fmt::print("  FMA peak measured now ({} FMAs): {:.1f} GFLOPS on {} threads; rnnjit reaches {:.0f}% of it{}\n",

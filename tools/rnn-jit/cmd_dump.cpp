@@ -58,7 +58,7 @@ struct DumpFlags {
   std::string fpmath = "strict";
   std::string bf16_unit = "amx";
   std::string quantize = "none";
-  std::string int8_unit = "avx512_vnni";
+  std::string int8_unit;  // empty: avx512_vnni for --target avx512, avx2 for --target avx2
 };
 
 Format parse_format(const std::string& name, bool cuda) {
@@ -172,7 +172,8 @@ int dump(const DumpFlags& f) {
   // --quantize int8 dump on any CPU.
   const Plan plan = make_plan(config, shape, mode, isa, build_threads(f.threads), {}, detect_caches(),
                               build_fpmath(f.fpmath), build_bf16_unit(f.bf16_unit), build_quantize(f.quantize),
-                              build_int8_unit(f.int8_unit));
+                              build_int8_unit(f.int8_unit.empty() ? (isa == Isa::avx2 ? "avx2" : "avx512_vnni")
+                                                                  : f.int8_unit));
   std::vector<KernelDesc> selected;
   std::vector<std::string> names;  // every kernel of the plan, once
   for (const KernelDesc& d : plan.kernels) {
@@ -256,7 +257,8 @@ CommandAction setup_dump(CLI::App& sub) {
   sub.add_option("--bf16-unit", f->bf16_unit, "with --fpmath bf16: the kernels of amx or avx512_bf16")
       ->capture_default_str();
   add_quantize_flag(sub, f->quantize);
-  sub.add_option("--int8-unit", f->int8_unit, "with --quantize int8: the kernels of avx512_vnni or amx")
+  sub.add_option("--int8-unit", f->int8_unit, "with --quantize int8: the kernels of amx, avx512_vnni, avx_vnni or avx2 "
+                 "(default: avx512_vnni for --target avx512, avx2 for --target avx2)")
       ->capture_default_str();
   sub.add_option("--format", f->format, "asm (disassembly), hex or bin (raw bytes); cu or ptx for --target cuda")
       ->capture_default_str();

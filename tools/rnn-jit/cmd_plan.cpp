@@ -39,7 +39,7 @@ int plan(const PlanFlags& f) {
   const Isa isa = build_isa(f.isa);
   const ProjectionGemm projection_gemm = build_projection_gemm(f.projection_gemm);
   const Quantize quantize = build_quantize(f.quantize);
-  const std::optional<Int8Unit> int8 = quantize == Quantize::int8_dynamic ? int8_unit() : std::nullopt;
+  const std::optional<Int8Unit> int8 = quantize == Quantize::int8_dynamic ? int8_unit(isa) : std::nullopt;
   // As Rnn::prepare: where int8 cannot run, bf16 where this CPU runs it (the plan's note says so).
   FpMath fpmath = quantize == Quantize::int8_dynamic && !int8 && bf16_unit() ? FpMath::bf16 : build_fpmath(f.fpmath);
   const std::optional<Bf16Unit> unit = fpmath == FpMath::bf16 ? bf16_unit() : std::nullopt;

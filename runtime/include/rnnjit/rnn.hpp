@@ -106,7 +106,8 @@ std::optional<Bf16Unit> bf16_unit();
 //     the reset-before GRU) multiply int8 weights, quantized once as they are packed
 //     (symmetric, one scale per output channel: max|row| / 127), by activations quantized as
 //     each GEMM reads them: every row of x, and of h at every step, gets its own dynamic scale
-//     (max|row| / 127) and is stored as uint8 with zero point 128. Products are summed in int32
+//     (max|row| / 127) and is stored as uint8 with zero point 128 (the avx2 unit: max|row| / 63,
+//     zero point 64; codegen/int8_unit.hpp). Products are summed in int32
 //     and dequantized (scale of the row x scale of the channel) into FP32 gates; biases, gate
 //     math and states stay FP32. Where the CPU has no int8 unit (int8_unit()) or the plan's isa
 //     has no int8 GEMM, the plan falls back to bf16 (where bf16_unit() runs) or FP32 and says
@@ -114,21 +115,29 @@ std::optional<Bf16Unit> bf16_unit();
 enum class Quantize : std::uint8_t { none = 0, int8_dynamic = 1 };
 std::string_view to_string(Quantize q);
 Quantize parse_quantize(std::string_view name);  // "none"|"int8_dynamic" (also "int8")
-// What runs the int8 GEMMs of Quantize::int8_dynamic: AVX512-VNNI's vpdpbusd on zmm registers
-// (AMD Zen 4 and Zen 5, Intel from Cascade Lake on), or AMX-INT8 tiles (TDPBUSD; Intel from
-// Sapphire Rapids on), on the same packed weights and quantized rows.
-enum class Int8Unit : std::uint8_t { avx512_vnni = 0, amx = 1 };
+// What runs the int8 GEMMs of Quantize::int8_dynamic, on the same packed weights and quantized
+// rows: AVX512-VNNI's vpdpbusd on zmm registers (AMD Zen 4 and Zen 5, Intel from Cascade Lake
+// on), AMX-INT8 tiles (TDPBUSD; Intel from Sapphire Rapids on), AVX-VNNI's VEX vpdpbusd on ymm
+// registers (Intel from Alder Lake on; the AVX2 kernels' dot step), or avx2 (any AVX2 + FMA
+// CPU: vpmaddubsw + vpmaddwd, whose int16 pair sums would saturate with 8-bit activations, so
+// this unit quantizes activations to 7 bits; codegen/int8_unit.hpp).
+enum class Int8Unit : std::uint8_t { avx512_vnni = 0, amx = 1, avx_vnni = 2, avx2 = 3 };
 std::string_view to_string(Int8Unit unit);
-Int8Unit parse_int8_unit(std::string_view name);  // "avx512_vnni"|"amx"
+Int8Unit parse_int8_unit(std::string_view name);  // "avx512_vnni"|"amx"|"avx_vnni"|"avx2"
 // Whether this CPU has AVX512_VNNI beside AVX-512 F, DQ, BW and VL.
 bool avx512_vnni_usable();
 // Whether this CPU runs AMX-INT8 tiles (with AVX-512, for the kernels' epilogue) and the OS
 // lets this process use them (as amx_bf16_usable()).
 bool amx_int8_usable();
+// Whether this CPU has AVX-VNNI (CPUID.(EAX=7,ECX=1):EAX bit 4) beside AVX2 and FMA.
+bool avx_vnni_usable();
+// Whether this CPU runs `unit`'s kernels (the avx2 unit: any AVX2 + FMA CPU).
+bool int8_unit_usable(Int8Unit unit);
 // The unit this process runs int8 GEMMs on: RNNJIT_INT8_UNIT where set (an Error if this CPU
-// cannot run it), else AMX-INT8 where usable, else AVX512-VNNI where the CPU has it; none
-// otherwise.
-std::optional<Int8Unit> int8_unit();
+// cannot run it), else the first this CPU runs of AMX-INT8, AVX512-VNNI, AVX-VNNI and avx2;
+// none where it has not even AVX2. With `isa` avx2 (a plan of that isa), the AVX-512 units are
+// passed over unless RNNJIT_INT8_UNIT forces one (the planner then falls back and says why).
+std::optional<Int8Unit> int8_unit(Isa isa = Isa::avx512);
 
 // The most threads a plan is split across (Options::threads, RNNJIT_NUM_THREADS, --threads).
 inline constexpr int kMaxThreads = 256;
