@@ -599,7 +599,7 @@ TEST_F(BadCli, BenchAndDemoRejectBadCounts) {
   expect_error(with({"bench"}, with(kSmall, {"--reps", "0"})), 2, "--reps must be positive, got 0");
   expect_error(with({"bench"}, with(kSmall, {"--warmup", "-1"})), 2, "--warmup must not be negative, got -1");
   expect_error(with({"bench"}, with(kSmall, {"--compare", "baseline,mkl"})), 2,
-               "--compare: unknown peer 'mkl' (expected onednn, onednn_bf16, baseline, reference, strict or bf16)");
+               "--compare: unknown peer 'mkl' (expected onednn, onednn_bf16, onednn_int8, baseline, reference, strict or bf16)");
   expect_error(with({"bench"}, with(kSmall, {"--unsorted-lengths"})), 2,
                "--unsorted-lengths requires --mixed-lengths");
   expect_error(with({"demo"}, with(kSmall, {"--check-seq", "0"})), 2, "--check-seq must be positive, got 0");
