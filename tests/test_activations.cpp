@@ -521,6 +521,17 @@ TEST(ActivationConstants, Table) {
   EXPECT_EQ(std::bit_cast<std::uint32_t>(at(x64::Constant::ln2_hi)) & 0x3fffu, 0u);
   // tanh saturates to exactly 1 in float from the clamp on.
   EXPECT_EQ(static_cast<float>(std::tanh(static_cast<double>(at(x64::Constant::tanh_clamp)))), 1.0f);
+  // log1p's series: 2 / (2k + 1) for s^(2k + 1); the first term left out, 2/17 (1/3)^17, is below
+  // 2^-27 of the sum's 2 s.
+  const x64::Constant atanh[] = {x64::Constant::atanh_c1,  x64::Constant::atanh_c3,  x64::Constant::atanh_c5,
+                                 x64::Constant::atanh_c7,  x64::Constant::atanh_c9,  x64::Constant::atanh_c11,
+                                 x64::Constant::atanh_c13, x64::Constant::atanh_c15};
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(at(atanh[k]), static_cast<float>(2.0 / (2 * k + 1))) << k;
+  EXPECT_LT(2.0 / 17 * std::pow(1.0 / 3, 17) / (2.0 / 3), 0x1p-27);
+  // softsign's clamp: a / (1 + a) rounds to 1 there, and 1 / (1 + a) is a normal float.
+  const double clamp = at(x64::Constant::softsign_clamp);
+  EXPECT_EQ(static_cast<float>(clamp / (1 + clamp)), 1.0f);
+  EXPECT_GT(1 / (1 + clamp), FLT_MIN);
 }
 
 }  // namespace

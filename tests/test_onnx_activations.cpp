@@ -360,6 +360,18 @@ TEST(CApiActivations, RunsInferenceRefusesTrainingAndBadValues) {
   ASSERT_EQ(rnnjit_forward(ex, rc.w.data(), rc.w.size(), &io), RNNJIT_STATUS_OK) << rnnjit_last_error();
   expect_close(y, want.y, rc.tolerance(false), "C API y");
   expect_close(cy, want.cy, rc.tolerance(false), "C API cy");
+  // Its gate kernels are generated: the same network and options through the C++ API hit the C
+  // API's plan in the process-wide cache, whose gate kernels are the detected ISA's.
+  const CacheStats before = cache_stats();
+  const Execution same = Rnn(config, {.threads = 1}).prepare(rc.shape, Mode::inference);
+  EXPECT_EQ(cache_stats().plan_hits, before.plan_hits + 1) << "not the C API's plan";
+  int custom_kernels = 0;
+  for (const KernelDesc& d : same.plan().kernels)
+    if (d.kind_of() == KernelKind::gate) {
+      EXPECT_EQ(d.isa_kind(), detect_isa()) << kernel_name(d);
+      custom_kernels += d.custom_activations();
+    }
+  EXPECT_EQ(custom_kernels, 2);  // one per direction
   rnnjit_execution_destroy(ex);
   rnnjit_rnn_destroy(rnn);
 

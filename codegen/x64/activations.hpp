@@ -14,7 +14,7 @@
 // twin), their alpha and beta read from the table (parameter slots after the constants):
 //   affine:           alpha x + beta (one fma)
 //   leaky_relu:       max(x, 0) + alpha min(x, 0)
-//   thresholded_relu: x where x > alpha or x is NaN, else 0 (the one compare and select)
+//   thresholded_relu: x where x > alpha or x is NaN, else 0 (a compare and a select)
 //   scaled_tanh:      alpha tanh(beta x)
 //   hard_sigmoid:     min(max(alpha x + beta, 0), 1)
 //   elu:              max(x, 0) + alpha (exp(min(x, 0)) - 1): exp(0) is exactly 1, so x >= 0
