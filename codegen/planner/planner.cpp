@@ -241,11 +241,10 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
     throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
-  // The gate kernels' backward (and the training forward that stores for it) and the CUDA
-  // kernels know the cells' own activations only.
-  if (config.custom_activations() && (mode == Mode::training || isa == Isa::cuda))
-    throw Error(fmt::format("activations {} are for inference on the CPU only (not in {})",
-                            describe_activations(config), mode == Mode::training ? "training" : "a CUDA plan"));
+  // The gate kernels' backward (and the training forward that stores for it) knows the cells'
+  // own activations only.
+  if (config.custom_activations() && mode == Mode::training)
+    throw Error(fmt::format("activations {} are for inference only (not in training)", describe_activations(config)));
   if (!caches.valid())
     throw Error(fmt::format("caches must have an L1d of at least 1 KiB and an L2 no smaller and at most 4 GiB, "
                             "got L1d {} L2 {} bytes",

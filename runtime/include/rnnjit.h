@@ -172,7 +172,7 @@ typedef struct rnnjit_config {
   int32_t quantize;             /* an rnnjit_quantize_t (0: none) */
   /* ONNX's activations [direction][role] (role 0: f, LSTM's i, f, o, GRU's r, z, the RNN's one
    * function; 1: g, LSTM's cell input, GRU's n; 2: h, LSTM's h = o * h(c)); all zero
-   * (RNNJIT_ACTIVATION_STANDARD) is the cell's own. Inference on the CPU only: a training
+   * (RNNJIT_ACTIVATION_STANDARD) is the cell's own. Inference only (CPU or CUDA): a training
    * execution of a network with others than the cell's own is UNSUPPORTED. Direction 1 only when
    * bidirectional, roles the cell lacks stay zero (else INVALID_ARGUMENT). */
   rnnjit_activation_t activations[2][3];
