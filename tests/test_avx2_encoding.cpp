@@ -38,6 +38,22 @@ void expect_avx2_only(const KernelDesc& d) {
                            << bad.front();
 }
 
+// An AVX2 gate kernel of H = 40 (3 rows, h's rows 80 apart) over `cols` units.
+KernelDesc avx2_gate_desc(CellKind cell, Pass pass, bool training, int part, int unroll, std::uint32_t cols) {
+  KernelDesc d;
+  d.isa = static_cast<std::uint8_t>(Isa::avx2);
+  d.cell = static_cast<std::uint8_t>(cell);
+  d.pass = static_cast<std::uint8_t>(pass);
+  d.training = training;
+  d.part = static_cast<std::uint8_t>(part);
+  d.hidden = 40;
+  d.cols = cols;
+  d.rows = 3;
+  d.ld_h = 80;
+  d.unroll = static_cast<std::uint32_t>(unroll);
+  return d;
+}
+
 std::vector<KernelDesc> gate_kernels() {
   std::vector<KernelDesc> out;
   for (CellKind cell : kCells)
@@ -48,17 +64,7 @@ std::vector<KernelDesc> gate_kernels() {
           for (int unroll = 1; unroll <= max_gate_unroll(cell, pass, Isa::avx2); ++unroll)
             for (std::uint32_t cols : {40u, 37u, 5u})  // whole vectors, a tail, a tail alone
               for (int features = 0; features < 3; ++features) {
-                KernelDesc d;
-                d.isa = static_cast<std::uint8_t>(Isa::avx2);
-                d.cell = static_cast<std::uint8_t>(cell);
-                d.pass = static_cast<std::uint8_t>(pass);
-                d.training = training;
-                d.part = static_cast<std::uint8_t>(part);
-                d.hidden = 40;
-                d.cols = cols;
-                d.rows = 3;
-                d.ld_h = 80;
-                d.unroll = static_cast<std::uint32_t>(unroll);
+                KernelDesc d = avx2_gate_desc(cell, pass, training, part, unroll, cols);
                 if (features > 0) d.gate_clip_bits = std::bit_cast<std::uint32_t>(0.7f);
                 if (features > 0 && cell == CellKind::lstm) {
                   d.clip_bits = std::bit_cast<std::uint32_t>(3.0f);
@@ -87,15 +93,7 @@ TEST(Avx2Encoding, OnnxActivationGateKernels) {
       for (int unroll = 1; unroll <= max_gate_unroll(cell, Pass::forward, Isa::avx2); ++unroll)
         for (std::uint32_t cols : {40u, 37u})
           for (int kind = 1; kind < kActivationKinds; ++kind) {
-            KernelDesc d;
-            d.isa = static_cast<std::uint8_t>(Isa::avx2);
-            d.cell = static_cast<std::uint8_t>(cell);
-            d.part = static_cast<std::uint8_t>(part);
-            d.hidden = 40;
-            d.cols = cols;
-            d.rows = 3;
-            d.ld_h = 80;
-            d.unroll = static_cast<std::uint32_t>(unroll);
+            KernelDesc d = avx2_gate_desc(cell, Pass::forward, false, part, unroll, cols);
             d.peephole = cell == CellKind::lstm;
             for (int r = 0; r < activation_role_count(cell); ++r) {
               const auto a = static_cast<Activation>(kind);

@@ -29,6 +29,7 @@
 #include "codegen/cuda/persistent_source.hpp"
 #include "codegen/cuda/nvrtc.hpp"
 #include "codegen/planner.hpp"
+#include "tests/onnx_functions.hpp"
 
 namespace rnnjit {
 namespace {
@@ -87,17 +88,7 @@ std::vector<KernelDesc> every_kernel(std::uint32_t H) {
   // ONNX's activations (forward inference only): each function of the list in role f, the next
   // ones in g and h, on every cell and part; the gate clip on every other one, the LSTM's cell
   // clip, peepholes and coupled gates in turn.
-  const ActivationFunction functions[] = {{Activation::relu},
-                                          {Activation::tanh},
-                                          {Activation::sigmoid},
-                                          {Activation::affine, 0.7f, -0.2f},
-                                          {Activation::leaky_relu, -1.7f},
-                                          {Activation::thresholded_relu, 0.3f},
-                                          {Activation::scaled_tanh, 1.3f, 0.6f},
-                                          {Activation::hard_sigmoid, 0.3f, 0.45f},
-                                          {Activation::elu, 0.8f},
-                                          {Activation::softsign},
-                                          {Activation::softplus}};
+  const std::vector<ActivationFunction> functions = test::onnx_functions();
   const std::size_t count = std::size(functions);
   for (CellKind cell : kCellKinds)
     for (std::size_t k = 0; k < count; ++k)

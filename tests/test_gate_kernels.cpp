@@ -47,6 +47,7 @@
 #include "rnnjit/error.hpp"
 #include "runtime/kernel.hpp"
 #include "tests/guarded_buffer.hpp"
+#include "tests/onnx_functions.hpp"
 
 namespace rnnjit {
 // How gtest shows a parameter (found by ADL); its default, a hex dump, is slow for 3500 cases.
@@ -603,20 +604,6 @@ std::vector<KernelDesc> sweep(Isa isa) {
 // other roles the cell's own; and all roles at once. Nontrivial alpha and beta, and the LSTM's
 // features in turn (peepholes, input_forget, cell clip, gate clip), the leaky ReLU's slope on
 // rnn_relu (which ONNX's function then replaces).
-std::vector<ActivationFunction> onnx_functions() {
-  return {{Activation::relu},
-          {Activation::tanh},
-          {Activation::sigmoid},
-          {Activation::affine, 0.7f, -0.2f},
-          {Activation::leaky_relu, -1.7f},
-          {Activation::thresholded_relu, 0.3f},
-          {Activation::scaled_tanh, 1.3f, 0.6f},
-          {Activation::hard_sigmoid, 0.3f, 0.45f},
-          {Activation::elu, 0.8f},
-          {Activation::softsign},
-          {Activation::softplus}};
-}
-
 std::vector<KernelDesc> onnx_activation_sweep(Isa isa) {
   std::vector<KernelDesc> descs;
   const auto functions = onnx_functions();

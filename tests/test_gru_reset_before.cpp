@@ -29,6 +29,7 @@
 #include "codegen/planner.hpp"
 #include "kernels/reference.hpp"
 #include "runtime/kernel.hpp"
+#include "tests/onnx_functions.hpp"
 #include "tests/rnn_case.hpp"
 
 namespace rnnjit {
@@ -250,17 +251,7 @@ INSTANTIATE_TEST_SUITE_P(Isas, GruResetBeforeKernels, ::testing::Values(Isa::avx
 TEST_P(GruResetBeforeKernels, OnnxActivationsMatchScalarTwins) {
   const Isa isa = GetParam();
   if (static_cast<int>(cpu_isa()) < static_cast<int>(isa)) GTEST_SKIP() << "the CPU cannot run " << to_string(isa);
-  const ActivationFunction functions[] = {{Activation::relu},
-                                          {Activation::tanh},
-                                          {Activation::sigmoid},
-                                          {Activation::affine, 0.7f, -0.2f},
-                                          {Activation::leaky_relu, -1.7f},
-                                          {Activation::thresholded_relu, 0.3f},
-                                          {Activation::scaled_tanh, 1.3f, 0.6f},
-                                          {Activation::hard_sigmoid, 0.3f, 0.45f},
-                                          {Activation::elu, 0.8f},
-                                          {Activation::softsign},
-                                          {Activation::softplus}};
+  const std::vector<ActivationFunction> functions = test::onnx_functions();
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const float extremes[] = {kInf, -kInf, std::numeric_limits<float>::quiet_NaN(), 90.0f, -90.0f, 30.0f, -30.0f, 1000.0f};
   std::mt19937 rng(5);

@@ -16,6 +16,7 @@
 #include "codegen/x64/gate_emitter.hpp"
 #include "codegen/planner.hpp"
 #include "rnn_case.hpp"
+#include "tests/onnx_functions.hpp"
 #include "rnnjit.h"
 #include "rnnjit/weights.hpp"
 #include "runtime/kernel.hpp"
@@ -23,20 +24,7 @@
 namespace rnnjit::test {
 namespace {
 
-// Every function of ONNX's list, with parameters that are not the defaults of any of them.
-std::vector<ActivationFunction> all_functions() {
-  return {{Activation::relu},
-          {Activation::tanh},
-          {Activation::sigmoid},
-          {Activation::affine, 0.7f, -0.2f},
-          {Activation::leaky_relu, 0.15f},
-          {Activation::thresholded_relu, 0.3f},
-          {Activation::scaled_tanh, 1.3f, 0.6f},
-          {Activation::hard_sigmoid, 0.3f, 0.45f},
-          {Activation::elu, 0.8f},
-          {Activation::softsign},
-          {Activation::softplus}};
-}
+std::vector<ActivationFunction> all_functions() { return onnx_functions(); }
 
 // ONNX's formulas (onnx/defs/rnn/defs.cc), written out independently of kernels/activation.hpp.
 double formula(const ActivationFunction& f, double x) {
