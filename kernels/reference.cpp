@@ -218,7 +218,7 @@ void forward(const RnnConfig& config, const Shape& shape, const T* w, const T* x
   const T relu_alpha = static_cast<T>(config.relu_alpha);
   if (reserve && config.custom_activations())
     throw Error(fmt::format("training with activations {} is not supported: activations other than the cell's own "
-                            "are for inference on the CPU only",
+                            "are for inference only",
                             describe_activations(config)));
   // Dropout acts in training only, between layers.
   const bool dropout = reserve != nullptr && config.dropout > 0.0f && L > 1;

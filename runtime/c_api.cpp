@@ -65,7 +65,7 @@ rnnjit_status_t guarded(F&& body) noexcept {
     // is left: the last, the reset-before GRU's training, went with commit 9bfcb2c).
     if (contains(e.what(), "is not supported on the JIT backend")) return fail(RNNJIT_STATUS_UNSUPPORTED, e.what());
     // kernels/reference.cpp, codegen/planner/planner.cpp: ONNX's activations in training.
-    if (contains(e.what(), "for inference on the CPU only")) return fail(RNNJIT_STATUS_UNSUPPORTED, e.what());
+    if (contains(e.what(), "are for inference only")) return fail(RNNJIT_STATUS_UNSUPPORTED, e.what());
     if (std::strncmp(e.what(), "out of memory", 13) == 0) return fail(RNNJIT_STATUS_OUT_OF_MEMORY, e.what());
     return fail(RNNJIT_STATUS_INVALID_ARGUMENT, e.what());
   } catch (const std::bad_alloc&) {

@@ -21,10 +21,15 @@
 #include <fmt/format.h>
 #include <xbyak/xbyak_util.h>
 
+#include <functional>
+#include <span>
+
 #include "codegen/register_budgets.hpp"
 #include "codegen/x64/activations.hpp"
 #include "codegen/x64/gate_emitter.hpp"
 #include "codegen/x64/jit_generator.hpp"
+#include "kernels/activation.hpp"
+#include "tests/onnx_functions.hpp"
 #include "rnnjit/error.hpp"
 
 namespace rnnjit::test {
@@ -52,7 +57,23 @@ class ActivationKernel : public x64::JitGenerator {
     std::int64_t blocks;
   };
 
+  using Fragment = std::function<void(Activations&, std::span<const Xbyak::Xmm>)>;
+
   ActivationKernel(Op op, int regs, Isa isa)
+      : ActivationKernel(
+            [op](Activations& a, std::span<const Xbyak::Xmm> v) {
+              switch (op) {
+                case Op::sigmoid: a.sigmoid(v); break;
+                case Op::tanh: a.tanh(v); break;
+                case Op::relu: a.relu(v); break;
+              }
+            },
+            regs, isa) {}
+  // ONNX's function f through Activations::apply.
+  ActivationKernel(const ActivationFunction& f, int regs, Isa isa)
+      : ActivationKernel([f](Activations& a, std::span<const Xbyak::Xmm> v) { a.apply(f, v); }, regs, isa) {}
+
+  ActivationKernel(const Fragment& fragment, int regs, Isa isa)
       : regs_(regs), isa_(x64::vector_isa(isa)), act_(*this, isa_, x64::gate_activation_registers(isa)) {
     preamble();
     act_.load_constants();
@@ -65,22 +86,20 @@ class ActivationKernel : public x64::JitGenerator {
     Xbyak::Label loop;
     L(loop);
     for (int i = 0; i < regs; ++i) vmovups(v[i], ptr[r8 + i * bytes]);
-    switch (op) {
-      case Op::sigmoid: act_.sigmoid(v); break;
-      case Op::tanh: act_.tanh(v); break;
-      case Op::relu: act_.relu(v); break;
-    }
+    fragment(act_, v);
     for (int i = 0; i < regs; ++i) vmovups(ptr[r9 + i * bytes], v[i]);
     add(r8, regs * bytes);
     add(r9, regs * bytes);
     dec(r10);
     jnz(loop, T_NEAR);
     postamble();
+    text_size_ = getSize();
     act_.emit_constant_table();
     finalize();
   }
 
   int floats_per_block() const { return regs_ * isa_.lanes; }
+  std::size_t text_size() const override { return text_size_; }  // before the table
 
   // Runs over any number of values (pads the last block).
   std::vector<float> operator()(const std::vector<float>& in) const {
@@ -96,6 +115,7 @@ class ActivationKernel : public x64::JitGenerator {
 
  private:
   int regs_;
+  std::size_t text_size_ = 0;
   x64::VectorIsa isa_;
   Activations act_;
 };
@@ -148,8 +168,9 @@ struct Worst {
 // The sweep of [-20, 20]: every 97th float bit pattern from 0 to 20 with both signs (so every
 // binade, denormals included, gets the same density), a dense linear grid, and every float
 // within [0.5, 0.6] with both signs (the tanh fragment switches from polynomial to exp at 0.55).
+// (ONNX's functions, seventeen of them, take a sparser sweep: `stride` and `grid` below.)
 template <typename F>
-void for_each_sweep_chunk(F&& f) {
+void for_each_sweep_chunk(F&& f, std::uint32_t stride = 97, int grid = 4'000'000) {
   constexpr std::size_t kChunk = 1 << 20;
   std::vector<float> xs;
   xs.reserve(kChunk);
@@ -161,14 +182,13 @@ void for_each_sweep_chunk(F&& f) {
     }
   };
   const std::uint32_t hi = std::bit_cast<std::uint32_t>(20.0f);
-  for (std::uint32_t b = 0; b <= hi; b += 97) {
+  for (std::uint32_t b = 0; b <= hi; b += stride) {
     push(std::bit_cast<float>(b));
     push(-std::bit_cast<float>(b));
   }
   push(20.0f);
   push(-20.0f);
-  constexpr int kGrid = 4'000'000;
-  for (int i = 0; i <= kGrid; ++i) push(static_cast<float>(-20.0 + 40.0 * i / kGrid));
+  for (int i = 0; i <= grid; ++i) push(static_cast<float>(-20.0 + 40.0 * i / grid));
   for (std::uint32_t b = std::bit_cast<std::uint32_t>(0.5f); b <= std::bit_cast<std::uint32_t>(0.6f); ++b) {
     push(std::bit_cast<float>(b));
     push(-std::bit_cast<float>(b));
@@ -328,6 +348,152 @@ TEST_P(ActivationTest, NaNStaysInItsLane) {
   }
 }
 
+// ---- ONNX's activations (Activations::apply) -----------------------------------------------
+//
+// Each against the scalar twin (kernels/activation.hpp) in double, over the same sweep of
+// [-20, 20], beyond it, the special values and NaN. Tolerances, per function: the ulps of the
+// result below, plus an absolute term where the fragment's formula cancels; a result below
+// FLT_MIN may be off by less than FLT_MIN (exp's clamps, as the sigmoid's).
+//   relu, leaky_relu, thresholded_relu, affine, hard_sigmoid: one rounding (an fma): 1 ulp
+//   softsign: 1 + |x| rounded, a reciprocal, a product: 4 ulp
+//   sigmoid, tanh: 4 ulp (above); scaled_tanh: beta x rounded, tanh, times alpha: 8 ulp
+//   softplus: exp (4 ulp), s = t / (2 + t), the series and the sums: 8 ulp
+//   elu: 2 ulp + |alpha| 8 2^-24 absolute: exp(x) - 1 cancels near 0, exp's ulp of 1 remains
+// softplus(x) for x < -87 is exp(x), tiny: AVX2's exp clamps its input at -87 (exp = 1.6e-38),
+// so there 2^-125 absolute. Where the exact value is past FLT_MAX, the float it rounds to (inf).
+struct OnnxTolerance {
+  double ulp;
+  double absolute;
+};
+
+OnnxTolerance onnx_tolerance(const ActivationFunction& f) {
+  switch (f.kind) {
+    case Activation::relu: case Activation::leaky_relu: case Activation::thresholded_relu:
+    case Activation::affine: case Activation::hard_sigmoid: return {1, 0};
+    case Activation::softsign: return {4, 0};
+    case Activation::sigmoid: case Activation::tanh: return {kMaxUlp, 0};
+    case Activation::scaled_tanh: return {8, 0};
+    case Activation::softplus: return {8, 0x1p-125};
+    case Activation::elu: return {2, std::fabs(f.alpha) * 8 * 0x1p-24};
+    case Activation::standard: break;
+  }
+  ADD_FAILURE() << "no tolerance for standard";
+  return {0, 0};
+}
+
+// Every function of ONNX's list (tests/onnx_functions.hpp), and more parameters: negative
+// ones (a negative threshold, slopes and scales) and a larger Elu alpha.
+std::vector<ActivationFunction> onnx_test_functions() {
+  std::vector<ActivationFunction> f = onnx_functions();
+  for (const ActivationFunction& more : {ActivationFunction{Activation::affine, -1.3f, 0.4f},
+                                         ActivationFunction{Activation::thresholded_relu, -0.6f},
+                                         ActivationFunction{Activation::scaled_tanh, -0.7f, 2.5f},
+                                         ActivationFunction{Activation::hard_sigmoid, -0.2f, 0.6f},
+                                         ActivationFunction{Activation::elu, 1.9f}})
+    f.push_back(more);
+  return f;
+}
+
+// Whether got is within f's tolerance of the twin's double value at x; the error in ulps (or
+// as a fraction of the tolerance, for the report) through `excess`.
+bool onnx_within(const ActivationFunction& f, float x, float got, double* excess = nullptr) {
+  double want = activate<double>(f, x);
+  if (std::isinf(static_cast<float>(want))) want = static_cast<float>(want);  // overflows in float
+  const OnnxTolerance tol = onnx_tolerance(f);
+  double over = 0.0;
+  if (std::isnan(want) || std::isinf(want) || std::isnan(got) || std::isinf(got)) {
+    over = ulp_error(got, want) == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  } else if (!underflow_accepted(got, want)) {
+    const double allowed = tol.ulp * std::min(float_ulp(want), float_ulp(got)) + tol.absolute;
+    over = std::fabs(static_cast<double>(got) - want) / allowed;
+  }
+  if (excess) *excess = over;
+  return over <= 1.0;
+}
+
+TEST_P(ActivationTest, OnnxFunctionsSweepWithinTheirTolerance) {
+  for (const ActivationFunction& f : onnx_test_functions()) {
+    const ActivationKernel k(f, most_registers(GetParam()), GetParam());
+    double worst = 0.0;
+    float worst_at = 0.0f, worst_got = 0.0f;
+    std::size_t points = 0;
+    auto check = [&](const std::vector<float>& xs) {
+      const std::vector<float> got = k(xs);
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        double over = 0.0;
+        onnx_within(f, xs[i], got[i], &over);
+        ++points;
+        if (!(over <= worst)) {
+          worst = over;
+          worst_at = xs[i];
+          worst_got = got[i];
+        }
+      }
+    };
+    for_each_sweep_chunk(check, 997, 1'000'000);
+    std::vector<float> wide;  // |x| in (20, 200], and large magnitudes up to FLT_MAX
+    for (std::uint32_t b = std::bit_cast<std::uint32_t>(20.0f); b <= std::bit_cast<std::uint32_t>(200.0f); b += 61) {
+      wide.push_back(std::bit_cast<float>(b));
+      wide.push_back(-std::bit_cast<float>(b));
+    }
+    for (std::uint32_t b = std::bit_cast<std::uint32_t>(200.0f); b < std::bit_cast<std::uint32_t>(FLT_MAX); b += 4093) {
+      wide.push_back(std::bit_cast<float>(b));
+      wide.push_back(-std::bit_cast<float>(b));
+    }
+    check(wide);
+    std::printf("%s: %zu points, max %.3f of the tolerance at x=%a (got %a, want %a)\n", describe(f).c_str(), points,
+                worst, worst_at, worst_got, activate<double>(f, worst_at));
+    EXPECT_LE(worst, 1.0) << describe(f) << " at x=" << worst_at << ": " << worst_got << ", want "
+                          << activate<double>(f, worst_at);
+  }
+}
+
+TEST_P(ActivationTest, OnnxFunctionsSpecialValuesAndNaN) {
+  for (const ActivationFunction& f : onnx_test_functions())
+    for (int regs : {1, most_registers(GetParam())}) {
+      const ActivationKernel k(f, regs, GetParam());
+      std::vector<float> xs = special_values();
+      for (float n : nan_values()) xs.push_back(n);
+      xs.push_back(f.alpha);  // the threshold itself, and the floats around it
+      xs.push_back(std::nextafter(f.alpha, -INFINITY));
+      xs.push_back(std::nextafter(f.alpha, INFINITY));
+      const std::vector<float> got = k(xs);
+      for (std::size_t i = 0; i < xs.size(); ++i)
+        EXPECT_TRUE(onnx_within(f, xs[i], got[i]))
+            << fmt::format("{} on {} registers: f({:a} = {}) = {} ({:a}), want {}", describe(f), regs, xs[i], xs[i],
+                           got[i], got[i], activate<double>(f, xs[i]));
+      // NaN mixed into a register with finite lanes stays in its lane.
+      std::vector<float> mixed(static_cast<std::size_t>(k.floats_per_block()));
+      for (std::size_t i = 0; i < mixed.size(); ++i)
+        mixed[i] = i % 5 == 2 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(i) * 0.37f - 30.0f;
+      const std::vector<float> out = k(mixed);
+      for (std::size_t i = 0; i < mixed.size(); ++i)
+        EXPECT_EQ(std::isnan(out[i]), std::isnan(mixed[i])) << describe(f) << " lane " << i;
+    }
+}
+
+// A kernel's parameters land in its table after the constants, one slot per distinct value;
+// a kernel that uses none of ONNX's functions keeps the table it always had.
+TEST(ActivationTable, ParametersOnlyWhereUsed) {
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    const ActivationKernel plain(Op::tanh, 2, isa);
+    const ActivationKernel affine({Activation::affine, 0.7f, -0.2f}, 2, isa);
+    const ActivationKernel twice(
+        [](Activations& a, std::span<const Xbyak::Xmm> v) {
+          a.apply({Activation::affine, 0.7f, -0.2f}, v);
+          a.apply({Activation::hard_sigmoid, -0.2f, 0.7f}, v);
+        },
+        2, isa);
+    const std::size_t per = isa == Isa::avx2 ? 32 : 4;
+    const std::size_t base = per * static_cast<std::size_t>(x64::Constant::count);
+    const std::size_t extended = per * static_cast<std::size_t>(x64::Constant::extended_count);
+    auto table = [](const ActivationKernel& k) { return k.getSize() - (k.text_size() + 63) / 64 * 64; };
+    EXPECT_EQ(table(plain), base) << to_string(isa);
+    EXPECT_EQ(table(affine), extended + 2 * per) << to_string(isa);  // alpha, beta
+    EXPECT_EQ(table(twice), extended + 2 * per) << to_string(isa);   // the same two values, reused
+  }
+}
+
 // The table's constants are what the comments claim.
 TEST(ActivationConstants, Table) {
   // AVX2's exp clamps keep 2^n a normal float (n = round(x log2 e) in [-126, 127]).
@@ -347,6 +513,17 @@ TEST(ActivationConstants, Table) {
   EXPECT_EQ(std::bit_cast<std::uint32_t>(at(x64::Constant::ln2_hi)) & 0x3fffu, 0u);
   // tanh saturates to exactly 1 in float from the clamp on.
   EXPECT_EQ(static_cast<float>(std::tanh(static_cast<double>(at(x64::Constant::tanh_clamp)))), 1.0f);
+  // log1p's series: 2 / (2k + 1) for s^(2k + 1); the first term left out, 2/17 (1/3)^17, is below
+  // 2^-27 of the sum's 2 s.
+  const x64::Constant atanh[] = {x64::Constant::atanh_c1,  x64::Constant::atanh_c3,  x64::Constant::atanh_c5,
+                                 x64::Constant::atanh_c7,  x64::Constant::atanh_c9,  x64::Constant::atanh_c11,
+                                 x64::Constant::atanh_c13, x64::Constant::atanh_c15};
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(at(atanh[k]), static_cast<float>(2.0 / (2 * k + 1))) << k;
+  EXPECT_LT(2.0 / 17 * std::pow(1.0 / 3, 17) / (2.0 / 3), 0x1p-27);
+  // softsign's clamp: a / (1 + a) rounds to 1 there, and 1 / (1 + a) is a normal float.
+  const double clamp = at(x64::Constant::softsign_clamp);
+  EXPECT_EQ(static_cast<float>(clamp / (1 + clamp)), 1.0f);
+  EXPECT_GT(1 / (1 + clamp), FLT_MIN);
 }
 
 }  // namespace

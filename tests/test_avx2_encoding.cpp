@@ -3,13 +3,13 @@
 // x64::foreign_instructions) and must hold no EVEX-encoded instruction, no opmask register, no
 // zmm register, no xmm/ymm register 16-31 and nothing beyond AVX2 and FMA. Covered: every gate
 // kernel (each cell, both GRU forms and their parts, forward inference and training, backward,
-// LSTM peepholes, coupled gates and cell clip, the gate clip, the leaky ReLU) at every unroll
-// the budgets allow, with and without tails and a partial launch; every GEMM tile with every
-// tail kind, beta, streaming stores and prefetch; every int8 GEMM tile of the avx2 unit; and
-// every kernel of AVX2 plans, inference, training and int8 inference. The avx_vnni unit's int8
-// tiles (which this machine cannot run) must be the avx2 unit's, instruction for instruction,
-// with each dot step one VEX-encoded ymm vpdpbusd, the only instruction beyond AVX2. Generating
-// needs no AVX2: this test runs on any x86-64.
+// LSTM peepholes, coupled gates and cell clip, the gate clip, the leaky ReLU, ONNX's activations)
+// at every unroll the budgets allow, with and without tails and a partial launch; every GEMM tile
+// with every tail kind, beta, streaming stores and prefetch; every int8 GEMM tile of the avx2
+// unit; and every kernel of AVX2 plans, inference, training and int8 inference. The avx_vnni
+// unit's int8 tiles (which this machine cannot run) must be the avx2 unit's, instruction for
+// instruction, with each dot step one VEX-encoded ymm vpdpbusd, the only instruction beyond AVX2.
+// Generating needs no AVX2: this test runs on any x86-64.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -45,6 +45,22 @@ void expect_avx2_only(const KernelDesc& d) {
                            << bad.front();
 }
 
+// An AVX2 gate kernel of H = 40 (3 rows, h's rows 80 apart) over `cols` units.
+KernelDesc avx2_gate_desc(CellKind cell, Pass pass, bool training, int part, int unroll, std::uint32_t cols) {
+  KernelDesc d;
+  d.isa = static_cast<std::uint8_t>(Isa::avx2);
+  d.cell = static_cast<std::uint8_t>(cell);
+  d.pass = static_cast<std::uint8_t>(pass);
+  d.training = training;
+  d.part = static_cast<std::uint8_t>(part);
+  d.hidden = 40;
+  d.cols = cols;
+  d.rows = 3;
+  d.ld_h = 80;
+  d.unroll = static_cast<std::uint32_t>(unroll);
+  return d;
+}
+
 std::vector<KernelDesc> gate_kernels() {
   std::vector<KernelDesc> out;
   for (CellKind cell : kCells)
@@ -55,17 +71,7 @@ std::vector<KernelDesc> gate_kernels() {
           for (int unroll = 1; unroll <= max_gate_unroll(cell, pass, Isa::avx2); ++unroll)
             for (std::uint32_t cols : {40u, 37u, 5u})  // whole vectors, a tail, a tail alone
               for (int features = 0; features < 3; ++features) {
-                KernelDesc d;
-                d.isa = static_cast<std::uint8_t>(Isa::avx2);
-                d.cell = static_cast<std::uint8_t>(cell);
-                d.pass = static_cast<std::uint8_t>(pass);
-                d.training = training;
-                d.part = static_cast<std::uint8_t>(part);
-                d.hidden = 40;
-                d.cols = cols;
-                d.rows = 3;
-                d.ld_h = 80;
-                d.unroll = static_cast<std::uint32_t>(unroll);
+                KernelDesc d = avx2_gate_desc(cell, pass, training, part, unroll, cols);
                 if (features > 0) d.gate_clip_bits = std::bit_cast<std::uint32_t>(0.7f);
                 if (features > 0 && cell == CellKind::lstm) {
                   d.clip_bits = std::bit_cast<std::uint32_t>(3.0f);
@@ -84,6 +90,29 @@ TEST(Avx2Encoding, GateKernels) {
   const std::vector<KernelDesc> descs = gate_kernels();
   EXPECT_GT(descs.size(), 100u);
   for (const KernelDesc& d : descs) expect_avx2_only(d);
+}
+
+// ONNX's activations (forward inference): every function in every role of every cell and part.
+TEST(Avx2Encoding, OnnxActivationGateKernels) {
+  int count = 0;
+  for (CellKind cell : kCells)
+    for (int part = 0; part < (cell == CellKind::gru_reset_before ? 2 : 1); ++part)
+      for (int unroll = 1; unroll <= max_gate_unroll(cell, Pass::forward, Isa::avx2); ++unroll)
+        for (std::uint32_t cols : {40u, 37u})
+          for (int kind = 1; kind < kActivationKinds; ++kind) {
+            KernelDesc d = avx2_gate_desc(cell, Pass::forward, false, part, unroll, cols);
+            d.peephole = cell == CellKind::lstm;
+            for (int r = 0; r < activation_role_count(cell); ++r) {
+              const auto a = static_cast<Activation>(kind);
+              d.activation[r] = static_cast<std::uint8_t>(a);
+              if (activation_alphas(a)) d.activation_alpha_bits[r] = std::bit_cast<std::uint32_t>(0.3f + 0.1f * r);
+              if (activation_betas(a)) d.activation_beta_bits[r] = std::bit_cast<std::uint32_t>(0.4f);
+            }
+            if (!d.custom_activations()) continue;
+            expect_avx2_only(d);
+            ++count;
+          }
+  EXPECT_GT(count, 200);
 }
 
 TEST(Avx2Encoding, GemmTiles) {

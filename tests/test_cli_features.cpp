@@ -207,6 +207,29 @@ TEST_F(CliOnnxFeatures, RunWithPeepholesNeedsThePeepholeParameters) {
                {"weight_peephole_l0.npy", "missing parameter file for 'weight_peephole_l0'", "expects shape (3, 3)"});
 }
 
+// --activations: ONNX's list (roles f, g, h of the cell, direction 0's then 1's) as generated
+// gate kernels in the plan (named ..._act<kind>...), and one-line usage errors.
+TEST_F(CliFeatures, OnnxActivationsPlanGeneratedKernels) {
+  const std::vector<std::string> gru = {"plan", "--cell", "gru", "--input-size", "4", "--hidden-size", "19",
+                                        "--seq", "3", "--batch", "2", "--bidirectional", "--isa", "avx512"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = gru;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const test::CliResult r = cli(with({"--activations", "HardSigmoid:0.2:0.5,Softsign,elu:0.7,LeakyRelu:0.1"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Direction 0: HardSigmoid (8) with alpha 0.2 and beta 0.5, Softsign (10); direction 1: Elu (9), LeakyRelu (5).
+  EXPECT_NE(r.out.find("gru_fwd_avx512_h19_c19_n2_ld38_u2_gx64_act8a3e4ccccdb3f000000_10"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("_act9a3f333333_5a3dcccccd"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("no generated gate kernel"), std::string::npos) << r.out;
+  expect_error(with({"--activations", "Softsign,Softsign"}), 2, {"--activations", "expected 4 functions, got 2"});
+  expect_error(with({"--activations", "Swish,Tanh,Tanh,Tanh"}), 2, {"--activations", "Swish"});
+  expect_error(with({"--activations", "Elu:x,Tanh,Tanh,Tanh"}), 2, {"--activations", "'Elu:x'"});
+  expect_error(with({"--activations", "Softsign,Tanh,Tanh,Tanh", "--mode", "train"}), 1,
+               {"for inference only"});
+}
+
 TEST_F(CliFeatures, FlagErrors) {
   const std::vector<std::string> base = {"plan", "--cell", "lstm", "--input-size", "4", "--hidden-size", "8",
                                          "--seq", "3", "--batch", "2"};

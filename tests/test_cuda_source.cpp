@@ -14,6 +14,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <type_traits>
@@ -28,6 +29,7 @@
 #include "codegen/cuda/persistent_source.hpp"
 #include "codegen/cuda/nvrtc.hpp"
 #include "codegen/planner.hpp"
+#include "tests/onnx_functions.hpp"
 
 namespace rnnjit {
 namespace {
@@ -83,6 +85,33 @@ std::vector<KernelDesc> every_kernel(std::uint32_t H) {
   add(CellKind::lstm, {.gate_clip = 0.7f, .peephole = true});
   add(CellKind::rnn_relu, {.relu_alpha = 0.3f});
   add(CellKind::rnn_relu, {.gate_clip = 0.7f, .relu_alpha = 0.3f});
+  // ONNX's activations (forward inference only): each function of the list in role f, the next
+  // ones in g and h, on every cell and part; the gate clip on every other one, the LSTM's cell
+  // clip, peepholes and coupled gates in turn.
+  const std::vector<ActivationFunction> functions = test::onnx_functions();
+  const std::size_t count = std::size(functions);
+  for (CellKind cell : kCellKinds)
+    for (std::size_t k = 0; k < count; ++k)
+      for (int part = 0; part < (cell == CellKind::gru_reset_before ? 2 : 1); ++part) {
+        KernelDesc d = cuda_desc(cell, Pass::forward, false, H, H, 3, 2 * H);
+        d.part = static_cast<std::uint8_t>(part);
+        for (int r = 0; r < activation_role_count(cell); ++r) {
+          const ActivationFunction& f = functions[(k + 3 * static_cast<std::size_t>(r)) % count];
+          d.activation[r] = static_cast<std::uint8_t>(f.kind);
+          d.activation_alpha_bits[r] = std::bit_cast<std::uint32_t>(f.alpha);
+          d.activation_beta_bits[r] = std::bit_cast<std::uint32_t>(f.beta);
+        }
+        // (Not where the checker looks for outputs held at a sigmoid's or tanh's bound: an RNN's h
+        // and part 0's z are ONNX's functions here.)
+        if (k % 2 && !is_vanilla(cell) && !(cell == CellKind::gru_reset_before && part == 0))
+          d.gate_clip_bits = std::bit_cast<std::uint32_t>(0.7f);
+        if (cell == CellKind::lstm) {
+          d.peephole = k % 3 == 1;
+          d.input_forget = k % 3 == 2;
+          d.clip_bits = k % 4 == 0 ? std::bit_cast<std::uint32_t>(0.375f) : 0u;
+        }
+        out.push_back(d);
+      }
   // Summed directions' backward: dy's rows H apart where h's are 2H.
   for (CellKind cell : kCellKinds)
     for (int part = 0; part < (cell == CellKind::gru_reset_before ? 2 : 1); ++part) {
@@ -553,7 +582,7 @@ int main() {
 )";
 
 // Every forward cell and the features (cell clip, gate clip, peepholes, coupled gates, leaky
-// slope), H with tails (5: scalar loads of h_{t-1}; 8: float4 ones), one row, and rows in two
+// slope, ONNX's activations), H with tails (5: scalar loads of h_{t-1}; 8: float4 ones), one row, and rows in two
 // chunks (the second short of a group), forward and reversed, inference (c in place) and
 // training (gates stored), two warps a block and a last block with fewer units: the generated
 // persistent kernel, run on the host, matches the step-by-step twin. (Each CUDA thread is a host
@@ -594,6 +623,17 @@ TEST(CudaPersistent, GeneratedKernelMatchesTheStepByStepTwinOnTheHost) {
   add(CellKind::lstm, 8, 1, true, true, {.peephole = true});
   add(CellKind::gru, 5, 6, false, true, {.gate_clip = 0.7f});
   add(CellKind::gru, 8, 6, true, false, {});
+  // ONNX's activations (inference): an LSTM with a function in each role and peepholes, and a GRU.
+  add(CellKind::lstm, 8, 6, false, true, {.gate_clip = 0.7f, .peephole = true});
+  cases.back().d.activation[0] = static_cast<std::uint8_t>(Activation::hard_sigmoid);
+  cases.back().d.activation_alpha_bits[0] = std::bit_cast<std::uint32_t>(0.3f);
+  cases.back().d.activation_beta_bits[0] = std::bit_cast<std::uint32_t>(0.45f);
+  cases.back().d.activation[1] = static_cast<std::uint8_t>(Activation::softsign);
+  cases.back().d.activation[2] = static_cast<std::uint8_t>(Activation::elu);
+  cases.back().d.activation_alpha_bits[2] = std::bit_cast<std::uint32_t>(0.8f);
+  add(CellKind::gru, 5, 6, false, false, {});
+  cases.back().d.activation[0] = static_cast<std::uint8_t>(Activation::sigmoid);
+  cases.back().d.activation[1] = static_cast<std::uint8_t>(Activation::softplus);
   std::ostringstream driver;
   driver << kPersistentShim;
   for (std::size_t i = 0; i < cases.size(); ++i) {

@@ -31,6 +31,7 @@
 #include <memory>
 #include <ostream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -46,6 +47,7 @@
 #include "rnnjit/error.hpp"
 #include "runtime/kernel.hpp"
 #include "tests/guarded_buffer.hpp"
+#include "tests/onnx_functions.hpp"
 
 namespace rnnjit {
 // How gtest shows a parameter (found by ADL); its default, a hex dump, is slow for 3500 cases.
@@ -138,6 +140,21 @@ struct Launch {
   }
 };
 
+// ONNX's activations are also checked on extreme pre-activations: gx of one unit in 17 (a
+// different one per gate) is +-inf, NaN, or a large magnitude past the clamps of exp (+-90)
+// and tanh, or where softplus and elu switch regimes (+-30, +-1000).
+void add_extremes(Array& gx, const KernelDesc& d) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float extremes[] = {kInf, -kInf, std::numeric_limits<float>::quiet_NaN(), 90.0f, -90.0f,
+                            30.0f, -30.0f, 1000.0f, -1000.0f};
+  for (std::size_t i = 0; i < gx.init.size(); ++i) {
+    if (!gx.touched(d, i)) continue;
+    const std::size_t in_row = i % gx.stride, row = i / gx.stride;
+    const std::size_t pick = (row * 7 + in_row % d.hidden + 5 * (in_row / d.hidden)) % 17;
+    if (pick < std::size(extremes)) gx.init[i] = extremes[pick];
+  }
+}
+
 Launch make_launch(const KernelDesc& d) {
   Launch l{d, {}};
   std::mt19937 rng(static_cast<std::uint32_t>(KernelDescHash{}(d)));
@@ -158,6 +175,7 @@ Launch make_launch(const KernelDesc& d) {
     if (d.peephole) l.add("peephole", Role::input, 0, 3, range(-1, 1));
     // The reserve: only LSTM and GRU training forwards write it.
     l.add("gates", d.training && !rnn ? Role::output : Role::untouched, R * H, static_cast<int>(R));
+    if (d.custom_activations()) add_extremes(l.arrays.at("gx"), d);
   } else {
     l.add("dy", Role::input, static_cast<std::size_t>(d.dy_stride()), 1, range(-1, 1));
     if (cell == CellKind::rnn_tanh) l.add("h", Role::input, d.ld_h, 1, range(-1, 1));
@@ -210,7 +228,7 @@ using Bounds = std::map<std::string, std::vector<double>>;
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 bool has_features(const KernelDesc& d) {
-  return d.peephole || d.input_forget || d.gate_clip_bits || d.relu_alpha_bits;
+  return d.peephole || d.input_forget || d.gate_clip_bits || d.relu_alpha_bits || d.custom_activations();
 }
 
 // Inputs are at most 2 in magnitude and every output is a short chain of products and sums of
@@ -346,6 +364,13 @@ Bounds error_bounds(const Launch& l) {
 
 double tolerance(double bound, double want) { return 2 * bound + 4 * kU * std::fabs(want); }
 
+// ONNX's activations (KernelDesc::activation): inputs reach large magnitudes (below), so the
+// feature bound scales with the result, 1 + |want|: products of activations such as Affine's
+// grow with them. NaN must meet NaN and an infinity the same infinity (checked apart).
+double tolerance(const KernelDesc& d, double bound, double want) {
+  return d.custom_activations() ? tolerance(bound * (1 + std::fabs(want)), want) : tolerance(bound, want);
+}
+
 // Largest error seen per cell and pass: in units of u, and as a fraction of its tolerance
 // (printed at the end of the run).
 struct Worst {
@@ -359,8 +384,9 @@ std::map<std::string, Worst>& worst_errors() {
 }
 
 std::string family(const KernelDesc& d) {
-  return fmt::format("{}_{}_{}", to_string(d.cell_kind()),
-                     d.pass_kind() == Pass::backward ? "bwd" : (d.training ? "fwd_train" : "fwd"), to_string(d.isa_kind()));
+  return fmt::format("{}_{}_{}{}", to_string(d.cell_kind()),
+                     d.pass_kind() == Pass::backward ? "bwd" : (d.training ? "fwd_train" : "fwd"), to_string(d.isa_kind()),
+                     d.custom_activations() ? "_onnx_act" : "");
 }
 
 class PrintWorstErrors : public testing::Environment {
@@ -417,8 +443,9 @@ Worst check_array(const KernelDesc& d, const Array& a, std::span<const float> go
       }
       continue;
     }
+    if ((std::isnan(got[i]) && std::isnan(want[i])) || (std::isinf(want[i]) && got[i] == want[i])) continue;
     const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-    const double tol = tolerance(bound->at(i), want[i]);
+    const double tol = tolerance(d, bound->at(i), want[i]);
     if (!(err <= tol)) {
       ADD_FAILURE() << at() << " = " << got[i] << ", twin " << want[i] << ", |diff| = " << err / kU
                     << " u, tolerance " << tol / kU << " u";
@@ -572,10 +599,63 @@ std::vector<KernelDesc> sweep(Isa isa) {
   return descs;
 }
 
+// ONNX's activations (forward inference only: training refuses them), every function in every
+// role of every one-part cell (the reset-before GRU's: tests/test_gru_reset_before.cpp), the
+// other roles the cell's own; and all roles at once. Nontrivial alpha and beta, and the LSTM's
+// features in turn (peepholes, input_forget, cell clip, gate clip), the leaky ReLU's slope on
+// rnn_relu (which ONNX's function then replaces).
+std::vector<KernelDesc> onnx_activation_sweep(Isa isa) {
+  std::vector<KernelDesc> descs;
+  const auto functions = onnx_functions();
+  const CellKind cells[] = {CellKind::rnn_tanh, CellKind::rnn_relu, CellKind::lstm, CellKind::gru};
+  for (CellKind cell : cells) {
+    const int roles = activation_role_count(cell);
+    for (int role = -1; role < roles; ++role)  // -1: every role its own function of the list
+      for (std::size_t k = 0; k < functions.size(); ++k) {
+        ActivationFunction fn[kActivationRoles];
+        for (int r = 0; r < roles; ++r) {
+          fn[r] = role < 0 ? functions[(k + 4 * static_cast<std::size_t>(r)) % functions.size()]
+                           : r == role ? functions[k]
+                                       : cell_activation(cell, static_cast<ActivationRole>(r));
+        }
+        for (std::uint32_t H : {1u, 19u, 37u})
+          for (std::uint32_t ld : {H, 2 * H})
+            for (int u : {1, max_gate_unroll(cell, Pass::forward, isa)}) {
+              KernelDesc d = gate_desc(cell, Pass::forward, false, H, 3, ld, static_cast<std::uint32_t>(u),
+                                       H > 16 ? 17u : 0u, isa);
+              for (int r = 0; r < roles; ++r) {
+                d.activation[r] = static_cast<std::uint8_t>(fn[r].kind);
+                d.activation_alpha_bits[r] = std::bit_cast<std::uint32_t>(fn[r].alpha);
+                d.activation_beta_bits[r] = std::bit_cast<std::uint32_t>(fn[r].beta);
+              }
+              if (!d.custom_activations()) continue;
+              if (cell == CellKind::rnn_relu) d.relu_alpha_bits = std::bit_cast<std::uint32_t>(0.3f);
+              if (cell == CellKind::lstm) {
+                const std::size_t feature = (k + H) % 5;
+                d.peephole = feature == 1 || feature == 4;
+                d.input_forget = feature == 2;
+                d.clip_bits = feature == 3 || feature == 4 ? std::bit_cast<std::uint32_t>(1.5f) : 0u;
+              }
+              if ((k + ld) % 3 == 0) d.gate_clip_bits = std::bit_cast<std::uint32_t>(2.5f);
+              if (u > 1 && ld == 2 * H) {  // gx's rows padded, as the planner pads them
+                const std::uint32_t gh = static_cast<std::uint32_t>(d.gates()) * H;
+                d.gx_row_stride = (gh + 15) / 16 * 16 == gh ? gh + 3 : (gh + 15) / 16 * 16;
+              }
+              descs.push_back(d);
+            }
+      }
+  }
+  return descs;
+}
+
 std::vector<KernelDesc> sweep() {
   std::vector<KernelDesc> descs;
-  for (Isa isa : kGeneratedIsas)
+  for (Isa isa : kGeneratedIsas) {
     for (const KernelDesc& d : sweep(isa)) descs.push_back(d);
+    std::set<std::string> names;  // "all roles" can repeat a one-role case: once each
+    for (const KernelDesc& d : onnx_activation_sweep(isa))
+      if (names.insert(kernel_name(d)).second) descs.push_back(d);
+  }
   return descs;
 }
 

@@ -15,6 +15,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
+#include <limits>
 #include <ostream>
 #include <random>
 #include <string>
@@ -27,6 +29,7 @@
 #include "codegen/planner.hpp"
 #include "kernels/reference.hpp"
 #include "runtime/kernel.hpp"
+#include "tests/onnx_functions.hpp"
 #include "tests/rnn_case.hpp"
 
 namespace rnnjit {
@@ -240,6 +243,77 @@ TEST_P(GruResetBeforeKernels, EmittersMatchScalarTwins) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, GruResetBeforeKernels, ::testing::Values(Isa::avx512, Isa::avx2),
                          [](const auto& info) { return std::string(to_string(info.param)); });
+
+// ONNX's activations (forward inference): role f on r, z in part 0, role g on n in part 1, each
+// function of ONNX's list in turn (the other role the cell's own, or another of the list), with
+// and without the gate clip, on pre-activations that include +-inf, NaN and large magnitudes.
+// NaN must meet NaN, an infinity the same infinity; the rest within 8e-6 relative (1 + |twin|).
+TEST_P(GruResetBeforeKernels, OnnxActivationsMatchScalarTwins) {
+  const Isa isa = GetParam();
+  if (static_cast<int>(cpu_isa()) < static_cast<int>(isa)) GTEST_SKIP() << "the CPU cannot run " << to_string(isa);
+  const std::vector<ActivationFunction> functions = test::onnx_functions();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float extremes[] = {kInf, -kInf, std::numeric_limits<float>::quiet_NaN(), 90.0f, -90.0f, 30.0f, -30.0f, 1000.0f};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-3, 3), unit(0, 1);
+  const std::size_t count = std::size(functions);
+  for (std::size_t k = 0; k < count; ++k)
+    for (int role = 0; role < 3; ++role)  // 2: both roles from the list
+      for (bool gate_clip : {false, true})
+        for (std::uint32_t H : {7u, 19u})
+          for (std::uint32_t unroll : {1u, 3u})
+            for (int part : {0, 1}) {
+              if (static_cast<int>(unroll) > max_gate_unroll(CellKind::gru_reset_before, Pass::forward, isa)) continue;
+              const std::uint32_t rows = 3, ld_h = 2 * H, cols = H - 2;
+              const ActivationFunction f = role == 1 ? ActivationFunction{Activation::sigmoid} : functions[k];
+              const ActivationFunction g = role == 0 ? ActivationFunction{Activation::tanh}
+                                                     : functions[(k + (role == 2 ? 5 : 0)) % count];
+              auto fill = [&](std::size_t n, auto& dist) {
+                std::vector<float> x(n);
+                for (float& e : x) e = dist(rng);
+                return x;
+              };
+              const std::size_t GH = 3 * H;
+              auto gx = fill(rows * GH, u);
+              for (std::size_t i = 0; i < gx.size(); ++i)
+                if (i % 5 == 1) gx[i] = extremes[(i / 5) % std::size(extremes)];
+              const auto gh = fill(rows * GH, u), b_ih = fill(GH, u), b_hh = fill(GH, u), h_prev = fill(rows * ld_h, u),
+                         z_in = fill(rows * H, unit);
+              const std::vector<std::vector<float>> init = {fill(rows * ld_h, u), fill(rows * H, u)};
+              auto run = [&](Isa kernel_isa, std::vector<std::vector<float>>& out) {
+                KernelDesc d = kernel_desc(kernel_isa, Pass::forward, false, part, H, cols, rows, ld_h, unroll, gate_clip);
+                d.activation[0] = static_cast<std::uint8_t>(f.kind);
+                d.activation_alpha_bits[0] = std::bit_cast<std::uint32_t>(f.alpha);
+                d.activation_beta_bits[0] = std::bit_cast<std::uint32_t>(f.beta);
+                d.activation[1] = static_cast<std::uint8_t>(g.kind);
+                d.activation_alpha_bits[1] = std::bit_cast<std::uint32_t>(g.alpha);
+                d.activation_beta_bits[1] = std::bit_cast<std::uint32_t>(g.beta);
+                ASSERT_TRUE(d.custom_activations() || (f.kind == Activation::sigmoid && g.kind == Activation::tanh));
+                const CompiledKernel kernel(d);
+                if (kernel_isa != Isa::reference) {
+                  ASSERT_FALSE(kernel.code().empty());
+                }
+                GateForwardArgs a{};
+                a.gx = gx.data(), a.gh = gh.data(), a.bias_ih = b_ih.data(), a.bias_hh = b_hh.data();
+                a.h_prev = h_prev.data(), a.h_out = out[0].data();
+                if (part == 0) a.c_out = out[1].data();
+                else a.c_prev = z_in.data();
+                kernel(&a);
+              };
+              auto jit = init, ref = init;
+              run(isa, jit);
+              run(Isa::reference, ref);
+              const std::string what = fmt::format("f {} g {} part {} clip {} H {} unroll {}", describe(f), describe(g),
+                                                   part, gate_clip, H, unroll);
+              const char* names[] = {"h_out", "z"};
+              for (std::size_t a = 0; a < init.size(); ++a)
+                for (std::size_t i = 0; i < init[a].size(); ++i) {
+                  const float got = jit[a][i], want = ref[a][i];
+                  if ((std::isnan(got) && std::isnan(want)) || (std::isinf(want) && got == want)) continue;
+                  ASSERT_NEAR(got, want, 8e-6f * (1 + std::abs(want))) << what << " " << names[a] << "[" << i << "]";
+                }
+            }
+}
 
 // --- the JIT backend against the reference -----------------------------------------------------
 

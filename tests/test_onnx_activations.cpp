@@ -1,10 +1,11 @@
 // ONNX's activation functions (RnnConfig::activations): the scalar reference against each
-// function's formula written out here, the JIT plans (whose gate kernels are the reference twins
-// for them) against the reference on shapes with tails, training refused, bad values refused,
+// function's formula written out here, the JIT plans (whose gate kernels generate them, AVX-512
+// or AVX2) against the reference on shapes with tails, training refused, bad values refused,
 // the plain cells' descriptors unchanged, and the C API and ONNX adapter's mapping.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,26 +16,15 @@
 #include "codegen/x64/gate_emitter.hpp"
 #include "codegen/planner.hpp"
 #include "rnn_case.hpp"
+#include "tests/onnx_functions.hpp"
 #include "rnnjit.h"
 #include "rnnjit/weights.hpp"
+#include "runtime/kernel.hpp"
 
 namespace rnnjit::test {
 namespace {
 
-// Every function of ONNX's list, with parameters that are not the defaults of any of them.
-std::vector<ActivationFunction> all_functions() {
-  return {{Activation::relu},
-          {Activation::tanh},
-          {Activation::sigmoid},
-          {Activation::affine, 0.7f, -0.2f},
-          {Activation::leaky_relu, 0.15f},
-          {Activation::thresholded_relu, 0.3f},
-          {Activation::scaled_tanh, 1.3f, 0.6f},
-          {Activation::hard_sigmoid, 0.3f, 0.45f},
-          {Activation::elu, 0.8f},
-          {Activation::softsign},
-          {Activation::softplus}};
-}
+std::vector<ActivationFunction> all_functions() { return onnx_functions(); }
 
 // ONNX's formulas (onnx/defs/rnn/defs.cc), written out independently of kernels/activation.hpp.
 double formula(const ActivationFunction& f, double x) {
@@ -118,50 +108,96 @@ TEST(ReferenceActivations, EveryFunctionInEveryRoleMatchesItsFormula) {
     }
 }
 
-// The JIT executor with a network using the function: its gate kernels are the reference twins
-// (named _act..., isa reference), the plan says why, and every output matches the reference.
+// The JIT executor with a network using the function: its gate kernels are generated for the
+// plan's ISA (named _act..., isa avx512 or avx2, never the reference twins) and every output
+// matches the reference; on AVX-512 machines the AVX2 plans run too.
 struct JitCase {
   CellKind cell;
   int role;
   bool bidirectional;
 };
 
-TEST(JitActivations, PlansRunTheReferenceGateKernelsAndMatchTheReference) {
-  const Isa isa = detect_isa();
-  for (const JitCase jc : {JitCase{CellKind::rnn_tanh, 0, false}, JitCase{CellKind::lstm, 0, true},
-                           JitCase{CellKind::lstm, 1, false}, JitCase{CellKind::lstm, 2, true},
-                           JitCase{CellKind::gru, 0, false}, JitCase{CellKind::gru, 1, true},
-                           JitCase{CellKind::gru_reset_before, 0, true}, JitCase{CellKind::gru_reset_before, 1, false}})
-    for (const ActivationFunction& fn : all_functions()) {
-      RnnConfig config;
-      config.cell = jc.cell;
-      config.input_size = 7;
-      config.hidden_size = 19;  // a tail of 3 lanes past one vector
-      config.num_layers = 2;
-      config.bidirectional = jc.bidirectional;
-      config.gate_clip = jc.cell == CellKind::lstm ? 2.5f : 0.0f;
-      config.peephole = jc.cell == CellKind::lstm && jc.role == 1;
-      config.activations[0][static_cast<std::size_t>(jc.role)] = fn;
-      if (jc.bidirectional) config.activations[1][0] = {Activation::hard_sigmoid, 0.25f, 0.5f};
-      if (!config.custom_activations()) continue;  // the cell's own function (e.g. Tanh on an RNN)
-      const std::string what = fmt::format("{} role {} {}{}", to_string(jc.cell), jc.role, describe(fn),
-                                           jc.bidirectional ? " bidirectional" : "");
-      RnnCase rc(config, {5, 3}, 11);
-      rc.vary_lengths();
-      Execution ex = Rnn(config, {.backend = Backend::jit, .isa = isa, .threads = 2}).prepare(rc.shape, Mode::inference);
-      int custom_kernels = 0;
-      for (const KernelDesc& d : ex.plan().kernels)
-        if (d.kind_of() == KernelKind::gate && d.custom_activations()) {
+std::vector<Isa> generated_isas() {
+  std::vector<Isa> isas;
+  const Isa best = detect_isa();
+  if (best == Isa::avx512) isas.push_back(Isa::avx512);
+  if (best == Isa::avx512 || best == Isa::avx2) isas.push_back(Isa::avx2);
+  return isas;
+}
+
+TEST(JitActivations, PlansGenerateTheGateKernelsAndMatchTheReference) {
+  if (generated_isas().empty()) GTEST_SKIP() << "this CPU runs neither avx512 nor avx2 code";
+  for (const Isa isa : generated_isas())
+    for (const JitCase jc : {JitCase{CellKind::rnn_tanh, 0, false}, JitCase{CellKind::lstm, 0, true},
+                             JitCase{CellKind::lstm, 1, false}, JitCase{CellKind::lstm, 2, true},
+                             JitCase{CellKind::gru, 0, false}, JitCase{CellKind::gru, 1, true},
+                             JitCase{CellKind::gru_reset_before, 0, true},
+                             JitCase{CellKind::gru_reset_before, 1, false}})
+      for (const ActivationFunction& fn : all_functions()) {
+        RnnConfig config;
+        config.cell = jc.cell;
+        config.input_size = 7;
+        config.hidden_size = 19;  // a tail of 3 lanes past one vector
+        config.num_layers = 2;
+        config.bidirectional = jc.bidirectional;
+        config.gate_clip = jc.cell == CellKind::lstm ? 2.5f : 0.0f;
+        config.peephole = jc.cell == CellKind::lstm && jc.role == 1;
+        config.input_forget = jc.cell == CellKind::lstm && jc.role == 2;
+        config.clip = jc.cell == CellKind::lstm && jc.role == 0 ? 1.5f : 0.0f;
+        config.activations[0][static_cast<std::size_t>(jc.role)] = fn;
+        if (jc.bidirectional) config.activations[1][0] = {Activation::hard_sigmoid, 0.25f, 0.5f};
+        if (!config.custom_activations()) continue;  // the cell's own function (e.g. Tanh on an RNN)
+        const std::string what = fmt::format("{} {} role {} {}{}", to_string(isa), to_string(jc.cell), jc.role,
+                                             describe(fn), jc.bidirectional ? " bidirectional" : "");
+        RnnCase rc(config, {5, 3}, 11);
+        rc.vary_lengths();
+        Execution ex =
+            Rnn(config, {.backend = Backend::jit, .isa = isa, .threads = 2}).prepare(rc.shape, Mode::inference);
+        int custom_kernels = 0;
+        for (const KernelDesc& d : ex.plan().kernels) {
+          if (d.kind_of() != KernelKind::gate) continue;
+          EXPECT_EQ(d.isa_kind(), isa) << what << ": " << kernel_name(d);
+          if (!d.custom_activations()) continue;
           ++custom_kernels;
-          EXPECT_EQ(d.isa_kind(), Isa::reference) << what;
           EXPECT_NE(kernel_name(d).find("_act"), std::string::npos) << what;
+          EXPECT_FALSE(CompiledKernel(d).code().empty()) << what << ": " << kernel_name(d) << " has no generated code";
         }
-      EXPECT_GT(custom_kernels, 0) << what;
-      if (isa != Isa::reference) {
-        EXPECT_NE(ex.plan_text().find("have no generated gate kernel"), std::string::npos) << what;
+        EXPECT_GT(custom_kernels, 0) << what;
+        EXPECT_EQ(ex.plan_text().find("no generated gate kernel"), std::string::npos) << what;
+        EXPECT_EQ(ex.plan_text().find("reference twin"), std::string::npos) << what;
+        expect_matches(rc.run(ex), rc.reference(false), rc, false, what);
       }
-      expect_matches(rc.run(ex), rc.reference(false), rc, false, what);
+}
+
+// RNNJIT_ISA=avx2 forces the AVX2 kernels on a plan that asks for the detected ISA.
+TEST(JitActivations, ForcedAvx2RunsGeneratedKernels) {
+  const std::vector<Isa> isas = generated_isas();
+  if (isas.empty()) GTEST_SKIP() << "this CPU runs no avx2 code";
+  const char* before = std::getenv("RNNJIT_ISA");
+  const std::string saved = before ? before : "";
+  setenv("RNNJIT_ISA", "avx2", 1);
+  RnnConfig config;
+  config.cell = CellKind::lstm;
+  config.input_size = 9;
+  config.hidden_size = 21;
+  config.bidirectional = true;
+  config.activations[0] = {ActivationFunction{Activation::hard_sigmoid, 0.2f, 0.5f},
+                           ActivationFunction{Activation::softsign}, ActivationFunction{Activation::softplus}};
+  config.activations[1] = {ActivationFunction{Activation::leaky_relu, 0.1f}, ActivationFunction{Activation::elu, 0.7f},
+                           ActivationFunction{Activation::scaled_tanh, 0.9f, 1.1f}};
+  RnnCase rc(config, {6, 4}, 3);
+  Execution ex = Rnn(config, {.backend = Backend::jit, .threads = 2}).prepare(rc.shape, Mode::inference);
+  if (before) setenv("RNNJIT_ISA", saved.c_str(), 1);
+  else unsetenv("RNNJIT_ISA");
+  EXPECT_EQ(ex.plan().isa, Isa::avx2);
+  int custom_kernels = 0;
+  for (const KernelDesc& d : ex.plan().kernels)
+    if (d.kind_of() == KernelKind::gate && d.custom_activations()) {
+      ++custom_kernels;
+      EXPECT_EQ(d.isa_kind(), Isa::avx2) << kernel_name(d);
     }
+  EXPECT_EQ(custom_kernels, 2);  // one per direction
+  expect_matches(rc.run(ex), rc.reference(false), rc, false, "RNNJIT_ISA=avx2");
 }
 
 TEST(JitActivations, TheCellsOwnFunctionsLeaveThePlanUnchanged) {
@@ -188,22 +224,28 @@ TEST(JitActivations, TheCellsOwnFunctionsLeaveThePlanUnchanged) {
   }
 }
 
-TEST(JitActivations, EmittersRefuseDescriptorsWithOtherFunctions) {
+TEST(JitActivations, EmittersGenerateThemForInferenceOnly) {
   RnnConfig config;
   config.cell = CellKind::lstm;
   config.input_size = config.hidden_size = 32;
   config.activations[0][2] = {Activation::softsign};
-  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {  // generating needs no AVX-512, only running does
     KernelDesc d = gate_kernel_desc(config, {2, 3}, Mode::inference, isa, Pass::forward);
     ASSERT_FALSE(d.custom_activations());  // the config's functions are the planner's to add
-    EXPECT_NO_THROW(x64::emit_gate_kernel(d)) << to_string(isa);
+    const auto plain = x64::emit_gate_kernel(d);
     d.set_activations(config, 0);
     ASSERT_TRUE(d.custom_activations());
-    try {
-      x64::emit_gate_kernel(d);
-      ADD_FAILURE() << "emitted " << kernel_name(d);
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("no generated code for activations"), std::string::npos) << e.what();
+    const auto custom = x64::emit_gate_kernel(d);
+    EXPECT_NE(custom->text_size(), plain->text_size()) << to_string(isa);  // softsign's code, not tanh's
+    for (const bool backward : {false, true}) {  // the training forward and the backward pass
+      KernelDesc t = gate_kernel_desc(config, {2, 3}, Mode::training, isa, backward ? Pass::backward : Pass::forward);
+      t.set_activations(config, 0);
+      try {
+        x64::emit_gate_kernel(t);
+        ADD_FAILURE() << "emitted " << kernel_name(t);
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("for inference only"), std::string::npos) << e.what();
+      }
     }
   }
 }
@@ -222,18 +264,22 @@ TEST(JitActivations, TrainingIsRefusedWithOneClearLine) {
       ADD_FAILURE() << "training ran on " << to_string(backend);
     } catch (const Error& e) {
       const std::string m = e.what();
-      EXPECT_NE(m.find("for inference on the CPU only"), std::string::npos) << m;
+      EXPECT_NE(m.find("for inference only"), std::string::npos) << m;
       EXPECT_NE(m.find("Elu(alpha=1)"), std::string::npos) << m;
       EXPECT_EQ(m.find('\n'), std::string::npos) << m;
     }
   }
-  // No CUDA gate kernel computes them either: a CUDA plan refuses them (no GPU needed to plan).
-  try {
-    make_plan(config, {3, 2}, Mode::inference, Isa::cuda, 1);
-    ADD_FAILURE() << "a CUDA plan took them";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not in a CUDA plan"), std::string::npos) << e.what();
-  }
+  // A CUDA plan generates them in its gate kernels for inference (no GPU needed to plan) and
+  // refuses training alike.
+  const Plan cuda = make_plan(config, {3, 2}, Mode::inference, Isa::cuda, 1);
+  int custom_kernels = 0;
+  for (const KernelDesc& d : cuda.kernels)
+    if (d.kind_of() == KernelKind::gate) {
+      EXPECT_EQ(d.isa_kind(), Isa::cuda) << kernel_name(d);
+      custom_kernels += d.custom_activations();
+    }
+  EXPECT_GT(custom_kernels, 0);
+  EXPECT_THROW(make_plan(config, {3, 2}, Mode::training, Isa::cuda, 1), Error);
 }
 
 TEST(ActivationConfig, BadValuesAreClearErrors) {
@@ -306,6 +352,18 @@ TEST(CApiActivations, RunsInferenceRefusesTrainingAndBadValues) {
   ASSERT_EQ(rnnjit_forward(ex, rc.w.data(), rc.w.size(), &io), RNNJIT_STATUS_OK) << rnnjit_last_error();
   expect_close(y, want.y, rc.tolerance(false), "C API y");
   expect_close(cy, want.cy, rc.tolerance(false), "C API cy");
+  // Its gate kernels are generated: the same network and options through the C++ API hit the C
+  // API's plan in the process-wide cache, whose gate kernels are the detected ISA's.
+  const CacheStats before = cache_stats();
+  const Execution same = Rnn(config, {.threads = 1}).prepare(rc.shape, Mode::inference);
+  EXPECT_EQ(cache_stats().plan_hits, before.plan_hits + 1) << "not the C API's plan";
+  int custom_kernels = 0;
+  for (const KernelDesc& d : same.plan().kernels)
+    if (d.kind_of() == KernelKind::gate) {
+      EXPECT_EQ(d.isa_kind(), detect_isa()) << kernel_name(d);
+      custom_kernels += d.custom_activations();
+    }
+  EXPECT_EQ(custom_kernels, 2);  // one per direction
   rnnjit_execution_destroy(ex);
   rnnjit_rnn_destroy(rnn);
 

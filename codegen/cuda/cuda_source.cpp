@@ -192,6 +192,88 @@ std::string forward_body(const KernelDesc& d) {
   return {};
 }
 
+// ONNX's activation f as an expression of x, in float, as kernels/activation.hpp computes it
+// (its alpha and beta as exact float literals).
+std::string activation_expression(const ActivationFunction& f) {
+  const std::string a = fmt::format("{:a}f", f.alpha), b = fmt::format("{:a}f", f.beta);
+  switch (f.kind) {
+    case Activation::relu: return "x < 0.0f ? 0.0f : x";
+    case Activation::tanh: return "tanhf(x)";
+    case Activation::sigmoid: return "x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x))";
+    case Activation::affine: return fmt::format("{} * x + {}", a, b);
+    case Activation::leaky_relu: return fmt::format("x >= 0.0f ? x : {} * x", a);
+    case Activation::thresholded_relu: return fmt::format("x > {} ? x : (x == x ? 0.0f : x)", a);
+    case Activation::scaled_tanh: return fmt::format("{} * tanhf({} * x)", a, b);
+    case Activation::hard_sigmoid:  // NaN stays NaN
+      return fmt::format("[](float v) {{ return v == v ? fminf(fmaxf(v, 0.0f), 1.0f) : v; }}({} * x + {})", a, b);
+    case Activation::elu: return fmt::format("x >= 0.0f ? x : {} * expm1f(x)", a);
+    case Activation::softsign: return "x / (1.0f + fabsf(x))";
+    case Activation::softplus: return "x > 20.0f ? x + log1pf(expf(-x)) : log1pf(expf(x))";
+    case Activation::standard: break;
+  }
+  throw Error(fmt::format("no CUDA expression for activation kind {}", static_cast<int>(f.kind)));
+}
+
+// The forward inference math of a descriptor with ONNX's activations: a lambda per role (act_f,
+// act_g, act_h; a standard role is the cell's own), then the cell as the scalar twin's
+// gate_forward_custom (kernels/gate_reference.cpp) writes it.
+std::string custom_forward_body(const KernelDesc& d) {
+  std::string s;
+  const char* names[] = {"act_f", "act_g", "act_h"};
+  for (int r = 0; r < activation_role_count(d.cell_kind()); ++r) {
+    const auto role = static_cast<ActivationRole>(r);
+    ActivationFunction f = d.activation_of(role);
+    if (f.kind == Activation::standard) f = cell_activation(d.cell_kind(), role, d.relu_alpha());
+    s += fmt::format("  const auto {} = [](float x) {{ return {}; }};  // {}\n", names[r], activation_expression(f),
+                     describe(f));
+  }
+  auto pre = [](int g) {
+    return fmt::format("a.gx[row * GX + {0} * H + j] + a.bias_ih[{0} * H + j] + gh_at({0}) + a.bias_hh[{0} * H + j]",
+                       g);
+  };
+  switch (d.cell_kind()) {
+    case CellKind::rnn_tanh:
+    case CellKind::rnn_sigmoid:
+    case CellKind::rnn_relu:
+      return s + fmt::format("  a.h_out[row * LDH + j] = act_f(rnnjit_clip_gate(gc, {}));\n", pre(0));
+    case CellKind::lstm:
+      return s + fmt::format(R"({peep}  const float cp = a.c_prev[row * H + j];
+  const float i = act_f(rnnjit_clip_gate(gc, {p0}{pi}));
+  const float fg = {fg};
+  float c = fg * cp + i * act_g(rnnjit_clip_gate(gc, {p2}));
+  if (CLIP > 0.0f && (c > CLIP || c < -CLIP)) c = c > 0.0f ? CLIP : -CLIP;  // NaN stays
+  const float o = act_f(rnnjit_clip_gate(gc, {p3}{po}));
+  a.c_out[row * H + j] = c;
+  a.h_out[row * LDH + j] = o * act_h(c);
+)",
+                             fmt::arg("peep", d.peephole ? kPeepholeLoad : ""), fmt::arg("p0", pre(0)),
+                             fmt::arg("pi", d.peephole ? " + peep[0] * cp" : ""),
+                             fmt::arg("fg", d.input_forget ? "1.0f - i"
+                                                           : "act_f(rnnjit_clip_gate(gc, " + pre(1) +
+                                                                 (d.peephole ? " + peep[1] * cp" : "") + "))"),
+                             fmt::arg("p2", pre(2)), fmt::arg("p3", pre(3)),
+                             fmt::arg("po", d.peephole ? " + peep[2] * c" : ""));
+    case CellKind::gru:
+      return s + fmt::format(R"(  const float r = act_f(rnnjit_clip_gate(gc, {})), z = act_f(rnnjit_clip_gate(gc, {}));
+  const float hn = gh_at(2) + a.bias_hh[2 * H + j];
+  const float n = act_g(rnnjit_clip_gate(gc, a.gx[row * GX + 2 * H + j] + a.bias_ih[2 * H + j] + r * hn));
+  a.h_out[row * LDH + j] = n + z * (a.h_prev[row * LDH + j] - n);
+)",
+                             pre(0), pre(1));
+    case CellKind::gru_reset_before:
+      if (d.part == 0)
+        return s + fmt::format(R"(  a.h_out[row * LDH + j] = act_f(rnnjit_clip_gate(gc, {})) * a.h_prev[row * LDH + j];
+  a.c_out[row * H + j] = act_f(rnnjit_clip_gate(gc, {}));
+)",
+                               pre(0), pre(1));
+      return s + fmt::format(R"(  const float n = act_g(rnnjit_clip_gate(gc, {}));
+  a.h_out[row * LDH + j] = n + a.c_prev[row * H + j] * (a.h_prev[row * LDH + j] - n);
+)",
+                             pre(2));
+  }
+  return {};
+}
+
 std::string backward_body(const KernelDesc& d) {
   switch (d.cell_kind()) {
     case CellKind::rnn_tanh:
@@ -274,14 +356,14 @@ void check_gate_desc(const KernelDesc& d) {
       !(d.cell_kind() == CellKind::rnn_relu && d.relu_alpha() > 0.0f && std::isfinite(d.relu_alpha())))
     throw Error(
         fmt::format("{}: invalid relu alpha {} (a finite slope > 0 of rnn_relu)", kernel_name(d), d.relu_alpha()));
-  if (d.custom_activations())
-    throw Error(fmt::format("{}: no CUDA gate kernel computes activations other than the cell's own", kernel_name(d)));
+  if (d.custom_activations() && (d.pass_kind() != Pass::forward || d.training))
+    throw Error(fmt::format("{}: activations other than the cell's own are for inference only", kernel_name(d)));
 }
 
 std::string gate_kernel_source(const KernelDesc& d) {
   check_gate_desc(d);
   const bool forward = d.pass_kind() == Pass::forward;
-  const std::string body = forward ? forward_body(d) : backward_body(d);
+  const std::string body = !forward ? backward_body(d) : d.custom_activations() ? custom_forward_body(d) : forward_body(d);
   return fmt::format(R"({prelude}
 // {describe}
 // grid: ({blocks}, {rows}), block: {threads}; one thread per (batch row, hidden unit < {cols}).
@@ -318,7 +400,7 @@ const char* cell_math_prelude() { return kPrelude; }
 std::string forward_gate_math(const KernelDesc& d) {
   check_gate_desc(d);
   if (d.pass_kind() != Pass::forward) throw Error(fmt::format("{}: not a forward gate kernel", kernel_name(d)));
-  return forward_body(d);
+  return d.custom_activations() ? custom_forward_body(d) : forward_body(d);
 }
 
 }  // namespace rnnjit::cuda

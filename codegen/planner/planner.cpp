@@ -110,11 +110,6 @@ Plan Planner::build() {
         max_gate_unroll(CellKind::lstm, Pass::forward, Isa::avx2), max_gate_unroll(CellKind::lstm, Pass::backward, Isa::avx2),
         gate_slot_registers(Isa::avx2), gemm_max_rows(1, Isa::avx2)));
   if (plan_.isa == Isa::reference) plan_.notes.push_back("isa reference: scalar gate kernels");
-  for (int d = 0; d < s_.D; ++d)
-    if (config_.custom_activations(d) && plan_.isa != Isa::reference)
-      plan_.notes.push_back(fmt::format("direction {}: activations {} have no generated gate kernel: its gate kernels "
-                                        "are the scalar reference twins",
-                                        d, describe_activations(config_)));
   if (!generates_x64(plan_.isa)) plan_.notes.push_back("GEMMs run on OpenBLAS (no generated GEMM for this isa)");
   allocate_forward();
   plan_forward();
@@ -145,16 +140,14 @@ std::pair<std::int64_t, std::int64_t> Planner::batch_slice(int i) const {
 
 // The gate kernel of layer l's `pass` over all rows and units of direction `direction` (part 1:
 // the reset-before GRU's n kernel); forward, it reads gx as layer l's projection lays it out.
-// ONNX's activations other than the cell's own have no generated code: such a direction's gate
-// kernels are the scalar reference twins (the plan's notes say so).
+// ONNX's activations other than the cell's own (inference only: make_plan refuses them in
+// training) go into the descriptor of each direction that uses them; the emitters generate
+// them in place of the cell's own on the same unroll (their fragments work through the same
+// scratch registers in groups, whatever the number of slots).
 KernelDesc Planner::gate_desc(Pass pass, std::int64_t l, int direction, int part) const {
   KernelDesc d = gate_kernel_desc(config_, plan_.shape, plan_.mode, plan_.isa, pass);
   d.part = static_cast<std::uint8_t>(part);
   d.set_activations(config_, direction);
-  if (d.custom_activations()) {
-    d.isa = static_cast<std::uint8_t>(Isa::reference);
-    d.unroll = 1;
-  }
   if (pass == Pass::forward && batch_major_gx(l)) d.gx_row_stride = static_cast<std::uint32_t>(s_.T * s_.GX);
   // Backward, the kernel reads dy (without a projection: with one it reads dcell, H wide).
   if (pass == Pass::backward && !s_.P && ld_dy(l) != s_.W) d.dy_row_stride = static_cast<std::uint32_t>(ld_dy(l));
@@ -260,10 +253,10 @@ Plan make_plan(const RnnConfig& config, const Shape& shape, Mode mode, Isa isa, 
   if (isa == Isa::detect) throw Error("make_plan needs a concrete isa, not 'detect'");
   if (threads < 1 || threads > kMaxThreads)
     throw Error(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
-  // The gate kernels' backward and the CUDA kernels know the cells' own activations only.
-  if (config.custom_activations() && (mode == Mode::training || isa == Isa::cuda))
-    throw Error(fmt::format("activations {} are for inference on the CPU only (not in {})",
-                            describe_activations(config), mode == Mode::training ? "training" : "a CUDA plan"));
+  // The gate kernels' backward (and the training forward that stores for it) knows the cells'
+  // own activations only.
+  if (config.custom_activations() && mode == Mode::training)
+    throw Error(fmt::format("activations {} are for inference only (not in training)", describe_activations(config)));
   if (!caches.valid())
     throw Error(fmt::format("caches must have an L1d of at least 1 KiB and an L2 no smaller and at most 4 GiB, "
                             "got L1d {} L2 {} bytes",

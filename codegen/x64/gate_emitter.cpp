@@ -47,10 +47,19 @@ GateEmitter::GateEmitter(const KernelDesc& desc, int regs_per_slot)
   if (desc.relu_alpha_bits && !(desc.cell_kind() == CellKind::rnn_relu && desc.relu_alpha() > 0.0f &&
                                 std::isfinite(desc.relu_alpha())))
     throw Error(fmt::format("{}: relu_alpha needs rnn_relu and a positive finite value", kernel_name(desc)));
-  // The emitters compute the cells' own functions only: a descriptor naming others must not get
-  // a kernel that silently ignores them (the planner gives them the scalar reference twins).
-  if (desc.custom_activations())
-    throw Error(fmt::format("{}: no generated code for activations other than the cell's own", kernel_name(desc)));
+  // ONNX's activations are generated for the forward inference kernels; backward (and the
+  // training forward that feeds it) knows the derivatives of the cells' own functions only.
+  if (desc.custom_activations()) {
+    if (desc.pass_kind() != Pass::forward || desc.training)
+      throw Error(fmt::format("{}: activations other than the cell's own are for inference only", kernel_name(desc)));
+    for (int r = 0; r < kActivationRoles; ++r) {
+      const ActivationFunction f = desc.activation_of(static_cast<ActivationRole>(r));
+      if (static_cast<int>(f.kind) >= kActivationKinds || !std::isfinite(f.alpha) || !std::isfinite(f.beta))
+        throw Error(fmt::format("{}: activation role {} is kind {} with alpha {} and beta {}: needs a known kind "
+                                "and finite parameters",
+                                kernel_name(desc), r, static_cast<int>(f.kind), f.alpha, f.beta));
+    }
+  }
   if ((desc.peephole || desc.input_forget) && desc.cell_kind() != CellKind::lstm)
     throw Error(fmt::format("{}: peephole and input_forget need an LSTM", kernel_name(desc)));
   if (desc.cols < 1 || desc.cols > desc.hidden)
@@ -155,6 +164,15 @@ void GateEmitter::clamp_gates(std::span<const Xbyak::Xmm> v) {
   for (const Xbyak::Xmm& r : v) vmaxps(r, clip_scratch_, r);
   vbroadcastss(clip_scratch_, gate_clip_bound(false));
   for (const Xbyak::Xmm& r : v) vminps(r, clip_scratch_, r);
+}
+
+void GateEmitter::activate(ActivationRole role, Activation own, std::span<const Xbyak::Xmm> v) {
+  if (desc_.custom_activations()) {
+    const ActivationFunction f = desc_.activation_of(role);
+    if (f.kind != rnnjit::Activation::standard) return act_.apply(f, v);
+  }
+  if (own == Activation::sigmoid) act_.sigmoid(v);
+  else act_.tanh(v);
 }
 
 void GateEmitter::store_gate_clip_bounds() {

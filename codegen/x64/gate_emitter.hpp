@@ -91,6 +91,10 @@ class GateEmitter : public JitGenerator {
   // same activation code as the forward kernel's, so a clamped gate matches its bound exactly.
   enum class Activation { sigmoid, tanh, relu };
   void clamp_gates(std::span<const Xbyak::Xmm> v);
+  // The function of ONNX's activation role `role` on v (forward, inference): the descriptor's
+  // where it names one (KernelDesc::activation_of), else the cell's own, `own` (sigmoid or
+  // tanh), whose code is unchanged.
+  void activate(ActivationRole role, Activation own, std::span<const Xbyak::Xmm> v);
   void zero_unless_passed(const Xbyak::Xmm& grad, const Xbyak::Xmm& a, Activation act);
 
   KernelDesc desc_;

@@ -1,7 +1,8 @@
 // rnnjit: GRU gate kernels, linear-before-reset form (PyTorch, cuDNN), gate order r, z, n.
 //   forward:  r,z = sigmoid(gx + b_ih + gh + b_hh); hn = gh_n + b_hn; n = tanh(gx_n + b_in + r hn);
 //             h = n + z (h_prev - n). Training stores r, z, hn, n. A gate clip clamps the
-//             arguments of the sigmoids and of the tanh.
+//             arguments of the sigmoids and of the tanh. ONNX's activations (inference): the
+//             descriptor's role f for r, z and g for n.
 //   backward: dn = dh (1 - z)(1 - n^2); writes dr, dz, dn r (recurrent side of n), dn (input
 //             side) over r, z, hn, n, and the direct term dh z into dh_carry.
 #include <cstddef>
@@ -35,7 +36,7 @@ void GruForward::body(int count, bool masked) {
   std::vector<Xbyak::Xmm> sig = slots(count, r);
   for (const Xbyak::Xmm& v : slots(count, z)) sig.push_back(v);
   clamp_gates(sig);
-  act_.sigmoid(sig);
+  activate(ActivationRole::f, Activation::sigmoid, sig);
   for (int u = 0; u < count; ++u) {
     vfmadd231ps(slot(u, n), slot(u, r), slot(u, hn));
     if (desc_.training) {
@@ -45,7 +46,7 @@ void GruForward::body(int count, bool masked) {
     }
   }
   clamp_gates(slots(count, n));
-  act_.tanh(slots(count, n));
+  activate(ActivationRole::g, Activation::tanh, slots(count, n));
   for (int u = 0; u < count; ++u) {
     if (desc_.training) store(at(gates_, 3, u), slot(u, n), masked);
     load(slot(u, hn), at(h_prev_, 0, u), masked);

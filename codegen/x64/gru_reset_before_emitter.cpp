@@ -10,7 +10,8 @@
 //   backward part 1 (GruResetBackwardReset): with d = d(r * h_prev) = dn W_hn: dr = d h_prev r (1 - r)
 //                                       over r; dh_carry += d r
 // z travels through the c_out/c_prev pointers ([N, H], unused by a GRU otherwise). A gate clip
-// clamps the activations' arguments and stops the gradients where it held.
+// clamps the activations' arguments and stops the gradients where it held. ONNX's activations
+// (inference): the descriptor's role f for r, z in part 0, g for n in part 1.
 #include <cstddef>
 
 #include "codegen/kernel_args.hpp"
@@ -38,7 +39,7 @@ void GruResetGates::body(int count, bool masked) {
   std::vector<Xbyak::Xmm> sig = slots(count, r);
   for (const Xbyak::Xmm& v : slots(count, z)) sig.push_back(v);
   clamp_gates(sig);
-  act_.sigmoid(sig);
+  activate(ActivationRole::f, Activation::sigmoid, sig);
   for (int u = 0; u < count; ++u) {
     store(at(z_, 0, u), slot(u, z), masked);
     if (desc_.training) {
@@ -68,7 +69,7 @@ void GruResetCandidate::body(int count, bool masked) {
     accumulate(slot(u, n), at(bias_hh_, 2, u), masked);
   }
   clamp_gates(slots(count, n));
-  act_.tanh(slots(count, n));
+  activate(ActivationRole::g, Activation::tanh, slots(count, n));
   for (int u = 0; u < count; ++u) {
     if (desc_.training) store(at(gates_, 2, u), slot(u, n), masked);
     load(slot(u, z), at(z_, 0, u), masked);

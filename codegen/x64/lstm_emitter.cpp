@@ -2,7 +2,8 @@
 //   forward:  i,f,o = sigmoid, g = tanh of (gx + b_ih + gh + b_hh), with the peepholes P_i c_prev,
 //             P_f c_prev and P_o c added and the gate clip applied where the descriptor says;
 //             f = 1 - i with input_forget; c = f c_prev + i g (clamped to [-clip, clip] with a
-//             cell clip); h = o tanh(c)
+//             cell clip); h = o tanh(c). ONNX's activations (inference): the descriptor's role f
+//             for i, f, o, g for g and h for tanh(c).
 //   backward: from the stored i,f,g,o and c_t, c_{t-1}: do = dh tanh(c) o (1 - o); dc = dc_carry +
 //             dh o (1 - tanh(c)^2) + do P_o (zero where the clip held c at a bound); the
 //             pre-activation gradients written over the gates (each zero where the gate clip held
@@ -50,8 +51,8 @@ void LstmForward::body(int count, bool masked) {
   std::vector<Xbyak::Xmm> clipped = sig;
   for (const Xbyak::Xmm& z : slots(count, g)) clipped.push_back(z);
   clamp_gates(clipped);
-  act_.sigmoid(sig);
-  act_.tanh(slots(count, g));
+  activate(ActivationRole::f, Activation::sigmoid, sig);
+  activate(ActivationRole::g, Activation::tanh, slots(count, g));
   for (int u = 0; u < count; ++u) {
     const Xbyak::Xmm I = slot(u, i), F = slot(u, f), G = slot(u, g), O = slot(u, o);
     if (coupled) vsubps(F, act_.one(), I);
@@ -70,11 +71,11 @@ void LstmForward::body(int count, bool masked) {
   }
   if (peephole) {
     clamp_gates(slots(count, o));
-    act_.sigmoid(slots(count, o));
+    activate(ActivationRole::f, Activation::sigmoid, slots(count, o));
     if (desc_.training)
       for (int u = 0; u < count; ++u) store(at(gates_, o, u), slot(u, o), masked);
   }
-  act_.tanh(slots(count, f));
+  activate(ActivationRole::h, Activation::tanh, slots(count, f));
   for (int u = 0; u < count; ++u) {
     vmulps(slot(u, o), slot(u, o), slot(u, f));
     store(at(h_out_, 0, u), slot(u, o), masked);

@@ -1,5 +1,6 @@
 // rnnjit: vanilla RNN gate kernels, h = act(gx + b_ih + gh + b_hh) with act tanh, the logistic
-// sigmoid or relu (leaky with a slope alpha below zero). Backward needs only h_t: tanh' = 1 - h^2,
+// sigmoid or relu (leaky with a slope alpha below zero), or forward in inference ONNX's
+// activation of the descriptor's role f. Backward needs only h_t: tanh' = 1 - h^2,
 // sigmoid' = h (1 - h), relu' = [h > 0] (leaky: alpha where h <= 0, the same lanes as the
 // pre-activation's for alpha >= 0); a gate clip clamps act's argument and stops the gradient
 // where it held.
@@ -23,16 +24,21 @@ void RnnForward::body(int count, bool masked) {
     accumulate(slot(u, 0), at(bias_hh_, 0, u), masked);
   }
   clamp_gates(slots(count, 0));
-  switch (desc_.cell_kind()) {
-    case CellKind::rnn_tanh: act_.tanh(slots(count, 0)); break;
-    case CellKind::rnn_sigmoid: act_.sigmoid(slots(count, 0)); break;
-    default:
-      if (!desc_.relu_alpha_bits) {
-        act_.relu(slots(count, 0));
-        break;
-      }
-      for (int u = 0; u < count; ++u)  // v <= 0 (or NaN): alpha * v, as the reference's v > 0 ? v : alpha * v
-        scale_by_alpha(slot(u, 0), compare(slot(u, 0), act_.constant(Constant::zero), 0x1A /*NGT_UQ*/));
+  const ActivationFunction custom = desc_.activation_of(ActivationRole::f);
+  if (desc_.custom_activations() && custom.kind != rnnjit::Activation::standard) {
+    act_.apply(custom, slots(count, 0));  // ONNX's f (a leaky slope is then the function's alpha)
+  } else {
+    switch (desc_.cell_kind()) {
+      case CellKind::rnn_tanh: act_.tanh(slots(count, 0)); break;
+      case CellKind::rnn_sigmoid: act_.sigmoid(slots(count, 0)); break;
+      default:
+        if (!desc_.relu_alpha_bits) {
+          act_.relu(slots(count, 0));
+          break;
+        }
+        for (int u = 0; u < count; ++u)  // v <= 0 (or NaN): alpha * v, as the reference's v > 0 ? v : alpha * v
+          scale_by_alpha(slot(u, 0), compare(slot(u, 0), act_.constant(Constant::zero), 0x1A /*NGT_UQ*/));
+    }
   }
   for (int u = 0; u < count; ++u) store(at(h_out_, 0, u), slot(u, 0), masked);
 }

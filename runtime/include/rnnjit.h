@@ -172,7 +172,7 @@ typedef struct rnnjit_config {
   int32_t quantize;             /* an rnnjit_quantize_t (0: none) */
   /* ONNX's activations [direction][role] (role 0: f, LSTM's i, f, o, GRU's r, z, the RNN's one
    * function; 1: g, LSTM's cell input, GRU's n; 2: h, LSTM's h = o * h(c)); all zero
-   * (RNNJIT_ACTIVATION_STANDARD) is the cell's own. Inference on the CPU only: a training
+   * (RNNJIT_ACTIVATION_STANDARD) is the cell's own. Inference only (CPU or CUDA): a training
    * execution of a network with others than the cell's own is UNSUPPORTED. Direction 1 only when
    * bidirectional, roles the cell lacks stay zero (else INVALID_ARGUMENT). */
   rnnjit_activation_t activations[2][3];
@@ -300,7 +300,7 @@ rnnjit_status_t rnnjit_backward_weights(rnnjit_execution_t* execution, const rnn
  * HardSigmoid 0.2 and 0.5, Elu 1, any other 0). An RNN whose directions all use Tanh, Relu,
  * Sigmoid or LeakyRelu with alpha >= 0 is RNNJIT_CELL_RNN_TANH, _RELU, _SIGMOID or _RELU with
  * config.relu_alpha (generated gate kernels); any other function, where it is not the cell's own,
- * is in config.activations (inference only; its gate kernels are the scalar reference's); GRU with
+ * is in config.activations (inference only; generated gate kernels compute it); GRU with
  * linear_before_reset=1 (RNNJIT_CELL_GRU) and 0 (ONNX's default, RNNJIT_CELL_GRU_RESET_BEFORE);
  * clip, for every op (config.gate_clip: each gate's pre-activation, biases and peepholes
  * included, is clamped to [-clip, clip]); LSTM peepholes

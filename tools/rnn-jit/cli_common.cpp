@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -91,6 +94,10 @@ void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
   app.add_flag("--independent-stacks", f.independent_stacks,
                "bidirectional: each direction a stack of its own layers, merged only at the top (a oneDNN "
                "primitive of several layers); weight_ih above layer 0 is [G*H, S]");
+  app.add_option("--activations", f.activations,
+                 "ONNX's activations (inference): Name[:alpha[:beta]] per role f, g, h the cell has, comma-separated, "
+                 "direction 0's then direction 1's, e.g. HardSigmoid:0.2:0.5,Softsign,Tanh for an LSTM (default: the "
+                 "cell's own)");
   if (required) {
     cell->required();
     in->required();
@@ -99,6 +106,44 @@ void add_config_flags(CLI::App& app, ConfigFlags& f, bool required) {
     cell->capture_default_str();
     in->capture_default_str();
     hid->capture_default_str();
+  }
+}
+
+// --activations: the list in ONNX's order, roles of direction 0 then of direction 1.
+static void set_activations(RnnConfig& c, const std::string& list) {
+  const int roles = activation_role_count(c.cell);
+  std::vector<std::string> items;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = list.find(',', at);
+    items.push_back(list.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (static_cast<int>(items.size()) != roles * c.directions())
+    throw UsageError(fmt::format("--activations: {} has {} role{} per direction and {} direction{}: expected {} "
+                                 "functions, got {}",
+                                 to_string(c.cell), roles, roles == 1 ? "" : "s", c.directions(),
+                                 c.directions() == 1 ? "" : "s", roles * c.directions(), items.size()));
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    std::vector<std::string> parts;
+    for (std::size_t at = 0;;) {
+      const std::size_t colon = items[i].find(':', at);
+      parts.push_back(items[i].substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+      if (colon == std::string::npos) break;
+      at = colon + 1;
+    }
+    if (parts.size() > 3) throw UsageError(fmt::format("--activations: '{}' is not Name[:alpha[:beta]]", items[i]));
+    ActivationFunction fn;
+    try {
+      fn.kind = parse_activation(parts[0]);
+      if (parts.size() > 1) fn.alpha = std::stof(parts[1]);
+      if (parts.size() > 2) fn.beta = std::stof(parts[2]);
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("--activations: {}", e.what()));
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--activations: '{}' is not Name[:alpha[:beta]] with numbers", items[i]));
+    }
+    c.activations[i / static_cast<std::size_t>(roles)][i % static_cast<std::size_t>(roles)] = fn;
   }
 }
 
@@ -138,6 +183,7 @@ RnnConfig build_config(const ConfigFlags& f) {
   c.input_forget = f.input_forget;
   c.bias = !f.no_bias;
   c.independent_stacks = f.independent_stacks;
+  if (!f.activations.empty()) set_activations(c, f.activations);
   try {
     validate(c);
   } catch (const Error& e) {

@@ -77,6 +77,9 @@ struct ConfigFlags {
   bool input_forget = false;
   bool no_bias = false;
   bool independent_stacks = false;
+  // ONNX's activations: Name[:alpha[:beta]] per role (f, g, h of the cell), comma-separated,
+  // direction 0's roles then (bidirectional) direction 1's. Empty: the cell's own.
+  std::string activations;
 };
 // With required = true, --cell, --input-size and --hidden-size must be given; otherwise the
 // values already in `flags` are the defaults.
